@@ -1,0 +1,20 @@
+// Registration of crl's subcommands; each cmd_*.cpp adds one to the CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace crl::cli {
+
+// Exit codes every subcommand uses, so scripts can tell failures apart.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,     // the command ran and found a problem (e.g. a check failed)
+  kExitUsage = 2,       // bad arguments
+  kExitInputError = 3,  // bad input file, config or program
+  kExitInternal = 4,    // an unexpected error inside crl or an API it calls
+};
+
+// Each adds its subcommand; the callback it installs sets `exit_code`.
+void add_doctor_command(CLI::App& app, int& exit_code);
+
+}  // namespace crl::cli

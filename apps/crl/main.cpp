@@ -1,0 +1,37 @@
+// crl: the command-line entry point. `crl --help` lists the subcommands.
+#include <spdlog/spdlog.h>
+
+#include "apps/crl/commands.h"
+#include "core/error.h"
+#include "core/log.h"
+
+int main(int argc, char** argv) {
+  using namespace crl::cli;
+  CLI::App app{"crl: contrastive RL that teaches a code LLM to write faster GPU programs"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  crl::init_logging(log_level);
+  app.add_option("--log-level", log_level, "debug, info, warn or error (before the subcommand)")
+      ->capture_default_str()
+      ->each([](const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); });
+  int exit_code = kExitOk;
+  add_doctor_command(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  } catch (const crl::InputError& e) {
+    spdlog::error("{}", e.what());
+    return kExitInputError;
+  } catch (const crl::Error& e) {
+    spdlog::error("{}", e.what());
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    spdlog::error("unexpected error: {}", e.what());
+    return kExitInternal;
+  }
+  return exit_code;
+}

@@ -1,0 +1,99 @@
+# Finds crl's dependencies the standard way; CUDA and NCCL are optional (on when nvcc is found).
+include_guard(GLOBAL)
+
+# --- LibTorch: honour CMAKE_PREFIX_PATH / Torch_DIR; otherwise ask a python that has torch.
+if(NOT Torch_DIR)
+  set(_crl_pythons "$ENV{CRL_HOME}/venv/bin/python3" "$ENV{HOME}/.local/share/crl/venv/bin/python3" python3)
+  foreach(_py IN LISTS _crl_pythons)
+    find_program(_crl_py NAMES ${_py} NO_CACHE)
+    if(_crl_py)
+      execute_process(COMMAND ${_crl_py} -c "import torch;print(torch.utils.cmake_prefix_path)"
+                      OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+                      RESULT_VARIABLE _rc ERROR_QUIET)
+      if(_rc EQUAL 0 AND _torch_prefix)
+        list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+        message(STATUS "crl: LibTorch from ${_crl_py}: ${_torch_prefix}")
+        break()
+      endif()
+    endif()
+    unset(_crl_py)
+  endforeach()
+endif()
+
+# --- CUDA first: TorchConfig of a CUDA build of torch looks for the toolkit itself.
+include(CheckLanguage)
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER AND NOT CRL_DISABLE_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90a)  # the H200; override with -DCMAKE_CUDA_ARCHITECTURES=...
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 for nvcc
+  # Tell TorchConfig the target arch so it does not try to run a GPU-detection program.
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(TORCH_CUDA_ARCH_LIST "9.0a")
+  endif()
+  find_package(CUDAToolkit REQUIRED)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    add_library(crl_nccl INTERFACE)
+    target_include_directories(crl_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(crl_nccl INTERFACE ${NCCL_LIBRARY})
+    set(CRL_HAVE_NCCL ON)
+  endif()
+  set(CRL_HAVE_CUDA ON)
+  set(CRL_CUDA_STATUS "ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${CRL_HAVE_NCCL})")
+else()
+  set(CRL_HAVE_CUDA OFF)
+  set(CRL_HAVE_NCCL OFF)
+  set(CRL_CUDA_STATUS "OFF (no nvcc found: CUDA backend, GPU probes and NCCL are left out of this build)")
+endif()
+
+find_package(Torch 2.11 REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+find_package(Threads REQUIRED)
+if(CRL_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(CRL_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()
+
+# Torch's own flags (the C++ ABI) apply to everything, so std::string crosses library edges.
+string(APPEND CMAKE_CXX_FLAGS " ${TORCH_CXX_FLAGS}")
+
+# One HDF5 target, whichever way FindHDF5 reported it.
+if(NOT TARGET crl_hdf5)
+  add_library(crl_hdf5 INTERFACE)
+  target_include_directories(crl_hdf5 INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
+  target_link_libraries(crl_hdf5 INTERFACE ${HDF5_C_LIBRARIES})
+  target_compile_definitions(crl_hdf5 INTERFACE ${HDF5_C_DEFINITIONS} H5_USE_110_API)
+endif()
+
+# LibTorch as one target; targets that include it heavily also use the precompiled header below.
+# LibTorch ships its own fmt headers (a newer major version than the system's, which spdlog is
+# built against). A -I folder holding only a link to the system fmt comes before Torch's -isystem
+# folders, so every crl file sees the fmt it links with.
+get_target_property(_fmt_includes fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+find_path(CRL_SYSTEM_FMT_DIR fmt/format.h HINTS ${_fmt_includes} NO_CACHE)
+set(CRL_FMT_FIRST_DIR ${PROJECT_BINARY_DIR}/crl_fmt_first)
+file(MAKE_DIRECTORY ${CRL_FMT_FIRST_DIR})
+file(CREATE_LINK ${CRL_SYSTEM_FMT_DIR}/fmt ${CRL_FMT_FIRST_DIR}/fmt SYMBOLIC)
+add_library(crl_torch INTERFACE)
+target_link_libraries(crl_torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(crl_torch BEFORE INTERFACE ${CRL_FMT_FIRST_DIR})
+target_include_directories(crl_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+
+# crl_use_torch_pch(target): share one precompiled LibTorch header across a target's files.
+function(crl_use_torch_pch target)
+  target_precompile_headers(${target} PRIVATE <torch/torch.h>)
+endfunction()

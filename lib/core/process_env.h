@@ -1,0 +1,23 @@
+// Where this process runs: host name and the launcher (mpirun, srun) that started it, from its environment.
+#pragma once
+
+#include <string>
+
+namespace crl {
+
+struct LaunchPlace {
+  std::string launcher;  // "mpirun", "srun" or "" when started by hand
+  int rank = -1;         // global rank, -1 when not launched as part of a job
+  int size = 0;          // number of ranks, 0 when unknown
+  int local_rank = -1;   // rank on this node, -1 when unknown
+};
+
+// Reads Open MPI, PMIx and Slurm variables; does not initialise MPI.
+LaunchPlace launch_place();
+
+std::string hostname();
+
+// Value of an environment variable, or `fallback` when unset.
+std::string env_or(const char* name, const std::string& fallback);
+
+}  // namespace crl

@@ -1,0 +1,73 @@
+// Tests that check helpers throw typed errors naming the call, file, rank and host.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "core/hdf5_check.h"
+#include "core/process_env.h"
+
+namespace crl {
+namespace {
+
+TEST(ProcessEnv, ReadsRankFromOpenMpiVariables) {
+  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  const auto p = launch_place();
+  EXPECT_EQ(p.launcher, "mpirun");
+  EXPECT_EQ(p.rank, 3);
+  EXPECT_EQ(p.size, 8);
+  EXPECT_EQ(p.local_rank, 1);
+  EXPECT_NE(process_location().find("rank 3"), std::string::npos);
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  EXPECT_EQ(launch_place().rank, -1);
+  EXPECT_EQ(process_location().find("rank"), std::string::npos);
+}
+
+TEST(ProcessEnv, SrunNeedsAStepId) {
+  setenv("SLURM_PROCID", "0", 1);  // set inside a batch script even without srun
+  EXPECT_EQ(launch_place().launcher, "");
+  setenv("SLURM_STEP_ID", "2", 1);
+  setenv("SLURM_NTASKS", "4", 1);
+  EXPECT_EQ(launch_place().launcher, "srun");
+  EXPECT_EQ(launch_place().size, 4);
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_STEP_ID");
+  unsetenv("SLURM_NTASKS");
+}
+
+TEST(ApiChecks, Hdf5FailureCarriesCallAndErrorStack) {
+  hdf5_silence_default_printing();
+  try {
+    CRL_H5_CHECK(H5Fopen("/nonexistent/crl.h5", H5F_ACC_RDONLY, H5P_DEFAULT));
+    FAIL() << "expected an ApiError";
+  } catch (const ApiError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.api(), "HDF5");
+    EXPECT_NE(msg.find("H5Fopen"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("error_test.cpp"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("host "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("#0"), std::string::npos) << "HDF5's stack is missing: " << msg;
+  }
+}
+
+TEST(ApiChecks, Hdf5SuccessReturnsTheValue) {
+  const hid_t space = CRL_H5_CHECK(H5Screate(H5S_SCALAR));
+  EXPECT_GE(space, 0);
+  EXPECT_GE(CRL_H5_CHECK(H5Sclose(space)), 0);
+}
+
+TEST(Errors, IoErrorNamesPathAndReason) {
+  errno = ENOENT;
+  try {
+    throw_io_error("cannot open", "/tmp/x.yaml");
+  } catch (const IoError& e) {
+    EXPECT_STREQ(e.what(), "cannot open '/tmp/x.yaml': No such file or directory");
+  }
+}
+
+}  // namespace
+}  // namespace crl

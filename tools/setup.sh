@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Makes a fresh Debian 12 / Ubuntu 24.04 machine ready for crl, then configures and builds it.
+# Usage: tools/setup.sh            (idempotent; quick when everything is already there)
+# Env:   CRL_HOME (default ~/.local/share/crl) holds the torch==2.11.0 venv shared by every clone.
+#        CRL_BUILD_DIR (default build), CRL_SKIP_BUILD=1 to stop after installing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CRL_HOME=${CRL_HOME:-$HOME/.local/share/crl}
+BUILD_DIR=${CRL_BUILD_DIR:-build}
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
+  libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
+  libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# LibTorch: an existing Torch_DIR / CMAKE_PREFIX_PATH wins; otherwise the shared venv's torch.
+torch_ok() { "$1" -c 'import torch,sys; sys.exit(0 if torch.__version__.startswith("2.11") else 1)' 2>/dev/null; }
+VENV_PY="$CRL_HOME/venv/bin/python3"
+if [ -z "${Torch_DIR:-}" ] && ! torch_ok "$VENV_PY"; then
+  echo "setup: installing torch==2.11.0 from PyPI into $CRL_HOME/venv (once per machine, ~4 GB)"
+  mkdir -p "$CRL_HOME"
+  python3 -m venv "$CRL_HOME/venv"
+  "$CRL_HOME/venv/bin/pip" install -q --upgrade pip
+  "$CRL_HOME/venv/bin/pip" install -q torch==2.11.0 numpy
+fi
+# Offline analysis tools (tools/analysis) read HDF5 and plot.
+if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import h5py, matplotlib' 2>/dev/null; then
+  "$CRL_HOME/venv/bin/pip" install -q h5py matplotlib
+fi
+
+[ "${CRL_SKIP_BUILD:-0}" = 1 ] && exit 0
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+fi
+cmake --build "$BUILD_DIR" -j"$(nproc)"
