@@ -60,6 +60,18 @@ find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(Threads REQUIRED)
+# utf8proc (Unicode categories and NFC for the tokenizer). Debian: libutf8proc-dev. On machines
+# without it, tools/gpu-build.sh unpacks carried .debs into .carry/prefix, searched here too.
+find_path(UTF8PROC_INCLUDE_DIR utf8proc.h HINTS ${PROJECT_SOURCE_DIR}/.carry/prefix/usr/include)
+find_library(UTF8PROC_LIBRARY NAMES utf8proc
+             HINTS ${PROJECT_SOURCE_DIR}/.carry/prefix/usr/lib/x86_64-linux-gnu
+                   ${PROJECT_SOURCE_DIR}/.carry/prefix/usr/lib)
+if(NOT UTF8PROC_INCLUDE_DIR OR NOT UTF8PROC_LIBRARY)
+  message(FATAL_ERROR "crl: utf8proc not found (install libutf8proc-dev, or run tools/setup.sh)")
+endif()
+add_library(crl_utf8proc INTERFACE)
+target_include_directories(crl_utf8proc INTERFACE ${UTF8PROC_INCLUDE_DIR})
+target_link_libraries(crl_utf8proc INTERFACE ${UTF8PROC_LIBRARY})
 if(CRL_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

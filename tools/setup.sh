@@ -13,7 +13,7 @@ SUDO=""
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
-  libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev)
+  libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
