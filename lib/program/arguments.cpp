@@ -1,0 +1,122 @@
+// Seeded, on-device generation of forward's arguments: init kinds and post ops of the format doc.
+#include "program/arguments.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace crl {
+namespace {
+
+// SplitMix64's finaliser: nearby seeds give unrelated streams.
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+at::Generator make_generator(const at::Device& device, uint64_t stream_seed) {
+  at::Generator gen;
+  if (device.is_cpu()) {
+    gen = at::detail::createCPUGenerator(stream_seed);
+  } else if (device.is_cuda()) {
+    gen = at::detail::getCUDAHooks().getNewGenerator(device.has_index() ? device.index() : 0);
+    gen.set_current_seed(stream_seed);
+  } else {
+    throw InputError(fmt::format("make_arguments: device '{}' is not supported (cpu or cuda)", device.str()));
+  }
+  return gen;
+}
+
+// Floating draws in half precision are made in float32 and rounded, so every dtype sees the same
+// distribution (and CPU kernels for every dtype exist).
+at::ScalarType draw_dtype(at::ScalarType dtype) {
+  return (dtype == at::kHalf || dtype == at::kBFloat16) ? at::kFloat : dtype;
+}
+
+}  // namespace
+
+uint64_t argument_stream_seed(const TaskSpec& spec, uint64_t seed, size_t index) {
+  const bool is_param = index >= spec.inputs.size();
+  const uint64_t within = is_param ? index - spec.inputs.size() : index;
+  return mix64(mix64(seed) ^ mix64((static_cast<uint64_t>(is_param) << 32) + within + 1));
+}
+
+at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale,
+                         uint64_t stream_seed, const at::Device& device) {
+  const ScaleVariables& vars = spec.scale_variables(scale);
+  const std::vector<int64_t> shape = spec.shape_at(tensor, scale);
+  const auto draw = at::TensorOptions().dtype(draw_dtype(tensor.dtype)).device(device);
+  const auto exact = at::TensorOptions().dtype(tensor.dtype).device(device);
+  at::Generator gen = make_generator(device, stream_seed);
+  const auto arg = [&](size_t i) { return tensor.init.args.at(i).evaluate(vars); };
+  at::Tensor t;
+  switch (tensor.init.kind) {
+    case InitKind::randn: t = at::empty(shape, draw).normal_(0, 1, gen); break;
+    case InitKind::rand: t = at::empty(shape, draw).uniform_(0, 1, gen); break;
+    case InitKind::uniform: t = at::empty(shape, draw).uniform_(arg(0), arg(1), gen); break;
+    case InitKind::normal: t = at::empty(shape, draw).normal_(arg(0), arg(1), gen); break;
+    case InitKind::uniform_fan_in: {
+      const double bound = 1.0 / std::sqrt(arg(0));
+      t = at::empty(shape, draw).uniform_(-bound, bound, gen);
+      break;
+    }
+    case InitKind::randint: {
+      const int64_t lo = tensor.init.args[0].evaluate_integer(vars), hi = tensor.init.args[1].evaluate_integer(vars);
+      // random_(from, to) draws integers in [from, to) for any dtype, bool included.
+      t = at::empty(shape, exact).random_(lo, hi, gen);
+      break;
+    }
+    case InitKind::ones: t = at::ones(shape, exact); break;
+    case InitKind::zeros: t = at::zeros(shape, exact); break;
+    case InitKind::full:
+      if (at::isFloatingType(tensor.dtype)) {
+        t = at::full(shape, arg(0), exact);
+      } else {
+        t = at::full(shape, tensor.init.args[0].evaluate_integer(vars), exact);
+      }
+      break;
+  }
+  if (t.scalar_type() != tensor.dtype) t = t.to(tensor.dtype);
+  for (const PostOp& op : tensor.post) {
+    switch (op.kind) {
+      case PostKind::abs: t.abs_(); break;
+      case PostKind::tril: t.tril_(); break;
+      case PostKind::triu: t.triu_(); break;
+      case PostKind::symmetric: t = (t + t.transpose(-1, -2)).div_(2); break;
+      case PostKind::softmax: {
+        const int64_t dim = op.args[0].evaluate_integer(vars);
+        // Softmax in float32 then rounded, so rows of half tensors sum to 1 as closely as they can.
+        t = at::softmax(t, dim, at::kFloat).to(tensor.dtype);
+        break;
+      }
+      case PostKind::add:
+        if (at::isFloatingType(tensor.dtype)) t.add_(op.args[0].evaluate(vars));
+        else t.add_(op.args[0].evaluate_integer(vars));
+        break;
+      case PostKind::mul:
+        if (at::isFloatingType(tensor.dtype)) t.mul_(op.args[0].evaluate(vars));
+        else t.mul_(op.args[0].evaluate_integer(vars));
+        break;
+    }
+  }
+  return t.contiguous();
+}
+
+std::vector<at::Tensor> make_arguments(const TaskSpec& spec, const std::string& scale, uint64_t seed,
+                                       const at::Device& device) {
+  std::vector<at::Tensor> args;
+  args.reserve(spec.num_args());
+  for (size_t i = 0; i < spec.num_args(); ++i) {
+    args.push_back(make_argument(spec, spec.arg(i), scale, argument_stream_seed(spec, seed, i), device));
+  }
+  return args;
+}
+
+}  // namespace crl

@@ -1,0 +1,30 @@
+// Making a task's forward arguments (inputs, then params) from a seed, directly on the device.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "program/task_spec.h"
+
+namespace crl {
+
+// The forward arguments of `spec` at `scale`: every input, then every param, with the spec's
+// shapes, dtypes, init and post ops, generated on `device` (no host round trip: full-scale
+// tensors can be gigabytes). Deterministic for a (seed, device type) pair. Each tensor draws from
+// its own generator, seeded from (seed, inputs or params, index within that list), so adding a
+// param changes no input and adding an input changes no param.
+std::vector<at::Tensor> make_arguments(const TaskSpec& spec, const std::string& scale, uint64_t seed,
+                                       const at::Device& device);
+
+// One tensor of the spec, as make_arguments makes it (for tools that need a single argument).
+at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale,
+                         uint64_t stream_seed, const at::Device& device);
+
+// The generator seed of argument `index` of forward (inputs first, then params).
+uint64_t argument_stream_seed(const TaskSpec& spec, uint64_t seed, size_t index);
+
+}  // namespace crl

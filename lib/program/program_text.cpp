@@ -1,0 +1,114 @@
+// Line-by-line splitter of .crl programs at their marker lines.
+#include "program/program_text.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace crl {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// Shortens a line for messages so a huge junk line does not swamp the error.
+std::string quoted_excerpt(std::string_view line) {
+  constexpr size_t kMax = 60;
+  if (line.size() <= kMax) return fmt::format("'{}'", line);
+  return fmt::format("'{}...'", line.substr(0, kMax));
+}
+
+bool only_whitespace(const std::string& s) {
+  return s.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+}  // namespace
+
+ProgramText parse_program_text(const std::string& text, const std::string& origin) {
+  ProgramText program;
+  program.origin = origin;
+  SourceSection* current = nullptr;
+  int line_number = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::string_view trimmed = trim(line);
+
+    // A "// crl:" line is always meant as a marker, so a misspelt one is an error, not code.
+    if (trimmed.starts_with("// crl:") || trimmed.starts_with("//crl:")) {
+      SourceSection* section = nullptr;
+      if (trimmed == kSpecMarker) section = &program.spec;
+      if (trimmed == kDeviceMarker) section = &program.device;
+      if (trimmed == kHostMarker) section = &program.host;
+      if (section == nullptr) {
+        throw InputError(fmt::format(
+            "{}:{}: expected a section marker '// crl:spec', '// crl:device' or '// crl:host' (found {})",
+            origin, line_number, quoted_excerpt(trimmed)));
+      }
+      if (section->present) {
+        throw InputError(fmt::format(
+            "{}:{}: expected each section marker once (found a second '{}'; the first is on line {})",
+            origin, line_number, trimmed, section->first_line - 1));
+      }
+      section->present = true;
+      section->first_line = line_number + 1;
+      current = section;
+      continue;
+    }
+    if (current == nullptr) {
+      if (trimmed.empty() || trimmed.starts_with("//")) continue;
+      throw InputError(fmt::format(
+          "{}:{}: expected only blank lines and // comments before the first section marker (found {})",
+          origin, line_number, quoted_excerpt(trimmed)));
+    }
+    current->text.append(line);
+    current->text.push_back('\n');
+  }
+  if (!program.host.present) {
+    throw InputError(fmt::format("{}:{}: expected a '// crl:host' section (found {} without one)",
+                                 origin, line_number + 1,
+                                 line_number == 0 ? "an empty program" : "the end of the program"));
+  }
+  if (only_whitespace(program.host.text)) {
+    throw InputError(fmt::format("{}:{}: expected the forward function in the host section (found an "
+                                 "empty section)", origin, program.host.first_line));
+  }
+  return program;
+}
+
+ProgramText load_program_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_io_error("cannot open program file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw_io_error("cannot read program file", path);
+  return parse_program_text(ss.str(), path);
+}
+
+std::string render_program_text(const ProgramText& program) {
+  std::string out;
+  const auto add = [&out](const SourceSection& section, const char* marker) {
+    if (!section.present) return;
+    out += marker;
+    out += '\n';
+    out += section.text;
+  };
+  add(program.spec, kSpecMarker);
+  add(program.device, kDeviceMarker);
+  add(program.host, kHostMarker);
+  return out;
+}
+
+}  // namespace crl

@@ -1,0 +1,84 @@
+// The spec section of a reference program: a task's inputs, parameters, scales, cost and tolerance.
+#pragma once
+
+#include <ATen/core/ATen_fwd.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "program/expression.h"
+#include "program/program_text.h"
+
+namespace crl {
+
+// How a tensor's values are drawn (docs/program-format.md, `init`). Arguments are expressions
+// evaluated at the scale in use (so `uniform_fan_in(in)` follows the scale's `in`).
+enum class InitKind { randn, rand, uniform, normal, randint, ones, zeros, full, uniform_fan_in };
+struct InitSpec {
+  InitKind kind = InitKind::randn;
+  std::vector<Expr> args;
+  std::string text;  // as written, e.g. "uniform(-1, 1)"
+};
+
+// A transformation applied after init, in order (docs/program-format.md, `post`).
+enum class PostKind { abs, tril, triu, symmetric, softmax, add, mul };
+struct PostOp {
+  PostKind kind = PostKind::abs;
+  std::vector<Expr> args;
+  std::string text;
+};
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<Expr> shape;
+  at::ScalarType dtype = at::ScalarType::Float;
+  InitSpec init;
+  std::vector<PostOp> post;
+  std::string where;  // "file:line" of its entry
+};
+
+struct TaskSpec {
+  std::string origin;  // the program file
+  std::string id;      // level<N>/<NNN>_<name>
+  std::string name, category, description, notes;
+  std::vector<TensorSpec> inputs, params;
+  std::map<std::string, ScaleVariables> scales;  // scale name -> its variables
+  Expr flops, bytes;
+  std::optional<Tolerance> tolerance;
+
+  // Throws InputError naming the task when `scale` is not one of its scales.
+  const ScaleVariables& scale_variables(const std::string& scale) const;
+  std::vector<int64_t> shape_at(const TensorSpec& tensor, const std::string& scale) const;
+  double flops_at(const std::string& scale) const;
+  double bytes_at(const std::string& scale) const;
+  // The spec's tolerance for floating outputs (the format's default by dtype when it has none);
+  // integer and bool outputs always get {0, 0}: they must match exactly.
+  Tolerance tolerance_for(at::ScalarType output_dtype) const;
+  // forward's arity: inputs, then params.
+  size_t num_args() const { return inputs.size() + params.size(); }
+  // The i-th argument of forward (inputs first, then params).
+  const TensorSpec& arg(size_t index) const;
+  std::vector<std::string> scale_names() const;
+};
+
+// Parses and validates the spec section: unknown or missing keys, bad ids, names, dtypes, init
+// and post ops, and expressions (each is evaluated at every scale, so undefined variables or
+// negative dimensions are caught here). Errors are InputError "file:LINE: ..." where LINE is the
+// file's own line (section first_line + the YAML line).
+TaskSpec parse_task_spec(const SourceSection& spec, const std::string& origin);
+
+// "float32", "bfloat16", ... (the format's spelling); throws InputError for other dtypes.
+std::string dtype_name(at::ScalarType dtype);
+// Inverse of dtype_name; nullopt for a name the format does not know.
+std::optional<at::ScalarType> dtype_from_name(const std::string& name);
+
+}  // namespace crl

@@ -1,0 +1,156 @@
+// Tests of parse_task_spec: a full spec, helpers, and validation errors with the .crl file's lines.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "core/error.h"
+#include "program/task_spec.h"
+
+namespace crl {
+namespace {
+
+const char* kGoodProgram =
+    "// a linear layer\n"                                                           // 1
+    "// crl:spec\n"                                                                 // 2
+    "task: level1/042_linear\n"                                                     // 3
+    "name: Linear layer\n"                                                          // 4
+    "category: matmul\n"                                                            // 5
+    "description: y = x W^T + b\n"                                                  // 6
+    "notes: inputs are small so the op is not trivial\n"                            // 7
+    "inputs:\n"                                                                     // 8
+    "  - {name: x, shape: [batch, in], dtype: bfloat16, init: randn}\n"             // 9
+    "params:\n"                                                                     // 10
+    "  - {name: weight, shape: [out, in], dtype: float32, init: uniform_fan_in(in)}\n"  // 11
+    "  - {name: bias, shape: [out], dtype: float32, init: 'uniform(-1, 1)', post: [abs, 'mul(0.5)']}\n"  // 12
+    "scales:\n"                                                                     // 13
+    "  full:  {batch: 4096, in: 8192, out: 8192}\n"                                 // 14
+    "  small: {batch: 16, in: 64, out: 32}\n"                                       // 15
+    "flops: 2 * batch * in * out\n"                                                 // 16
+    "bytes: 2 * batch * in + 4 * (out * in + out) + 4 * batch * out\n"              // 17
+    "// crl:host\n"
+    "at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);\n";
+
+// The InputError message of parsing `spec_text` as a spec section starting on file line `first_line`.
+std::string spec_error(const std::string& spec_text, int first_line = 3) {
+  SourceSection section{true, spec_text, first_line};
+  try {
+    parse_task_spec(section, "t.crl");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const std::string kBase =
+    "task: level1/001_relu\n"                                   // +0
+    "category: activation\n"                                    // +1
+    "inputs:\n"                                                 // +2
+    "  - {name: x, shape: [n], dtype: float32, init: randn}\n"  // +3
+    "scales:\n"                                                 // +4
+    "  small: {n: 8}\n"                                         // +5
+    "flops: n\n"                                                // +6
+    "bytes: 8 * n\n";                                           // +7
+
+TEST(TaskSpec, ParsesAFullSpec) {
+  const ProgramText program = parse_program_text(kGoodProgram, "lin.crl");
+  const TaskSpec spec = parse_task_spec(program.spec, program.origin);
+  EXPECT_EQ(spec.id, "level1/042_linear");
+  EXPECT_EQ(spec.name, "Linear layer");
+  EXPECT_EQ(spec.category, "matmul");
+  EXPECT_EQ(spec.description, "y = x W^T + b");
+  EXPECT_EQ(spec.notes, "inputs are small so the op is not trivial");
+  ASSERT_EQ(spec.inputs.size(), 1u);
+  ASSERT_EQ(spec.params.size(), 2u);
+  EXPECT_EQ(spec.num_args(), 3u);
+  EXPECT_EQ(spec.arg(2).name, "bias");
+  EXPECT_EQ(spec.inputs[0].dtype, at::kBFloat16);
+  EXPECT_EQ(spec.inputs[0].where, "lin.crl:9");
+  EXPECT_EQ(spec.params[0].init.kind, InitKind::uniform_fan_in);
+  EXPECT_EQ(spec.params[1].init.kind, InitKind::uniform);
+  ASSERT_EQ(spec.params[1].post.size(), 2u);
+  EXPECT_EQ(spec.params[1].post[1].kind, PostKind::mul);
+  EXPECT_EQ(spec.shape_at(spec.params[0], "small"), (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(spec.shape_at(spec.inputs[0], "full"), (std::vector<int64_t>{4096, 8192}));
+  EXPECT_DOUBLE_EQ(spec.flops_at("full"), 2.0 * 4096 * 8192 * 8192);
+  EXPECT_DOUBLE_EQ(spec.bytes_at("small"), 2.0 * 16 * 64 + 4 * (32 * 64 + 32) + 4 * 16 * 32);
+  EXPECT_EQ(spec.scale_names(), (std::vector<std::string>{"full", "small"}));
+  EXPECT_THROW(spec.shape_at(spec.inputs[0], "medium"), InputError);
+}
+
+TEST(TaskSpec, ToleranceDefaultsAndOverride) {
+  SourceSection section{true, kBase, 3};
+  TaskSpec spec = parse_task_spec(section, "t.crl");
+  EXPECT_FALSE(spec.tolerance.has_value());
+  EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kFloat).atol, 1e-4);
+  EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kHalf).rtol, 1e-2);
+  EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kBFloat16).atol, 1e-2);
+  EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kLong).atol, 0);
+  EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kBool).rtol, 0);
+  section.text += "tolerance: {atol: 1e-3, rtol: 2e-3}\n";
+  spec = parse_task_spec(section, "t.crl");
+  EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kFloat).atol, 1e-3);
+  EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kHalf).rtol, 2e-3);
+  EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kInt).atol, 0);
+}
+
+TEST(TaskSpec, InitDefaultsToRandnForFloats) {
+  const TaskSpec spec = parse_task_spec({true,
+      "task: level1/001_relu\ncategory: a\ninputs: [{name: x, shape: [n], dtype: float16}]\n"
+      "scales: {s: {n: 2}}\nflops: 0\nbytes: 0\n", 1}, "t.crl");
+  EXPECT_EQ(spec.inputs[0].init.kind, InitKind::randn);
+}
+
+TEST(TaskSpec, ErrorsNameTheFileLine) {
+  // The section starts on file line 3, so YAML line k (0-based) is file line 3 + k.
+  EXPECT_EQ(spec_error(kBase + "bogus: 1\n"), "t.crl:11: unknown key 'bogus' in the spec (known keys: bytes, category, "
+                                              "description, flops, inputs, name, notes, params, scales, task, tolerance)");
+  std::string s = kBase;
+  s.replace(s.find("init: randn"), 11, "init: gauss");
+  EXPECT_EQ(spec_error(s), "t.crl:6: expected init randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), "
+                           "ones, zeros, full(v) or uniform_fan_in(expr) (found 'gauss')");
+  s = kBase;
+  s.replace(s.find("float32"), 7, "float64");
+  EXPECT_EQ(spec_error(s), "t.crl:6: tensor 'x': expected dtype float32, float16, bfloat16, int64, int32 or bool "
+                           "(found 'float64')");
+  s = kBase;
+  s.replace(s.find("shape: [n]"), 10, "shape: [m]");
+  EXPECT_EQ(spec_error(s), "t.crl:6: expression 'm': unknown variable 'm' (the scale defines: n)");
+  s = kBase;
+  s.replace(s.find("bytes: 8 * n"), 12, "bytes: 8 * (n");
+  EXPECT_EQ(spec_error(s), "t.crl:10: expression '8 * (n': expected ')' (found the end or another token)");
+  s = kBase;
+  s.replace(s.find("task: level1/001_relu"), 21, "task: relu");
+  EXPECT_EQ(spec_error(s), "t.crl:3: expected task id level<N>/<NNN>_<name> (lower case, digits, '_') (found 'relu')");
+  s = kBase;
+  s.replace(s.find("shape: [n]"), 10, "shape: [n - 9]");
+  EXPECT_EQ(spec_error(s), "t.crl:6 (scale 'small'): tensor 'x': dimension 'n - 9' is negative (-1)");
+  s = kBase;
+  s.replace(s.find("dtype: float32, init: randn"), 27, "dtype: int32, init: randn");
+  EXPECT_EQ(spec_error(s), "t.crl:6: tensor 'x': init 'randn' needs a floating dtype (found int32); use randint, "
+                           "ones, zeros or full");
+  s = kBase;
+  s.replace(s.find("init: randn}"), 12, "init: randn, post: [tril]}");
+  EXPECT_EQ(spec_error(s), "t.crl:6 (scale 'small'): tensor 'x': post op 'tril' needs at least 2 dimensions");
+  EXPECT_EQ(spec_error(kBase + "params:\n  - {name: x, shape: [n], dtype: float32}\n"),
+            "t.crl:12: tensor name 'x' is used twice (inputs and params share one namespace)");
+  EXPECT_EQ(spec_error(kBase + "params:\n  - {name: w, shape: [n], dtype: int64}\n"),
+            "t.crl:12: tensor 'w': missing field 'init' (required for int64 tensors)");
+  EXPECT_EQ(spec_error(kBase + "params:\n  - {name: w, shape: [n], dtype: float32, size: 3}\n"),
+            "t.crl:12: unknown key 'size' in an entry of 'params' (known keys: dtype, init, name, post, shape)");
+  EXPECT_EQ(spec_error(kBase + "tolerance: {atol: -1, rtol: 0}\n"), "t.crl:11: tolerance 'atol' must be >= 0");
+  EXPECT_EQ(spec_error(kBase + "tolerance: [1\n"), "t.crl:12: YAML syntax error in the spec: end of sequence flow not found");
+  s = kBase;
+  s.replace(s.find("flops: n\n"), 9, "");
+  EXPECT_EQ(spec_error(s), "t.crl:3: missing field 'flops'");
+  EXPECT_EQ(spec_error("- a\n- b\n"),
+            "t.crl:3: expected the spec to be a YAML mapping (task, inputs, scales, ...)");
+  EXPECT_EQ(spec_error(kBase + "params:\n  - {name: m, shape: [n, 2], dtype: float32, post: [symmetric]}\n"),
+            "t.crl:12 (scale 'small'): tensor 'm': post op 'symmetric' needs square last two dimensions (found 8 x 2)");
+  EXPECT_EQ(spec_error(kBase + "params:\n  - {name: m, shape: [n], dtype: float32, post: ['softmax(1)']}\n"),
+            "t.crl:12 (scale 'small'): tensor 'm': softmax dim 1 is out of range for 1 dimensions");
+  EXPECT_EQ(spec_error(kBase + "params:\n  - {name: m, shape: [n], dtype: float32, init: 'uniform(1)'}\n"),
+            "t.crl:12: init 'uniform' takes 2 argument(s) (found 1)");
+}
+
+}  // namespace
+}  // namespace crl
