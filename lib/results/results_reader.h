@@ -1,0 +1,53 @@
+// ResultsReader: opens a crl results file read-only to list its tables, read columns, /meta
+// attributes and texts (tests, `crl report`). Safe to use while a ResultsWriter appends: it
+// sees the file as of the writer's last flush.
+#pragma once
+
+#include <hdf5.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results/hdf5_handle.h"
+#include "results/table_schema.h"
+
+namespace crl::results {
+
+class ResultsReader {
+ public:
+  // Throws InputError naming `path` when it is not a (complete) crl results file.
+  explicit ResultsReader(std::string path);
+
+  const std::string& path() const { return path_; }
+
+  // Tables at the root, sorted by name.
+  std::vector<std::string> tables() const;
+  TableSchema schema(const std::string& table) const;
+  // Rows every column holds (the shortest column's length, should a write have failed part-way).
+  std::int64_t rows(const std::string& table) const;
+  // One column's values, `rows(table)` of them; InputError naming table and column when absent.
+  ColumnValues column(const std::string& table, const std::string& column) const;
+
+  std::vector<std::string> meta_keys() const;
+  // Attribute `key` of /meta; InputError naming the key when it is absent.
+  std::string meta(const std::string& key) const;
+  // Attribute `key` of /meta parsed as JSON; InputError naming the key when it is not JSON.
+  nlohmann::json meta_json(const std::string& key) const;
+
+  std::vector<std::string> text_stores() const;
+  // The text stored under `id` in /text/<store>, or nothing when there is none.
+  std::optional<std::string> text(const std::string& store, std::int64_t id) const;
+
+ private:
+  Hdf5Group open_table(const std::string& key, const char* kind, std::string* where) const;
+  std::int64_t rows_of(hid_t group, const TableSchema& schema) const;
+
+  std::string path_;
+  Hdf5File file_;
+};
+
+}  // namespace crl::results

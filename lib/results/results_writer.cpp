@@ -1,0 +1,346 @@
+// ResultsWriter: creates or reopens a results file, appends column batches, flushes per step.
+#include "results/results_writer.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/hdf5_check.h"
+#include "results/hdf5_storage.h"
+
+namespace crl::results {
+
+namespace {
+
+using namespace detail;
+
+const TableSchema kTextSchema = {{"id", ColumnType::int64}, {"text", ColumnType::string}};
+
+void silence_hdf5_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { hdf5_silence_default_printing(); });
+}
+
+// HDF5 keeps dirty metadata in its cache until flush() instead of evicting (writing) it at
+// random moments, so what is on disk between flushes is the state of the last flush. The cache
+// grows between flushes: a step's worth of table metadata, small.
+Hdf5PropertyList writer_file_access() {
+  auto fapl = file_access_without_hdf5_locking();
+  H5AC_cache_config_t config{};
+  config.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+  CRL_H5_CHECK(H5Pget_mdc_config(fapl.id(), &config));
+  config.evictions_enabled = false;
+  config.incr_mode = H5C_incr__off;
+  config.flash_incr_mode = H5C_flash_incr__off;
+  config.decr_mode = H5C_decr__off;
+  CRL_H5_CHECK(H5Pset_mdc_config(fapl.id(), &config));
+  return fapl;
+}
+
+Hdf5Group open_or_create_group(hid_t parent, const char* name) {
+  if (has_child(parent, name)) {
+    return Hdf5Group(CRL_H5_CHECK(H5Gopen2(parent, name, H5P_DEFAULT)));
+  }
+  return Hdf5Group(CRL_H5_CHECK(H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+}
+
+// Names the first difference between the file's schema and the one a caller declared.
+void check_same_schema(const std::string& where, const TableSchema& in_file,
+                       const TableSchema& declared) {
+  if (in_file == declared) return;
+  std::string difference;
+  for (std::size_t i = 0; i < std::max(in_file.size(), declared.size()) && difference.empty(); ++i) {
+    if (i >= in_file.size()) {
+      difference = fmt::format("column '{}' is not in the file", declared[i].name);
+    } else if (i >= declared.size()) {
+      difference = fmt::format("column '{}' of the file is not in the schema given",
+                               in_file[i].name);
+    } else if (in_file[i].name != declared[i].name) {
+      difference = fmt::format("column {} is '{}' in the file but '{}' in the schema given", i,
+                               in_file[i].name, declared[i].name);
+    } else if (in_file[i].type != declared[i].type) {
+      difference = fmt::format("column '{}' is {} in the file but {} in the schema given",
+                               in_file[i].name, column_type_name(in_file[i].type),
+                               column_type_name(declared[i].type));
+    }
+  }
+  throw InputError(fmt::format("schema mismatch for {}: {} (file: {}; given: {})", where,
+                               difference, describe_schema(in_file), describe_schema(declared)));
+}
+
+}  // namespace
+
+ResultsWriter::ResultsWriter(std::string path, ResultsWriterOptions options)
+    : path_(std::move(path)), options_(options) {
+  silence_hdf5_once();
+  if (options_.chunk_rows == 0) throw InputError("ResultsWriterOptions.chunk_rows must be > 0");
+  lock_ = std::make_unique<WriterLock>(path_);
+  const auto fapl = writer_file_access();
+  struct stat info {};
+  if (::stat(path_.c_str(), &info) != 0 && errno == ENOENT) {
+    // H5F_ACC_EXCL: never truncate, even if the file appeared since the stat.
+    const hid_t id = H5Fcreate(path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id());
+    if (id < 0) {
+      throw IoError(fmt::format("cannot create results file '{}': {}", path_, hdf5_error_stack()));
+    }
+    file_ = Hdf5File(id);
+    write_string_attribute(file_.id(), kFormatAttribute, kFormatName);
+    write_int64_attribute(file_.id(), kFormatVersionAttribute, kFormatVersion);
+  } else {
+    file_ = open_existing_results_file(path_, H5F_ACC_RDWR, fapl.id());
+  }
+  meta_ = open_or_create_group(file_.id(), kMetaGroup);
+  text_ = open_or_create_group(file_.id(), kTextGroup);
+  flush();  // a new file is a valid, empty results file from here on
+}
+
+ResultsWriter::ResultsWriter(ResultsWriter&&) noexcept = default;
+ResultsWriter& ResultsWriter::operator=(ResultsWriter&& other) noexcept {
+  if (this != &other) {
+    try {
+      close();
+    } catch (const std::exception& e) {
+      spdlog::error("closing results file '{}' failed: {}", path_, e.what());
+    }
+    path_ = std::move(other.path_);
+    options_ = other.options_;
+    lock_ = std::move(other.lock_);
+    file_ = std::move(other.file_);
+    meta_ = std::move(other.meta_);
+    text_ = std::move(other.text_);
+    tables_ = std::move(other.tables_);
+    text_stores_ = std::move(other.text_stores_);
+  }
+  return *this;
+}
+
+ResultsWriter::~ResultsWriter() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    spdlog::error("closing results file '{}' failed: {}", path_, e.what());
+  }
+}
+
+void ResultsWriter::require_open() const {
+  if (!file_.valid()) throw Error(fmt::format("results file '{}' is closed", path_));
+}
+
+ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const std::string& name,
+                                                          const std::string& key, const char* kind,
+                                                          const TableSchema& schema) {
+  Table table;
+  table.where = fmt::format("{} '{}' in '{}'", kind, key, path_);
+  Hdf5Group group;
+  if (has_child(parent, name)) {
+    const auto not_ours = [&] {
+      return InputError(fmt::format("'{}' in '{}' exists but is not a crl {}", key, path_, kind));
+    };
+    H5O_info_t info{};
+    CRL_H5_CHECK(H5Oget_info_by_name(parent, name.c_str(), &info, H5P_DEFAULT));
+    if (info.type != H5O_TYPE_GROUP) throw not_ours();
+    group = Hdf5Group(CRL_H5_CHECK(H5Gopen2(parent, name.c_str(), H5P_DEFAULT)));
+    if (!has_attribute(group.id(), kKindAttribute) ||
+        read_string_attribute(group.id(), kKindAttribute, table.where) != kind) {
+      throw not_ours();
+    }
+    table.schema = read_schema(group.id(), table.where);
+    check_same_schema(table.where, table.schema, schema);
+    for (const auto& column : table.schema) {
+      table.columns.emplace_back(CRL_H5_CHECK(H5Dopen2(group.id(), column.name.c_str(), H5P_DEFAULT)));
+    }
+    // Columns grow one after another within an append; unequal lengths mean a write failed
+    // part-way (or a crash hit a flush), and appending would misalign the rows.
+    table.rows = column_length(table.columns[0].id());
+    for (std::size_t i = 1; i < table.columns.size(); ++i) {
+      const auto length = column_length(table.columns[i].id());
+      if (length != table.rows) {
+        throw InputError(fmt::format(
+            "{} is inconsistent: column '{}' has {} rows but '{}' has {}; it cannot be appended "
+            "to (ResultsReader reads the rows all columns share)",
+            table.where, table.schema[0].name, table.rows, table.schema[i].name, length));
+      }
+    }
+  } else {
+    group = Hdf5Group(CRL_H5_CHECK(
+        H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+    write_string_attribute(group.id(), kKindAttribute, kind);
+    std::vector<std::string> names;
+    for (const auto& column : schema) names.push_back(column.name);
+    write_string_list_attribute(group.id(), kColumnsAttribute, names);
+    const hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = options_.chunk_rows;
+    Hdf5Dataspace space(CRL_H5_CHECK(H5Screate_simple(1, &zero, &unlimited)));
+    Hdf5PropertyList dcpl(CRL_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+    CRL_H5_CHECK(H5Pset_chunk(dcpl.id(), 1, &chunk));
+    for (const auto& column : schema) {
+      Hdf5Datatype file_type;
+      switch (column.type) {
+        case ColumnType::int64: file_type = Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_STD_I64LE))); break;
+        case ColumnType::float64: file_type = Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_IEEE_F64LE))); break;
+        case ColumnType::boolean: file_type = bool_type(); break;
+        case ColumnType::string: file_type = string_type(); break;
+      }
+      table.columns.emplace_back(CRL_H5_CHECK(H5Dcreate2(group.id(), column.name.c_str(),
+                                                         file_type.id(), space.id(), H5P_DEFAULT,
+                                                         dcpl.id(), H5P_DEFAULT)));
+    }
+    table.schema = schema;
+  }
+  return tables_.insert_or_assign(key, std::move(table)).first->second;
+}
+
+std::int64_t ResultsWriter::declare_table(const std::string& name, const TableSchema& schema) {
+  require_open();
+  check_result_name("table", name);
+  if (name == kMetaGroup || name == kTextGroup) {
+    throw InputError(fmt::format("table name '{}' is reserved in results files", name));
+  }
+  check_schema(name, schema);
+  if (const auto it = tables_.find(name); it != tables_.end()) {
+    check_same_schema(it->second.where, it->second.schema, schema);
+    return static_cast<std::int64_t>(it->second.rows);
+  }
+  return static_cast<std::int64_t>(
+      open_or_create_table(file_.id(), name, name, "table", schema).rows);
+}
+
+ResultsWriter::Table& ResultsWriter::find_table(const std::string& key, const char* what) {
+  require_open();
+  const auto it = tables_.find(key);
+  if (it == tables_.end()) {
+    throw InputError(fmt::format("{} '{}' of results file '{}' was not declared", what, key, path_));
+  }
+  return it->second;
+}
+
+std::int64_t ResultsWriter::rows(const std::string& table) const {
+  const auto it = tables_.find(table);
+  if (it == tables_.end()) {
+    throw InputError(fmt::format("table '{}' of results file '{}' was not declared", table, path_));
+  }
+  return static_cast<std::int64_t>(it->second.rows);
+}
+
+void ResultsWriter::append(const std::string& table_name, const RowBatch& rows) {
+  auto& table = find_table(table_name, "table");
+  if (rows.schema() != table.schema) {
+    throw InputError(fmt::format("rows for {} have columns ({}) but the table has ({})", table.where,
+                                 describe_schema(rows.schema()), describe_schema(table.schema)));
+  }
+  append_rows(table, rows);
+}
+
+void ResultsWriter::append_rows(Table& table, const RowBatch& rows) {
+  if (rows.rows() == 0) return;
+  const hsize_t start = table.rows, count = rows.rows(), new_length = table.rows + count;
+  Hdf5Dataspace memory_space(CRL_H5_CHECK(H5Screate_simple(1, &count, nullptr)));
+  for (std::size_t i = 0; i < table.columns.size(); ++i) {
+    const hid_t dataset = table.columns[i].id();
+    CRL_H5_CHECK(H5Dset_extent(dataset, &new_length));
+    Hdf5Dataspace file_space(CRL_H5_CHECK(H5Dget_space(dataset)));
+    CRL_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &count,
+                                     nullptr));
+    const auto memtype = memory_type(table.schema[i].type);
+    const auto write = [&](const void* data) {
+      CRL_H5_CHECK(H5Dwrite(dataset, memtype.id(), memory_space.id(), file_space.id(),
+                            H5P_DEFAULT, data));
+    };
+    std::visit(
+        [&](const auto& values) {
+          using Element = typename std::decay_t<decltype(values)>::value_type;
+          if constexpr (std::is_same_v<Element, bool>) {
+            const std::vector<std::int8_t> bytes(values.begin(), values.end());
+            write(bytes.data());
+          } else if constexpr (std::is_same_v<Element, std::string>) {
+            std::vector<std::string> clean;
+            std::vector<const char*> pointers;
+            clean.reserve(values.size());
+            for (const auto& v : values) clean.push_back(to_valid_utf8(v));
+            for (const auto& v : clean) pointers.push_back(v.c_str());
+            write(pointers.data());
+          } else {
+            write(values.data());
+          }
+        },
+        rows.column(i));
+  }
+  table.rows = new_length;
+}
+
+void ResultsWriter::set_meta(const std::string& key, std::string_view value) {
+  require_open();
+  check_result_name("meta key", key);
+  write_string_attribute(meta_.id(), key, std::string(value));
+}
+
+void ResultsWriter::set_meta_json(const std::string& key, const nlohmann::json& value) {
+  // Invalid UTF-8 inside the JSON is replaced, not thrown on: metadata must never stop a job.
+  set_meta(key, value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+ResultsWriter::TextStore& ResultsWriter::text_store(const std::string& store) {
+  require_open();
+  check_result_name("text store", store);
+  const std::string key = fmt::format("{}/{}", kTextGroup, store);
+  if (const auto it = text_stores_.find(key); it != text_stores_.end()) return it->second;
+  auto& table = open_or_create_table(text_.id(), store, key, "text", kTextSchema);
+  TextStore loaded;
+  const auto ids = std::get<std::vector<std::int64_t>>(
+      read_column_values(table.columns[0].id(), ColumnType::int64, table.rows, table.where));
+  loaded.ids.insert(ids.begin(), ids.end());
+  return text_stores_.emplace(key, std::move(loaded)).first->second;
+}
+
+void ResultsWriter::put_texts(const std::string& store, const std::vector<std::int64_t>& ids,
+                              const std::vector<std::string>& texts) {
+  auto& known = text_store(store);
+  auto& table = find_table(fmt::format("{}/{}", kTextGroup, store), "text store");
+  if (ids.size() != texts.size()) {
+    throw InputError(fmt::format("{}: {} ids but {} texts", table.where, ids.size(), texts.size()));
+  }
+  std::unordered_set<std::int64_t> fresh;
+  RowBatch batch(kTextSchema);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (known.ids.contains(ids[i]) || !fresh.insert(ids[i]).second) {
+      throw InputError(fmt::format("{} already holds a text with id {}", table.where, ids[i]));
+    }
+    batch.add_row({ids[i], texts[i]});
+  }
+  append_rows(table, batch);
+  known.ids.insert(fresh.begin(), fresh.end());
+}
+
+void ResultsWriter::put_text(const std::string& store, std::int64_t id, std::string_view text) {
+  put_texts(store, {id}, {std::string(text)});
+}
+
+void ResultsWriter::flush() {
+  require_open();
+  CRL_H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
+  if (options_.fsync_on_flush) {
+    void* handle = nullptr;
+    CRL_H5_CHECK(H5Fget_vfd_handle(file_.id(), H5P_DEFAULT, &handle));
+    if (handle != nullptr && ::fsync(*static_cast<int*>(handle)) != 0) {
+      throw_io_error("cannot fsync results file", path_);
+    }
+  }
+}
+
+void ResultsWriter::close() {
+  if (!file_.valid()) return;
+  flush();
+  // Every object of the file is closed before the file itself, so H5Fclose really closes it.
+  tables_.clear();
+  text_stores_.clear();
+  meta_.reset();
+  text_.reset();
+  CRL_H5_CHECK(H5Fclose(file_.release()));
+  lock_.reset();
+}
+
+}  // namespace crl::results

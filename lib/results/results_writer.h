@@ -1,0 +1,103 @@
+// ResultsWriter: the one writer of a crl results file (HDF5): append-only tables, /meta
+// attributes and text stores, flushed to disk on demand. Layout: docs/results-format.md.
+//
+// One writer per file, and one thread per writer: a second ResultsWriter on the same path, in
+// this or any process on a file system with flock, fails with an IoError (see WriterLock).
+// Readers (ResultsReader, h5py) may open the file while it is written and see it as of the
+// writer's last flush(), except while a flush is under way.
+#pragma once
+
+#include <hdf5.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "results/hdf5_handle.h"
+#include "results/table_schema.h"
+#include "results/writer_lock.h"
+
+namespace crl::results {
+
+struct ResultsWriterOptions {
+  // Rows per HDF5 chunk of each column: 1024 rows is 8 KiB of an int64 column.
+  hsize_t chunk_rows = 1024;
+  // flush() also fsyncs the file, so a lost node (not just a killed process) keeps flushed rows.
+  bool fsync_on_flush = true;
+};
+
+class ResultsWriter {
+ public:
+  // Creates `path`, or opens an existing crl results file to append to it. Never truncates:
+  // a path that holds anything else (not HDF5, truncated, another HDF5 file) gives an
+  // InputError naming it and is left untouched.
+  explicit ResultsWriter(std::string path, ResultsWriterOptions options = {});
+  ResultsWriter(const ResultsWriter&) = delete;
+  ResultsWriter& operator=(const ResultsWriter&) = delete;
+  ResultsWriter(ResultsWriter&&) noexcept;
+  ResultsWriter& operator=(ResultsWriter&&) noexcept;
+  // Flushes and closes; a failure there is logged (call close() to see it as an exception).
+  ~ResultsWriter();
+
+  // Makes table /<name> available for append: creates it, or checks that the existing table's
+  // schema equals `schema` (InputError naming the first column that differs). "meta" and
+  // "text" are reserved. Returns the rows it already holds.
+  std::int64_t declare_table(const std::string& name, const TableSchema& schema);
+  // Appends the batch's rows to a declared table; its schema must equal the table's.
+  void append(const std::string& table, const RowBatch& rows);
+  std::int64_t rows(const std::string& table) const;
+
+  // Sets attribute `key` of /meta to a UTF-8 string (replacing an earlier value).
+  void set_meta(const std::string& key, std::string_view value);
+  // Sets attribute `key` of /meta to the JSON text of `value` (job config, host lists, ...).
+  void set_meta_json(const std::string& key, const nlohmann::json& value);
+
+  // Stores texts under /text/<store>, keyed by id (a rollout id, say). Ids are unique within a
+  // store across reopens; a repeated id is an InputError and nothing of the call is written.
+  void put_texts(const std::string& store, const std::vector<std::int64_t>& ids,
+                 const std::vector<std::string>& texts);
+  void put_text(const std::string& store, std::int64_t id, std::string_view text);
+
+  // Writes everything appended so far to the file (H5Fflush, then fsync): a job killed after
+  // flush() returns keeps every row appended before it. Call it once per step.
+  void flush();
+  // Flushes and closes the file, then releases the writer lock. Idempotent.
+  void close();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Table {
+    std::string where;  // "table 'x' in 'file'", for messages
+    TableSchema schema;
+    std::vector<Hdf5Dataset> columns;
+    hsize_t rows = 0;
+  };
+  struct TextStore {
+    std::unordered_set<std::int64_t> ids;
+  };
+
+  Table& find_table(const std::string& key, const char* what);
+  Table& open_or_create_table(hid_t parent, const std::string& name, const std::string& key,
+                              const char* kind, const TableSchema& schema);
+  void append_rows(Table& table, const RowBatch& rows);
+  TextStore& text_store(const std::string& store);
+  void require_open() const;
+
+  std::string path_;
+  ResultsWriterOptions options_;
+  std::unique_ptr<WriterLock> lock_;
+  Hdf5File file_;
+  Hdf5Group meta_;
+  Hdf5Group text_;
+  std::map<std::string, Table> tables_;  // key: "name" or "text/store"
+  std::map<std::string, TextStore> text_stores_;
+};
+
+}  // namespace crl::results
