@@ -1,0 +1,106 @@
+// Tests that a writer killed without closing loses nothing it flushed: a forked child appends,
+// flushes, appends more without flushing, and dies; the parent then reads and appends.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "results/results_reader.h"
+#include "results/results_writer.h"
+#include "results_test_util.h"
+
+namespace crl::results {
+namespace {
+
+using testing::ScratchDir;
+
+const TableSchema kSchema = {{"rollout", ColumnType::int64},
+                             {"speedup", ColumnType::float64},
+                             {"ok", ColumnType::boolean},
+                             {"program", ColumnType::string}};
+constexpr std::int64_t kRowsPerStep = 100;
+
+RowBatch step_rows(std::int64_t step) {
+  RowBatch batch(kSchema);
+  for (std::int64_t i = 0; i < kRowsPerStep; ++i) {
+    const auto id = step * kRowsPerStep + i;
+    batch.add_row({id, 1.0 + static_cast<double>(id) / 1000.0, id % 3 == 0,
+                   fmt::format("program {} ✓", id)});
+  }
+  return batch;
+}
+
+enum class Death { exit_without_close, sigkill };
+
+// In the child: `flushed_steps` flushed steps, one more step appended but not flushed, then death.
+void write_then_die(const std::string& path, int flushed_steps, Death death) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      ResultsWriter writer(path, {.chunk_rows = 64});
+      writer.declare_table("rollouts", kSchema);
+      writer.set_meta("git_commit", "feedbeef");
+      const auto first = writer.rows("rollouts") / kRowsPerStep;
+      for (std::int64_t step = first; step < first + flushed_steps; ++step) {
+        writer.append("rollouts", step_rows(step));
+        writer.put_text("completions", step, fmt::format("completion of step {}", step));
+        writer.flush();
+      }
+      writer.append("rollouts", step_rows(first + flushed_steps));  // the step in flight
+      writer.put_text("completions", first + flushed_steps, "in flight");
+      if (death == Death::sigkill) ::kill(::getpid(), SIGKILL);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child failed: %s\n", e.what());
+      code = 2;
+    }
+    ::_exit(code);  // no destructors, no H5Fclose: as if the job were killed
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  if (death == Death::sigkill) {
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  } else {
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+}
+
+void expect_steps(const std::string& path, std::int64_t steps) {
+  const ResultsReader reader(path);
+  ASSERT_EQ(reader.rows("rollouts"), steps * kRowsPerStep);
+  const auto ids = std::get<std::vector<std::int64_t>>(reader.column("rollouts", "rollout"));
+  const auto speedups = std::get<std::vector<double>>(reader.column("rollouts", "speedup"));
+  const auto oks = std::get<std::vector<bool>>(reader.column("rollouts", "ok"));
+  const auto programs = std::get<std::vector<std::string>>(reader.column("rollouts", "program"));
+  for (std::int64_t id = 0; id < steps * kRowsPerStep; ++id) {
+    const auto i = static_cast<std::size_t>(id);
+    ASSERT_EQ(ids[i], id);
+    ASSERT_EQ(speedups[i], 1.0 + static_cast<double>(id) / 1000.0);
+    ASSERT_EQ(oks[i], id % 3 == 0);
+    ASSERT_EQ(programs[i], fmt::format("program {} ✓", id));
+  }
+  EXPECT_EQ(reader.text("completions", steps - 1), fmt::format("completion of step {}", steps - 1));
+  EXPECT_EQ(reader.text("completions", steps), std::nullopt);  // the step in flight is lost
+  EXPECT_EQ(reader.meta("git_commit"), "feedbeef");
+}
+
+TEST(ResultsCrash, FlushedRowsSurviveAWriterThatExitsWithoutClosing) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  write_then_die(path, 3, Death::exit_without_close);
+  expect_steps(path, 3);
+}
+
+TEST(ResultsCrash, AKilledJobResumesAppendingAfterItsLastFlush) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  write_then_die(path, 2, Death::sigkill);
+  expect_steps(path, 2);
+  // The kernel dropped the dead writer's lock; a resumed job appends after the flushed rows.
+  write_then_die(path, 2, Death::sigkill);
+  expect_steps(path, 4);
+}
+
+}  // namespace
+}  // namespace crl::results

@@ -1,0 +1,322 @@
+// Tests ResultsWriter and ResultsReader together: round trips, reopening, schema checks, bad
+// files left untouched, the one-writer lock, /meta and text stores.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/hdf5_check.h"
+#include "results/results_reader.h"
+#include "results/results_writer.h"
+#include "results_test_util.h"
+
+namespace crl::results {
+namespace {
+
+using testing::read_bytes;
+using testing::ScratchDir;
+using testing::write_bytes;
+
+const TableSchema kSchema = {{"step", ColumnType::int64},
+                             {"reward", ColumnType::float64},
+                             {"correct", ColumnType::boolean},
+                             {"task", ColumnType::string}};
+
+template <typename T>
+std::vector<T> column_of(const ResultsReader& reader, const std::string& table,
+                         const std::string& column) {
+  return std::get<std::vector<T>>(reader.column(table, column));
+}
+
+std::string message_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error thrown)";
+}
+
+TEST(ResultsFile, RoundTripsEveryColumnType) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  const std::vector<std::int64_t> ints = {0, -1, std::numeric_limits<std::int64_t>::min(),
+                                          std::numeric_limits<std::int64_t>::max(), 42};
+  const std::vector<double> doubles = {0.0, -0.0, 1e-310, std::numeric_limits<double>::infinity(),
+                                       3.141592653589793};
+  const std::vector<bool> bools = {true, false, false, true, true};
+  const std::vector<std::string> strings = {"", "gemm_fp16", std::string(100000, 'x'),
+                                            "tab\tnew\nline", "Ünïcødé 中文 🚀"};
+  {
+    // Three rows per chunk, appended 2 + 3 rows: the data crosses chunk boundaries.
+    ResultsWriter writer(path, {.chunk_rows = 3});
+    EXPECT_EQ(writer.declare_table("steps", kSchema), 0);
+    for (std::size_t begin : {0u, 2u}) {
+      RowBatch batch(kSchema);
+      for (std::size_t i = begin; i < (begin == 0 ? 2u : 5u); ++i) {
+        batch.add_row({ints[i], doubles[i], static_cast<bool>(bools[i]), strings[i]});
+      }
+      writer.append("steps", batch);
+    }
+    EXPECT_EQ(writer.rows("steps"), 5);
+  }
+  const ResultsReader reader(path);
+  EXPECT_EQ(reader.tables(), (std::vector<std::string>{"steps"}));
+  EXPECT_EQ(reader.schema("steps"), kSchema);
+  EXPECT_EQ(reader.rows("steps"), 5);
+  EXPECT_EQ(column_of<std::int64_t>(reader, "steps", "step"), ints);
+  const auto read_doubles = column_of<double>(reader, "steps", "reward");
+  ASSERT_EQ(read_doubles.size(), doubles.size());
+  for (std::size_t i = 0; i < doubles.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&read_doubles[i], &doubles[i], sizeof(double)), 0) << "row " << i;
+  }
+  EXPECT_EQ(column_of<bool>(reader, "steps", "correct"), bools);
+  EXPECT_EQ(column_of<std::string>(reader, "steps", "task"), strings);
+  EXPECT_THROW(reader.column("steps", "nope"), InputError);
+  EXPECT_THROW(reader.rows("nope"), InputError);
+}
+
+TEST(ResultsFile, NanSurvivesTheRoundTrip) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("t", {{"x", ColumnType::float64}});
+    RowBatch batch({{"x", ColumnType::float64}});
+    batch.add_row({std::numeric_limits<double>::quiet_NaN()});
+    writer.append("t", batch);
+  }
+  EXPECT_TRUE(std::isnan(column_of<double>(ResultsReader(path), "t", "x").at(0)));
+}
+
+TEST(ResultsFile, InvalidUtf8IsStoredAsReplacementCharacters) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("logs", {{"log", ColumnType::string}});
+    RowBatch batch({{"log", ColumnType::string}});
+    batch.add_row({std::string("seg\xFF" "fault\0tail", 14)});
+    writer.append("logs", batch);
+  }
+  EXPECT_EQ(column_of<std::string>(ResultsReader(path), "logs", "log").at(0),
+            "seg\xEF\xBF\xBD" "fault\xEF\xBF\xBDtail");
+}
+
+TEST(ResultsFile, AppendsAcrossReopen) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  const auto append_steps = [&](ResultsWriter& writer, std::int64_t first, std::int64_t count) {
+    RowBatch batch(kSchema);
+    for (std::int64_t s = first; s < first + count; ++s) {
+      batch.add_row({s, 0.5 * static_cast<double>(s), s % 2 == 0, fmt::format("task{}", s)});
+    }
+    writer.append("steps", batch);
+    writer.flush();
+  };
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    writer.set_meta("git_commit", "abc123");
+    append_steps(writer, 0, 2);
+  }
+  {
+    ResultsWriter writer(path);
+    EXPECT_EQ(writer.declare_table("steps", kSchema), 2);
+    append_steps(writer, 2, 3);
+    EXPECT_EQ(writer.rows("steps"), 5);
+  }
+  const ResultsReader reader(path);
+  EXPECT_EQ(column_of<std::int64_t>(reader, "steps", "step"),
+            (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(column_of<std::string>(reader, "steps", "task").back(), "task4");
+  EXPECT_EQ(column_of<bool>(reader, "steps", "correct"),
+            (std::vector<bool>{true, false, true, false, true}));
+  EXPECT_EQ(reader.meta("git_commit"), "abc123");
+}
+
+TEST(ResultsFile, SchemaMismatchOnReopenNamesTheColumn) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    RowBatch batch(kSchema);
+    batch.add_row({std::int64_t{7}, 1.0, true, "a"});
+    writer.append("steps", batch);
+  }
+  ResultsWriter writer(path);
+  auto retyped = kSchema;
+  retyped[1].type = ColumnType::int64;
+  const auto msg = message_of([&] { writer.declare_table("steps", retyped); });
+  EXPECT_NE(msg.find("'reward'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("float64 in the file but int64"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+
+  auto renamed = kSchema;
+  renamed[3].name = "task_name";
+  const auto rename_msg = message_of([&] { writer.declare_table("steps", renamed); });
+  EXPECT_NE(rename_msg.find("'task' in the file but 'task_name'"), std::string::npos) << rename_msg;
+
+  auto longer = kSchema;
+  longer.push_back({"extra", ColumnType::string});
+  const auto extra_msg = message_of([&] { writer.declare_table("steps", longer); });
+  EXPECT_NE(extra_msg.find("'extra' is not in the file"), std::string::npos) << extra_msg;
+
+  EXPECT_THROW(writer.declare_table("steps", retyped), InputError);
+  // The file still holds its row, and the right schema still appends.
+  EXPECT_EQ(writer.declare_table("steps", kSchema), 1);
+}
+
+TEST(ResultsFile, AppendChecksTableAndBatchSchema) {
+  ScratchDir dir;
+  ResultsWriter writer(dir.file("run.h5"));
+  writer.declare_table("steps", kSchema);
+  RowBatch other({{"step", ColumnType::int64}});
+  other.add_row({std::int64_t{1}});
+  EXPECT_THROW(writer.append("steps", other), InputError);
+  EXPECT_THROW(writer.append("undeclared", other), InputError);
+  EXPECT_THROW(writer.declare_table("meta", kSchema), InputError);
+  EXPECT_THROW(writer.declare_table("text", kSchema), InputError);
+  EXPECT_THROW(writer.declare_table("bad/name", kSchema), InputError);
+  EXPECT_EQ(writer.rows("steps"), 0);
+}
+
+TEST(ResultsFile, NonHdf5FileIsRefusedByNameAndLeftUntouched) {
+  ScratchDir dir;
+  const auto path = dir.file("notes.h5");
+  const std::string contents = "these are someone's notes, not HDF5\n";
+  write_bytes(path, contents);
+  const auto msg = message_of([&] { ResultsWriter writer(path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not an HDF5 file"), std::string::npos) << msg;
+  EXPECT_THROW(ResultsReader reader(path), InputError);
+  EXPECT_EQ(read_bytes(path), contents);
+
+  const auto empty = dir.file("empty.h5");
+  write_bytes(empty, "");
+  const auto empty_msg = message_of([&] { ResultsWriter writer(empty); });
+  EXPECT_NE(empty_msg.find("empty"), std::string::npos) << empty_msg;
+  EXPECT_EQ(read_bytes(empty), "");
+}
+
+TEST(ResultsFile, TruncatedFileIsRefusedByNameAndLeftUntouched) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    RowBatch batch(kSchema);
+    for (std::int64_t i = 0; i < 1000; ++i) batch.add_row({i, 1.0, true, std::string(50, 'p')});
+    writer.append("steps", batch);
+  }
+  const auto whole = read_bytes(path);
+  const auto cut = whole.substr(0, whole.size() / 2);
+  write_bytes(path, cut);
+  for (const auto& attempt : std::vector<std::function<void()>>{
+           [&] { ResultsWriter writer(path); }, [&] { ResultsReader reader(path); }}) {
+    const auto msg = message_of(attempt);
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("truncated or damaged"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(read_bytes(path), cut);
+}
+
+TEST(ResultsFile, ForeignHdf5FileIsRefused) {
+  ScratchDir dir;
+  const auto path = dir.file("other.h5");
+  hdf5_silence_default_printing();
+  CRL_H5_CHECK(H5Fclose(CRL_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT))));
+  const auto before = read_bytes(path);
+  const auto msg = message_of([&] { ResultsWriter writer(path); });
+  EXPECT_NE(msg.find("not a crl results file"), std::string::npos) << msg;
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+TEST(ResultsFile, SecondWriterIsRefusedUntilTheFirstCloses) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  auto first = std::make_unique<ResultsWriter>(path);
+  try {
+    ResultsWriter second(path);
+    FAIL() << "a second writer was let in";
+  } catch (const IoError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("pid " + std::to_string(::getpid())), std::string::npos) << msg;
+  }
+  first.reset();
+  EXPECT_NO_THROW(ResultsWriter again(path));
+}
+
+TEST(ResultsFile, ReaderSeesFlushedRowsWhileTheWriterIsOpen) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  ResultsWriter writer(path);
+  writer.declare_table("steps", kSchema);
+  RowBatch batch(kSchema);
+  batch.add_row({std::int64_t{1}, 2.0, false, "live"});
+  writer.append("steps", batch);
+  writer.flush();
+  const ResultsReader reader(path);
+  EXPECT_EQ(column_of<std::string>(reader, "steps", "task"), (std::vector<std::string>{"live"}));
+}
+
+TEST(ResultsFile, MetaHoldsStringsAndJson) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  const nlohmann::json config = {{"stage", "rl"}, {"group_size", 16}, {"lr", 1e-6},
+                                 {"hosts", {"node01", "node02"}}};
+  {
+    ResultsWriter writer(path);
+    writer.set_meta("git_commit", "0123abcd");
+    writer.set_meta("gpu_names", "NVIDIA H200 ×8");
+    writer.set_meta("hosts", "node01");
+    writer.set_meta("hosts", "node01,node02");  // replaces
+    writer.set_meta_json("job_config", config);
+    EXPECT_THROW(writer.set_meta("bad key", "x"), InputError);
+  }
+  const ResultsReader reader(path);
+  EXPECT_EQ(reader.meta_keys(),
+            (std::vector<std::string>{"git_commit", "gpu_names", "hosts", "job_config"}));
+  EXPECT_EQ(reader.meta("gpu_names"), "NVIDIA H200 ×8");
+  EXPECT_EQ(reader.meta("hosts"), "node01,node02");
+  EXPECT_EQ(reader.meta_json("job_config"), config);
+  const auto msg = message_of([&] { reader.meta_json("git_commit"); });
+  EXPECT_NE(msg.find("'git_commit'"), std::string::npos) << msg;
+  EXPECT_THROW(reader.meta("absent"), InputError);
+}
+
+TEST(ResultsFile, TextStoreKeysTextsById) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  const std::string program = "__global__ void k(float* x) { x[threadIdx.x] *= 2.f; }  // ×2 ✓";
+  {
+    ResultsWriter writer(path);
+    writer.put_texts("completions", {10, 11, 12}, {"first", program, ""});
+    writer.put_text("logs", 10, "nvcc: ok");
+    // A repeated id (within the call or against the store) writes nothing of the call.
+    EXPECT_THROW(writer.put_texts("completions", {13, 13}, {"a", "b"}), InputError);
+    EXPECT_THROW(writer.put_texts("completions", {14, 10}, {"a", "b"}), InputError);
+    EXPECT_THROW(writer.put_texts("completions", {15}, {"a", "b"}), InputError);
+    EXPECT_THROW(writer.put_text("bad store", 1, "x"), InputError);
+  }
+  {
+    ResultsWriter writer(path);
+    EXPECT_THROW(writer.put_text("completions", 11, "again"), InputError);
+    writer.put_text("completions", 13, "after reopen");
+  }
+  const ResultsReader reader(path);
+  EXPECT_EQ(reader.text_stores(), (std::vector<std::string>{"completions", "logs"}));
+  EXPECT_EQ(reader.text("completions", 11), program);
+  EXPECT_EQ(reader.text("completions", 12), "");
+  EXPECT_EQ(reader.text("completions", 13), "after reopen");
+  EXPECT_EQ(reader.text("completions", 14), std::nullopt);
+  EXPECT_EQ(reader.text("logs", 10), "nvcc: ok");
+  EXPECT_THROW(reader.text("absent", 1), InputError);
+  EXPECT_TRUE(reader.tables().empty());  // text stores are not tables
+}
+
+}  // namespace
+}  // namespace crl::results
