@@ -1,0 +1,54 @@
+// The state of one crl-worker: the task's spec, the loaded reference and candidate libraries,
+// the pool of timing inputs, and the handlers of the evaluator's requests.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eval/worker_channel.h"
+#include "program/task_spec.h"
+
+namespace crl::worker {
+
+// A program library loaded with dlopen; calls go through its exported crl_forward.
+class LoadedProgram;
+
+class WorkerSession {
+ public:
+  WorkerSession();
+  ~WorkerSession();
+
+  // Handles one request; throws on failure (the caller turns that into an error reply).
+  eval::Message handle(const eval::Message& request);
+  // Whether the device is now unusable (a sticky CUDA error): the worker must exit after replying.
+  bool poisoned() const { return poisoned_; }
+
+ private:
+  eval::Message load(const nlohmann::json& request);
+  eval::Message run(const nlohmann::json& request);
+  eval::Message time(const nlohmann::json& request);
+  LoadedProgram& program(const std::string& which);
+  std::vector<at::Tensor> call(LoadedProgram& program, const std::vector<at::Tensor>& args);
+  // After a program ran on CUDA: synchronises and throws when the device reports an error.
+  void check_device(const std::string& after);
+  void flush_caches();
+
+  std::optional<TaskSpec> spec_;
+  std::string scale_;
+  at::Device device_{at::kCPU};
+  std::unique_ptr<LoadedProgram> reference_;
+  std::unique_ptr<LoadedProgram> candidate_;
+  std::vector<uint64_t> pool_seeds_;
+  std::vector<std::vector<at::Tensor>> pool_;
+  at::Tensor flush_buffer_;
+  int64_t flush_counter_ = 0;
+  bool warmed_up_ = false;
+  bool poisoned_ = false;
+};
+
+}  // namespace crl::worker

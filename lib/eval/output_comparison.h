@@ -1,0 +1,48 @@
+// Compares a candidate's outputs with the reference's: count, shape, dtype, device, then values
+// with per-dtype tolerances; reports the worst element so a mismatch can be understood.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace crl::eval {
+
+// |candidate - reference| <= atol + rtol * |reference|, element by element.
+struct Tolerance {
+  double atol = 1e-4;
+  double rtol = 1e-4;
+};
+
+// float32 (and float64) 1e-4, float16 and bfloat16 1e-2, integers and bool exact (0).
+Tolerance default_tolerance(at::ScalarType dtype);
+
+// An output as it crossed the worker boundary: the values (on the CPU) and where they were made.
+struct ProgramOutput {
+  at::Tensor values;
+  std::string device;  // "cpu" or "cuda", the device the program returned the tensor on
+};
+
+struct ComparisonResult {
+  bool ok = false;
+  std::string message;          // empty when ok; else what differs, naming the output index
+  int output_index = -1;        // the first output that differs, -1 when ok or counts differ
+  int64_t worst_index = -1;     // flat index of the element furthest outside its tolerance
+  double worst_reference = 0;   // its values
+  double worst_candidate = 0;
+  double max_abs_error = 0;     // over every compared element of every output
+  int64_t mismatched_elements = 0;
+};
+
+using ToleranceForDtype = std::function<Tolerance(at::ScalarType)>;
+
+// `tolerance_for` gives each output's tolerance from its dtype (the task spec's, when it has one).
+// NaN in the candidate where the reference is not NaN (and the reverse) is a mismatch;
+// infinities must match exactly.
+ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
+                                 const std::vector<ProgramOutput>& candidate,
+                                 const ToleranceForDtype& tolerance_for = default_tolerance);
+
+}  // namespace crl::eval

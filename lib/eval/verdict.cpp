@@ -1,0 +1,146 @@
+// Verdict status names, the CUDA-L1 reward rounding, log truncation and JSON (de)serialisation.
+#include "eval/verdict.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace crl::eval {
+
+std::string to_string(VerdictStatus status) {
+  switch (status) {
+    case VerdictStatus::kOk: return "ok";
+    case VerdictStatus::kCompileError: return "compile_error";
+    case VerdictStatus::kRuntimeError: return "runtime_error";
+    case VerdictStatus::kTimeout: return "timeout";
+    case VerdictStatus::kCrash: return "crash";
+    case VerdictStatus::kMismatch: return "mismatch";
+    case VerdictStatus::kHack: return "hack";
+  }
+  return "unknown";
+}
+
+VerdictStatus parse_verdict_status(const std::string& text, std::string* hack_kind) {
+  for (auto s : {VerdictStatus::kOk, VerdictStatus::kCompileError, VerdictStatus::kRuntimeError,
+                 VerdictStatus::kTimeout, VerdictStatus::kCrash, VerdictStatus::kMismatch}) {
+    if (text == to_string(s)) return s;
+  }
+  if (text.rfind("hack:", 0) == 0 && text.size() > 5) {
+    if (hack_kind != nullptr) *hack_kind = text.substr(5);
+    return VerdictStatus::kHack;
+  }
+  throw InputError("verdict status '" + text +
+                   "' is not one of ok, compile_error, runtime_error, timeout, crash, mismatch, hack:<kind>");
+}
+
+std::string Verdict::status_text() const {
+  return status == VerdictStatus::kHack ? "hack:" + hack_kind : to_string(status);
+}
+
+double reward_from_speedup(double speedup) {
+  if (!std::isfinite(speedup) || speedup <= 0) return 0;
+  // The small epsilon keeps values that are exact in decimal (1.15) from dropping a cent
+  // because their binary form lies just below (114.99999...).
+  constexpr double kEpsilon = 1e-9;
+  const double cents = speedup * 100.0;
+  const double rounded = speedup >= 1.0 ? std::floor(cents + kEpsilon) : std::ceil(cents - kEpsilon);
+  return rounded / 100.0;
+}
+
+std::string truncate_log(const std::string& log, size_t max_bytes) {
+  if (log.size() <= max_bytes) return log;
+  const size_t head = max_bytes * 2 / 3;
+  const size_t tail = max_bytes - head;
+  return log.substr(0, head) + "\n[... " + std::to_string(log.size() - head - tail) +
+         " bytes cut ...]\n" + log.substr(log.size() - tail);
+}
+
+namespace {
+
+nlohmann::json time_to_json(const TimeSummary& t) {
+  return {{"median_us", t.median_us}, {"iqr_us", t.iqr_us}, {"samples", t.samples}};
+}
+
+template <typename T>
+T field(const nlohmann::json& json, const char* key, const std::string& where) {
+  if (!json.is_object() || !json.contains(key)) {
+    throw InputError(where + ": field '" + key + "' is missing");
+  }
+  try {
+    return json.at(key).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(where + ": field '" + key + "' has the wrong type: " + e.what());
+  }
+}
+
+TimeSummary time_from_json(const nlohmann::json& json, const std::string& where) {
+  TimeSummary t;
+  t.median_us = field<double>(json, "median_us", where);
+  t.iqr_us = field<double>(json, "iqr_us", where);
+  t.samples = field<int>(json, "samples", where);
+  return t;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Verdict& v) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : v.steps) {
+    steps.push_back({{"name", s.name}, {"passed", s.passed}, {"detail", s.detail}, {"seconds", s.seconds}});
+  }
+  return {{"task", v.task_id},
+          {"candidate", v.candidate},
+          {"backend", v.backend},
+          {"scale", v.scale},
+          {"status", v.status_text()},
+          {"message", v.message},
+          {"trials_run", v.trials_run},
+          {"trials_passed", v.trials_passed},
+          {"reference_time", time_to_json(v.reference_time)},
+          {"candidate_time", time_to_json(v.candidate_time)},
+          {"speedup", v.speedup},
+          {"speedup_ci", {v.speedup_ci_low, v.speedup_ci_high}},
+          {"reward", v.reward},
+          {"steps", steps},
+          {"compile_log", v.compile_log},
+          {"worker_log", v.worker_log},
+          {"seconds", v.seconds}};
+}
+
+Verdict verdict_from_json(const nlohmann::json& json) {
+  const std::string where = "verdict";
+  Verdict v;
+  v.task_id = field<std::string>(json, "task", where);
+  v.candidate = field<std::string>(json, "candidate", where);
+  v.backend = field<std::string>(json, "backend", where);
+  v.scale = field<std::string>(json, "scale", where);
+  v.status = parse_verdict_status(field<std::string>(json, "status", where), &v.hack_kind);
+  v.message = field<std::string>(json, "message", where);
+  v.trials_run = field<int>(json, "trials_run", where);
+  v.trials_passed = field<int>(json, "trials_passed", where);
+  v.reference_time = time_from_json(field<nlohmann::json>(json, "reference_time", where), where + ".reference_time");
+  v.candidate_time = time_from_json(field<nlohmann::json>(json, "candidate_time", where), where + ".candidate_time");
+  v.speedup = field<double>(json, "speedup", where);
+  const auto ci = field<std::vector<double>>(json, "speedup_ci", where);
+  if (ci.size() != 2) throw InputError(where + ": field 'speedup_ci' must hold two numbers");
+  v.speedup_ci_low = ci[0];
+  v.speedup_ci_high = ci[1];
+  v.reward = field<double>(json, "reward", where);
+  const auto steps = field<nlohmann::json>(json, "steps", where);
+  if (!steps.is_array()) throw InputError(where + ": field 'steps' must be an array");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string at = where + ".steps[" + std::to_string(i) + "]";
+    CheckStep s;
+    s.name = field<std::string>(steps[i], "name", at);
+    s.passed = field<bool>(steps[i], "passed", at);
+    s.detail = field<std::string>(steps[i], "detail", at);
+    s.seconds = field<double>(steps[i], "seconds", at);
+    v.steps.push_back(std::move(s));
+  }
+  v.compile_log = field<std::string>(json, "compile_log", where);
+  v.worker_log = field<std::string>(json, "worker_log", where);
+  v.seconds = field<double>(json, "seconds", where);
+  return v;
+}
+
+}  // namespace crl::eval

@@ -1,0 +1,72 @@
+// The verdict on one candidate program: status, times, speedup with its confidence interval,
+// the named checks it went through, truncated logs, and the reward; JSON in both directions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace crl::eval {
+
+enum class VerdictStatus { kOk, kCompileError, kRuntimeError, kTimeout, kCrash, kMismatch, kHack };
+
+// "ok", "compile_error", ..., "hack" (the hack's kind is kept apart, in Verdict::hack_kind).
+std::string to_string(VerdictStatus status);
+// Parses a status word; "hack:<kind>" gives kHack and sets *hack_kind. Throws InputError otherwise.
+VerdictStatus parse_verdict_status(const std::string& text, std::string* hack_kind = nullptr);
+
+// One named check the evaluation went through (compile, trial 3, timing, a hack guard ...), with
+// what it saw, so `crl eval --explain` can show how the verdict was reached.
+struct CheckStep {
+  std::string name;
+  bool passed = false;
+  std::string detail;
+  double seconds = 0;
+};
+
+// Median and spread (interquartile range) of one program's timed calls, in microseconds.
+struct TimeSummary {
+  double median_us = 0;
+  double iqr_us = 0;
+  int samples = 0;
+};
+
+struct Verdict {
+  std::string task_id;
+  std::string candidate;   // a name for the candidate: its file, or its JSONL line id
+  std::string backend;     // "cpu" or "cuda"
+  std::string scale;       // "small" or "full"
+  VerdictStatus status = VerdictStatus::kRuntimeError;
+  std::string hack_kind;   // set only when status is kHack
+  std::string message;     // one line: what happened (the first failure, or the speedup)
+  int trials_run = 0;
+  int trials_passed = 0;
+  TimeSummary reference_time;
+  TimeSummary candidate_time;
+  double speedup = 0;          // reference median / candidate median; 0 when not timed
+  double speedup_ci_low = 0;   // 95% confidence interval of the speedup
+  double speedup_ci_high = 0;
+  double reward = 0;           // speedup rounded toward 1 (reward_from_speedup); 0 on failure
+  std::vector<CheckStep> steps;
+  std::string compile_log;     // truncated
+  std::string worker_log;      // the candidate worker's stdout and stderr, truncated
+  double seconds = 0;          // wall-clock time the whole evaluation took
+
+  bool ok() const { return status == VerdictStatus::kOk; }
+  // "ok", "mismatch", "hack:<kind>", ...
+  std::string status_text() const;
+};
+
+// CUDA-L1's reward: the speedup truncated toward 1 at two decimals (1.118 -> 1.11,
+// 0.992 -> 1.00, 0.987 -> 0.99); a non-finite or non-positive speedup gives 0.
+double reward_from_speedup(double speedup);
+
+// Keeps the first and last parts of a long log, with a line saying how much was cut.
+std::string truncate_log(const std::string& log, size_t max_bytes);
+
+nlohmann::json to_json(const Verdict& verdict);
+// Validates every field; a missing or ill-typed one throws InputError naming it.
+Verdict verdict_from_json(const nlohmann::json& json);
+
+}  // namespace crl::eval

@@ -1,0 +1,187 @@
+// fork/exec of crl-worker with fds 3 (requests) and 4 (replies), rlimits, a clean environment,
+// the parent's death taking the worker with it, and deadlines enforced by poll + SIGKILL.
+#include "eval/worker_process.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "eval/verdict.h"
+
+namespace crl::eval {
+
+std::string WorkerExit::describe() const {
+  if (exited) return fmt::format("exited with code {}", exit_code);
+  if (signal != 0) {
+    return fmt::format("{} by signal {} ({})", killed_by_us ? "killed by the evaluator" : "killed", signal,
+                       strsignal(signal));
+  }
+  return "still running";
+}
+
+std::map<std::string, std::string> clean_worker_environment(const std::string& private_dir) {
+  std::map<std::string, std::string> env = {
+      {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", private_dir}, {"TMPDIR", private_dir}, {"LANG", "C"}};
+  for (const char* name : {"LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
+                           "OMP_NUM_THREADS"}) {
+    if (const char* value = std::getenv(name)) env[name] = value;
+  }
+  return env;
+}
+
+WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options)) {
+  // Everything the child needs is built before fork: after it only async-signal-safe calls.
+  std::vector<std::string> argv_strings = {options_.executable, "--channel", "3,4"};
+  argv_strings.insert(argv_strings.end(), options_.arguments.begin(), options_.arguments.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : options_.environment) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  int to_child[2];
+  int from_child[2];
+  if (pipe2(to_child, O_CLOEXEC) != 0) throw_api_error("OS", "pipe2", std::strerror(errno), __FILE__, __LINE__);
+  if (pipe2(from_child, O_CLOEXEC) != 0) {
+    close(to_child[0]);
+    close(to_child[1]);
+    throw_api_error("OS", "pipe2", std::strerror(errno), __FILE__, __LINE__);
+  }
+  const int log_fd = open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (log_fd < 0) {
+    for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
+    throw_io_error("cannot create the worker log", options_.log_path);
+  }
+  const pid_t parent = getpid();
+  pid_ = fork();
+  if (pid_ < 0) {
+    for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1], log_fd}) close(fd);
+    throw_api_error("OS", "fork", std::strerror(errno), __FILE__, __LINE__);
+  }
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);  // the evaluator died before prctl took effect
+    // Move the channel ends above 4 first, so the dup2s below cannot clobber one another.
+    const int req = fcntl(to_child[0], F_DUPFD, 10);
+    const int rep = fcntl(from_child[1], F_DUPFD, 10);
+    if (req < 0 || rep < 0 || dup2(req, 3) < 0 || dup2(rep, 4) < 0) _exit(126);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0) _exit(126);
+    if (dup2(log_fd, STDOUT_FILENO) < 0 || dup2(log_fd, STDERR_FILENO) < 0) _exit(126);
+    // Nothing else of the evaluator's (other workers' pipes, result files) reaches the worker.
+    syscall(SYS_close_range, 5u, ~0u, 0u);
+    if (options_.address_space_limit > 0) {
+      const rlimit as{options_.address_space_limit, options_.address_space_limit};
+      setrlimit(RLIMIT_AS, &as);
+    }
+    if (options_.log_size_limit > 0) {
+      const rlimit fsize{options_.log_size_limit, options_.log_size_limit};
+      setrlimit(RLIMIT_FSIZE, &fsize);
+    }
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    if (!options_.working_dir.empty() && chdir(options_.working_dir.c_str()) != 0) _exit(126);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  setpgid(pid_, pid_);  // also here, so a kill cannot race the child's own setpgid
+  close(to_child[0]);
+  close(from_child[1]);
+  close(log_fd);
+  request_fd_ = to_child[1];
+  reply_fd_ = from_child[0];
+  running_ = true;
+}
+
+WorkerProcess::~WorkerProcess() {
+  kill();
+  if (request_fd_ >= 0) close(request_fd_);
+  if (reply_fd_ >= 0) close(reply_fd_);
+}
+
+void WorkerProcess::reap(std::chrono::milliseconds wait) {
+  if (!running_) return;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) break;
+    if (r < 0 && errno != EINTR) {
+      running_ = false;
+      return;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(-pid_, SIGKILL);
+      exit_.killed_by_us = true;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(-pid_, SIGKILL);  // anything it left running in its group goes too
+  running_ = false;
+  exit_.exited = WIFEXITED(status);
+  exit_.exit_code = exit_.exited ? WEXITSTATUS(status) : 0;
+  exit_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+void WorkerProcess::kill() {
+  if (!running_) return;
+  ::kill(-pid_, SIGKILL);
+  exit_.killed_by_us = true;
+  reap(std::chrono::milliseconds(10000));
+}
+
+void WorkerProcess::stop(std::chrono::milliseconds grace) {
+  if (!running_) return;
+  try {
+    write_message(request_fd_, Message{{{"op", "quit"}}, {}});
+  } catch (const Error&) {
+    // Already gone: reap below says how it ended.
+  }
+  reap(grace);
+}
+
+Message WorkerProcess::request(const Message& request, std::chrono::milliseconds timeout) {
+  const std::string what = fmt::format("worker {}", pid_);
+  if (!running_) throw ChannelClosed(what + " is not running (" + exit_.describe() + ")");
+  try {
+    write_message(request_fd_, request);
+    return read_message(reply_fd_, std::chrono::steady_clock::now() + timeout, what);
+  } catch (const ChannelTimeout&) {
+    kill();
+    throw;
+  } catch (const ChannelClosed&) {
+    // The worker is gone or going; give it a moment to finish dying so its status is known.
+    reap(std::chrono::milliseconds(5000));
+    throw;
+  } catch (const InputError&) {
+    kill();
+    throw;
+  }
+}
+
+std::string WorkerProcess::log(size_t max_bytes) const {
+  std::ifstream in(options_.log_path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return truncate_log(text.str(), max_bytes);
+}
+
+}  // namespace crl::eval

@@ -1,0 +1,76 @@
+// A sandboxed crl-worker child process: started by fork/exec with a private pipe pair for the
+// protocol, stdout/stderr to a log file, a clean environment, resource limits and its own process
+// group; the evaluator enforces every deadline and kills the whole group when one passes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "eval/worker_channel.h"
+
+namespace crl::eval {
+
+struct WorkerOptions {
+  std::string executable;                  // the crl-worker binary (absolute path)
+  std::vector<std::string> arguments;      // after the channel arguments the worker always gets
+  std::string log_path;                    // stdout and stderr land here (truncated on start)
+  std::map<std::string, std::string> environment;  // the child's whole environment
+  uint64_t address_space_limit = 0;        // RLIMIT_AS in bytes, 0 for none (never on CUDA)
+  uint64_t log_size_limit = 64ull << 20;   // RLIMIT_FSIZE: a worker that writes more is killed
+  std::string working_dir;                 // empty: inherit
+};
+
+// How a worker ended.
+struct WorkerExit {
+  bool exited = false;     // it called exit(); exit_code holds the status
+  int exit_code = 0;
+  int signal = 0;          // the signal that ended it (SIGKILL when we killed it)
+  bool killed_by_us = false;
+  std::string describe() const;  // "exited with code 3", "killed by signal 11 (Segmentation fault)"
+};
+
+// The environment a worker gets: PATH, HOME and TMPDIR (a private folder), LANG=C, and from the
+// evaluator's own environment only what locating libraries and GPUs needs (LD_LIBRARY_PATH,
+// CUDA_VISIBLE_DEVICES, CUDA_HOME, NVIDIA_VISIBLE_DEVICES, OMP_NUM_THREADS).
+std::map<std::string, std::string> clean_worker_environment(const std::string& private_dir);
+
+class WorkerProcess {
+ public:
+  // Starts the worker; throws ApiError when it cannot be started.
+  explicit WorkerProcess(WorkerOptions options);
+  ~WorkerProcess();  // kills the group if it still runs
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Sends `request` and waits up to `timeout` for the reply. On ChannelTimeout the worker's group
+  // is killed before the exception leaves; on ChannelClosed the worker is reaped. Either way
+  // exit() then says how it ended. Malformed replies throw InputError (and kill the worker).
+  Message request(const Message& request, std::chrono::milliseconds timeout);
+
+  bool running() const { return running_; }
+  pid_t pid() const { return pid_; }
+  // Kills the group (SIGKILL) if running and reaps the worker.
+  void kill();
+  // Asks it to quit, waits up to `grace`, then kills it.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  // Valid once the worker is no longer running.
+  const WorkerExit& exit() const { return exit_; }
+  // The worker's stdout and stderr so far, cut to at most max_bytes (head and tail kept).
+  std::string log(size_t max_bytes) const;
+
+ private:
+  void reap(std::chrono::milliseconds wait);
+
+  WorkerOptions options_;
+  pid_t pid_ = -1;
+  int request_fd_ = -1;  // we write requests here
+  int reply_fd_ = -1;    // and read replies here
+  bool running_ = false;
+  WorkerExit exit_;
+};
+
+}  // namespace crl::eval
