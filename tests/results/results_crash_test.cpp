@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "results/results_reader.h"
 #include "results/results_writer.h"
 #include "results_test_util.h"
@@ -50,12 +52,14 @@ void write_then_die(const std::string& path, int flushed_steps, Death death) {
       }
       writer.append("rollouts", step_rows(first + flushed_steps));  // the step in flight
       writer.put_text("completions", first + flushed_steps, "in flight");
+      // Die with the writer still in scope: no destructor, no H5Fclose, as if the job were killed.
       if (death == Death::sigkill) ::kill(::getpid(), SIGKILL);
+      ::_exit(0);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "child failed: %s\n", e.what());
       code = 2;
     }
-    ::_exit(code);  // no destructors, no H5Fclose: as if the job were killed
+    ::_exit(code);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);

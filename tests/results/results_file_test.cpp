@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <limits>
 
 #include "core/error.h"
 #include "core/hdf5_check.h"
+#include <fmt/format.h>
+
 #include "results/results_reader.h"
 #include "results/results_writer.h"
 #include "results_test_util.h"
