@@ -227,9 +227,12 @@ ColumnValues read_column_values(hid_t dataset, ColumnType type, hsize_t rows,
   const auto memtype = memory_type(type);
   const auto n = static_cast<std::size_t>(rows);
   const auto read = [&](void* buffer) {
-    if (rows > 0) {
+    if (rows == 0) return;
+    try {
       CRL_H5_CHECK(H5Dread(dataset, memtype.id(), memory_space.id(), file_space.id(), H5P_DEFAULT,
                            buffer));
+    } catch (const ApiError& e) {
+      throw InputError(fmt::format("cannot read {} (is the file damaged?): {}", where, e.what()));
     }
   };
   switch (type) {

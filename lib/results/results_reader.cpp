@@ -147,8 +147,13 @@ std::optional<std::string> ResultsReader::text(const std::string& store, std::in
   Hdf5Dataspace memory_space(CRL_H5_CHECK(H5Screate_simple(1, &one, nullptr)));
   const auto memtype = string_type();
   char* data = nullptr;
-  CRL_H5_CHECK(H5Dread(texts.id(), memtype.id(), memory_space.id(), file_space.id(), H5P_DEFAULT,
-                       &data));
+  try {
+    CRL_H5_CHECK(H5Dread(texts.id(), memtype.id(), memory_space.id(), file_space.id(),
+                         H5P_DEFAULT, &data));
+  } catch (const ApiError& e) {
+    throw InputError(fmt::format("cannot read text {} of {} (is the file damaged?): {}", id, where,
+                                 e.what()));
+  }
   std::string value = data ? data : "";
   CRL_H5_CHECK(H5Dvlen_reclaim(memtype.id(), memory_space.id(), H5P_DEFAULT, &data));
   return value;

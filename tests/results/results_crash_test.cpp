@@ -34,8 +34,10 @@ RowBatch step_rows(std::int64_t step) {
 
 enum class Death { exit_without_close, sigkill };
 
-// In the child: `flushed_steps` flushed steps, one more step appended but not flushed, then death.
-void write_then_die(const std::string& path, int flushed_steps, Death death) {
+// In the child: `flushed_steps` flushed steps, then a step in flight (appended, not flushed:
+// one ordinary step, or `big_in_flight_rows` rows of 200-byte strings), then death.
+void write_then_die(const std::string& path, int flushed_steps, Death death,
+                    std::int64_t big_in_flight_rows = 0) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -50,7 +52,15 @@ void write_then_die(const std::string& path, int flushed_steps, Death death) {
         writer.put_text("completions", step, fmt::format("completion of step {}", step));
         writer.flush();
       }
-      writer.append("rollouts", step_rows(first + flushed_steps));  // the step in flight
+      if (big_in_flight_rows == 0) {
+        writer.append("rollouts", step_rows(first + flushed_steps));
+      } else {
+        RowBatch big(kSchema);
+        for (std::int64_t i = 0; i < big_in_flight_rows; ++i) {
+          big.add_row({-i, 0.0, false, std::string(200, 'x')});
+        }
+        writer.append("rollouts", big);
+      }
       writer.put_text("completions", first + flushed_steps, "in flight");
       // Die with the writer still in scope: no destructor, no H5Fclose, as if the job were killed.
       if (death == Death::sigkill) ::kill(::getpid(), SIGKILL);
@@ -104,6 +114,17 @@ TEST(ResultsCrash, AKilledJobResumesAppendingAfterItsLastFlush) {
   // The kernel dropped the dead writer's lock; a resumed job appends after the flushed rows.
   write_then_die(path, 2, Death::sigkill);
   expect_steps(path, 4);
+}
+
+// HDF5 by default evicts dirty metadata from its cache whenever the cache fills: a step in
+// flight larger than the cache then writes B-tree nodes that point past the last flushed end
+// of file, and the flushed rows can no longer be read ("addr overflow"). ResultsWriter turns
+// those evictions off; this test fails without that.
+TEST(ResultsCrash, AStepInFlightLargerThanTheMetadataCacheLeavesFlushedRowsReadable) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  write_then_die(path, 3, Death::exit_without_close, 100000);
+  expect_steps(path, 3);
 }
 
 }  // namespace
