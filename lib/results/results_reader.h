@@ -1,6 +1,7 @@
 // ResultsReader: opens a crl results file read-only to list its tables, read columns, /meta
-// attributes and texts (tests, `crl report`). Safe to use while a ResultsWriter appends: it
-// sees the file as of the writer's last flush.
+// attributes and texts (tests, `crl report`). Safe to open while a ResultsWriter appends: it
+// sees the file as of the writer's last flush before it opened (HDF5 caches what it has read,
+// so open a new reader to see later rows). A read that overlaps a flush may fail: retry it.
 #pragma once
 
 #include <hdf5.h>
