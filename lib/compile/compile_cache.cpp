@@ -1,0 +1,147 @@
+// Content-addressed cache directories with atomic publication and flock-based locks.
+#include "compile/compile_cache.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace crl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kLibraryName = "program.so";
+constexpr const char* kResultName = "result.json";
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  if (from.empty() || from == to) return text;
+  for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+    text.replace(pos, from.size(), to);
+  }
+  return text;
+}
+
+}  // namespace
+
+FileLock::FileLock(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io_error("cannot open lock file", path);
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    ::close(fd_);
+    errno = err;
+    throw_io_error("cannot lock", path);
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = fmt::format("{}.tmp{}.{}", path, static_cast<long>(getpid()), std::rand());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw_io_error("cannot create", tmp);
+    out << text;
+    out.close();
+    if (!out) throw_io_error("cannot write", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    errno = err;
+    throw_io_error("cannot rename into place", path);
+  }
+}
+
+CompileCache::CompileCache(std::string root) : root_(std::move(root)) {
+  for (const char* sub : {"objects", "pch", "locks", "tmp", "toolchains"}) {
+    std::error_code ec;
+    fs::create_directories(fs::path(root_) / sub, ec);
+    if (ec) throw IoError(fmt::format("cannot create compile cache directory '{}': {}", (fs::path(root_) / sub).string(), ec.message()));
+  }
+}
+
+std::string CompileCache::entry_dir(const std::string& key) const {
+  return (fs::path(root_) / "objects" / key.substr(0, 2) / key).string();
+}
+
+std::string CompileCache::lock_path(const std::string& key) const {
+  return (fs::path(root_) / "locks" / (key + ".lock")).string();
+}
+
+std::string CompileCache::pch_dir(const std::string& pch_key) const {
+  return (fs::path(root_) / "pch" / pch_key).string();
+}
+
+std::optional<CompileResult> CompileCache::lookup(const std::string& key, const std::string& origin) const {
+  const std::string dir = entry_dir(key);
+  std::ifstream in(dir + "/" + kResultName);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) return std::nullopt;
+  CompileResult result;
+  try {
+    result.ok = json.at("ok").get<bool>();
+    result.log = replace_all(json.at("log").get<std::string>(), json.at("origin").get<std::string>(), origin);
+    result.stage = json.at("stage").get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  result.key = key;
+  result.cache_hit = true;
+  if (result.ok) {
+    result.library_path = dir + "/" + kLibraryName;
+    if (access(result.library_path.c_str(), R_OK) != 0) return std::nullopt;
+  }
+  return result;
+}
+
+std::string CompileCache::make_build_dir() const {
+  std::string pattern = (fs::path(root_) / "tmp" / "build-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw_io_error("cannot create a build directory in", root_ + "/tmp");
+  return pattern;
+}
+
+CompileResult CompileCache::publish(const std::string& build_dir, const std::string& key, const std::string& origin,
+                                    CompileResult result) const {
+  const nlohmann::json json = {{"ok", result.ok},       {"log", result.log},       {"stage", result.stage},
+                               {"origin", origin},      {"key", key},              {"compile_seconds", result.seconds}};
+  write_file_atomically(build_dir + "/" + kResultName, json.dump(1));
+  const std::string dir = entry_dir(key);
+  std::error_code ec;
+  fs::create_directories(fs::path(dir).parent_path(), ec);
+  if (std::rename(build_dir.c_str(), dir.c_str()) != 0) {
+    const int err = errno;
+    if (err != EEXIST && err != ENOTEMPTY) {
+      fs::remove_all(build_dir, ec);
+      errno = err;
+      throw_io_error("cannot publish compile cache entry", dir);
+    }
+    // Someone published this key first: theirs is identical in content, keep it.
+    fs::remove_all(build_dir, ec);
+  }
+  result.key = key;
+  result.library_path = result.ok ? dir + "/" + kLibraryName : "";
+  return result;
+}
+
+}  // namespace crl

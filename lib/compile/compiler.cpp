@@ -1,0 +1,423 @@
+// The compiler: cache lookup, precompiled prelude, parallel host/device compiles, link, thread pool.
+#include "compile/compiler.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "compile/compile_cache.h"
+#include "compile/generated_source.h"
+#include "compile/program_abi.h"
+#include "compile/toolchain.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/subprocess.h"
+
+namespace crl {
+
+namespace fs = std::filesystem;
+
+std::string backend_name(Backend backend) { return backend == Backend::cuda ? "cuda" : "cpu"; }
+
+Backend parse_backend(const std::string& name) {
+  if (name == "cpu") return Backend::cpu;
+  if (name == "cuda") return Backend::cuda;
+  throw InputError(fmt::format("unknown backend '{}' (expected cpu or cuda)", name));
+}
+
+std::string default_compile_cache_dir() {
+  if (const char* dir = std::getenv("CRL_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  const char* home = std::getenv("HOME");
+  return fmt::format("{}/.cache/crl/compile", home != nullptr && *home != '\0' ? home : "/tmp");
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::vector<std::string> split_flags(const std::string& flags) {
+  std::vector<std::string> out;
+  std::istringstream in(flags);
+  std::string flag;
+  while (in >> flag) out.push_back(flag);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
+
+// A fixed-size pool of threads running queued tasks in order.
+class ThreadPool {
+ public:
+  explicit ThreadPool(size_t threads) {
+    for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { run(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    ready_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;  // stopping, and every queued compile has run
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+struct Compiler::Impl {
+  CompilerOptions options;
+  Toolchain toolchain;
+  std::unique_ptr<CompileCache> cache;
+  std::string cxx_version, nvcc_version;
+  std::mutex pch_mutex;
+  std::map<Backend, std::string> pch_header;  // backend -> prelude header path (its .gch beside it)
+  std::mutex inflight_mutex;
+  std::map<std::string, std::vector<std::promise<CompileResult>>> inflight;  // key -> waiting duplicates
+  std::unique_ptr<ThreadPool> pool;
+
+  std::string arch_of(const CompileRequest& request) const {
+    std::string arch = request.cuda_arch.empty() ? options.cuda_arch : request.cuda_arch;
+    if (arch.empty()) arch = local_cuda_arch();
+    validate_cuda_arch(arch);
+    return arch;
+  }
+
+  void require_nvcc() const {
+    if (toolchain.nvcc.empty()) {
+      throw Error("the CUDA backend needs nvcc, which is not on PATH (install the CUDA toolkit or set "
+                  "CompilerOptions::nvcc)");
+    }
+  }
+
+  // Flags shared by the prelude's PCH and every host compile: they must match exactly.
+  std::vector<std::string> host_flags(Backend backend) const {
+    std::vector<std::string> flags = {"-std=c++20", "-O3", "-fPIC", "-fvisibility=hidden"};
+    for (auto& f : split_flags(toolchain.torch_cxx_flags)) flags.push_back(f);
+    flags.push_back(backend == Backend::cuda ? "-DCRL_CUDA=1" : "-DCRL_CUDA=0");
+    flags.push_back("-isystem");
+    flags.push_back(toolchain.torch_include_dir);
+    if (backend == Backend::cuda) {
+      flags.push_back("-isystem");
+      flags.push_back(toolchain.cuda_home + "/include");
+    }
+    return flags;
+  }
+
+  std::vector<std::string> device_flags(Backend backend, const std::string& arch) const {
+    if (backend == Backend::cuda) {
+      return {"-O3", "-std=c++17", "-arch=" + arch, "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+              "-DCRL_CUDA=1"};
+    }
+    return {"-std=c++20", "-O3", "-march=native", "-fopenmp", "-fPIC", "-fvisibility=hidden", "-DCRL_CUDA=0"};
+  }
+
+  std::vector<std::string> link_flags(Backend backend) const {
+    std::vector<std::string> flags = {"-shared", "-Wl,-z,defs", "-Wl,--as-needed",
+                                      "-L" + toolchain.torch_library_dir, "-Wl,-rpath," + toolchain.torch_library_dir,
+                                      "-ltorch_cpu", "-lc10"};
+    if (backend == Backend::cuda) {
+      const std::string cuda_lib = toolchain.cuda_home + "/lib64";
+      for (const auto& f : {"-ltorch_cuda", "-lc10_cuda"}) flags.push_back(f);
+      for (const auto& f : {"-L" + cuda_lib, "-Wl,-rpath," + cuda_lib}) flags.push_back(f);
+      for (const auto& f : {"-lcudart", "-lcublas", "-lcublasLt"}) flags.push_back(f);
+    } else {
+      flags.push_back("-fopenmp");
+    }
+    return flags;
+  }
+
+  std::string pch_key(Backend backend) const {
+    Sha256 h;
+    h.field("crl-prelude-pch/1").field(prelude_header_source(backend)).field(join(host_flags(backend)));
+    h.field(toolchain.cxx).field(cxx_version).field(toolchain.torch_version);
+    return h.hex();
+  }
+
+  std::string key_of(const CompileRequest& request) {
+    const Backend backend = request.backend;
+    if (request.num_args == 0) throw InputError(fmt::format("{}: compile request with num_args 0", request.program.origin));
+    if (!request.program.host.present) {
+      throw InputError(fmt::format("{}: compile request without a host section", request.program.origin));
+    }
+    Sha256 h;
+    h.field("crl-compile/1").field(program_abi_version()).field(backend_name(backend));
+    h.field(std::to_string(request.num_args));
+    h.field(std::to_string(request.program.host.first_line)).field(request.program.host.text);
+    h.field(request.program.device.present ? std::to_string(request.program.device.first_line) : "-");
+    h.field(request.program.device.text);
+    h.field(toolchain.cxx).field(cxx_version).field(toolchain.torch_version).field(toolchain.torch_include_dir);
+    h.field(join(host_flags(backend))).field(join(link_flags(backend)));
+    if (backend == Backend::cuda) {
+      require_nvcc();
+      const std::string arch = arch_of(request);
+      h.field(toolchain.nvcc).field(nvcc_version).field(arch).field(join(device_flags(backend, arch)));
+    } else {
+      h.field(cpu_fingerprint()).field(join(device_flags(backend, "")));
+    }
+    return h.hex();
+  }
+
+  CommandResult run_tool(const std::vector<std::string>& argv, const std::string& dir) const {
+    CommandOptions o;
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+    o.working_dir = dir;
+    o.max_output = std::max<size_t>(options.max_log_bytes * 4, 65536);
+    // Compilers write localized, coloured messages otherwise.
+    o.env = {{"LC_ALL", "C"}, {"GCC_COLORS", ""}};
+    return run_command(argv, o);
+  }
+
+  // Builds the backend's precompiled prelude once per node: under a lock, into a temporary file
+  // renamed into place, so concurrent processes neither race nor read a half-written .gch.
+  std::string ensure_pch(Backend backend) {
+    std::lock_guard guard(pch_mutex);
+    if (const auto it = pch_header.find(backend); it != pch_header.end()) return it->second;
+    const std::string dir = cache->pch_dir(pch_key(backend));
+    const std::string header = dir + "/crl_prelude.h";
+    const std::string gch = header + ".gch";
+    fs::create_directories(dir);
+    if (!fs::exists(gch)) {
+      FileLock lock(dir + "/build.lock");
+      if (!fs::exists(gch)) {
+        write_text(header, prelude_header_source(backend));
+        const std::string tmp = fmt::format("{}.tmp{}", gch, static_cast<long>(getpid()));
+        std::vector<std::string> argv = {toolchain.cxx};
+        for (auto& f : host_flags(backend)) argv.push_back(f);
+        for (const auto& f : {"-x", "c++-header", header.c_str(), "-o", tmp.c_str()}) argv.push_back(f);
+        const CommandResult r = run_tool(argv, dir);
+        if (!r.ok()) {
+          std::error_code ec;
+          fs::remove(tmp, ec);
+          throw Error(fmt::format("building the {} precompiled prelude failed ({}):\n{}\n{}", backend_name(backend),
+                                  r.timed_out ? "timed out" : fmt::format("exit {}", r.exit_code), join(argv),
+                                  r.output.substr(0, 8000)));
+        }
+        fs::rename(tmp, gch);
+      }
+    }
+    pch_header[backend] = header;
+    return header;
+  }
+
+  std::string clean_log(std::string log, const std::string& build_dir) const {
+    // Generated file paths are private temporaries: show their base names only.
+    const std::string prefix = build_dir + "/";
+    for (size_t pos = log.find(prefix); pos != std::string::npos; pos = log.find(prefix, pos)) {
+      log.erase(pos, prefix.size());
+    }
+    if (log.size() > options.max_log_bytes) {
+      const size_t cut = log.size() - options.max_log_bytes;
+      log.resize(options.max_log_bytes);
+      log += fmt::format("\n[crl: {} more bytes of compiler output cut]\n", cut);
+    }
+    return log;
+  }
+
+  CompileResult build(const CompileRequest& request, const std::string& key) {
+    const Backend backend = request.backend;
+    const std::string pch = ensure_pch(backend);
+    const std::string dir = cache->make_build_dir();
+    CompileResult result;
+    try {
+      const std::string host_cpp = dir + "/host.cpp";
+      write_text(host_cpp, host_source(request.program, request.num_args, program_abi_version()));
+      const std::string device_text = device_source(request.program, backend);
+      const std::string device_file = dir + (backend == Backend::cuda ? "/device.cu" : "/device.cpp");
+      if (!device_text.empty()) write_text(device_file, device_text);
+
+      std::vector<std::string> host_argv = {toolchain.cxx};
+      for (auto& f : host_flags(backend)) host_argv.push_back(f);
+      for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch, std::string("-c"), host_cpp,
+                            std::string("-o"), dir + "/host.o"}) {
+        host_argv.push_back(f);
+      }
+      std::future<CommandResult> device_run;
+      if (!device_text.empty()) {
+        std::vector<std::string> device_argv = {backend == Backend::cuda ? toolchain.nvcc : toolchain.cxx};
+        for (auto& f : device_flags(backend, backend == Backend::cuda ? arch_of(request) : "")) device_argv.push_back(f);
+        for (const auto& f : {std::string("-c"), device_file, std::string("-o"), dir + "/device.o"}) {
+          device_argv.push_back(f);
+        }
+        device_run = std::async(std::launch::async, [this, device_argv, dir] { return run_tool(device_argv, dir); });
+      }
+      const CommandResult host = run_tool(host_argv, dir);
+      const CommandResult device = device_run.valid() ? device_run.get() : CommandResult{0, 0, false, "", 0};
+      std::string log;
+      const auto describe = [](const char* what, const CommandResult& r) {
+        return r.timed_out ? fmt::format("[crl: {} compile timed out]\n", what) : std::string();
+      };
+      if (!host.ok() || !device.ok()) {
+        result.stage = !device.ok() ? "device" : "host";
+        if (!device.ok()) log += describe("device", device) + device.output;
+        if (!host.ok()) log += describe("host", host) + host.output;
+        result.ok = false;
+      } else {
+        log = host.output + device.output;  // warnings, if any
+        std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
+        if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
+        for (auto& f : link_flags(backend)) link_argv.push_back(f);
+        const CommandResult link = run_tool(link_argv, dir);
+        if (!link.ok()) {
+          result.stage = "link";
+          log += describe("link", link) + link.output;
+        }
+        result.ok = link.ok();
+      }
+      result.log = clean_log(log, dir);
+      std::error_code ec;
+      fs::remove(dir + "/host.o", ec);
+      fs::remove(dir + "/device.o", ec);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      throw;
+    }
+    return cache->publish(dir, key, request.program.origin, result);
+  }
+
+  CompileResult compile(const CompileRequest& request) {
+    const auto start = Clock::now();
+    const std::string key = key_of(request);
+    if (auto hit = cache->lookup(key, request.program.origin)) {
+      hit->seconds = seconds_since(start);
+      return *hit;
+    }
+    FileLock lock(cache->lock_path(key));
+    // Whoever held the lock before us may have just published this key.
+    if (auto hit = cache->lookup(key, request.program.origin)) {
+      hit->seconds = seconds_since(start);
+      return *hit;
+    }
+    CompileResult result = build(request, key);
+    result.seconds = seconds_since(start);
+    result.cache_hit = false;
+    return result;
+  }
+};
+
+Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  d.options = std::move(options);
+  if (d.options.cache_dir.empty()) d.options.cache_dir = default_compile_cache_dir();
+  if (d.options.jobs == 0) d.options.jobs = std::max(1u, std::thread::hardware_concurrency());
+  if (!d.options.cuda_arch.empty()) validate_cuda_arch(d.options.cuda_arch);
+  d.toolchain = default_toolchain();
+  if (!d.options.cxx.empty()) d.toolchain.cxx = find_on_path(d.options.cxx);
+  if (!d.options.nvcc.empty()) d.toolchain.nvcc = find_on_path(d.options.nvcc);
+  if (!d.options.torch_include_dir.empty()) d.toolchain.torch_include_dir = d.options.torch_include_dir;
+  if (!d.options.torch_library_dir.empty()) d.toolchain.torch_library_dir = d.options.torch_library_dir;
+  if (!d.options.cuda_home.empty()) d.toolchain.cuda_home = d.options.cuda_home;
+  if (d.toolchain.cxx.empty()) {
+    throw Error(fmt::format("no C++ compiler found (looked for '{}' and g++ on PATH)",
+                            d.options.cxx.empty() ? "g++" : d.options.cxx));
+  }
+  d.cache = std::make_unique<CompileCache>(d.options.cache_dir);
+  d.cxx_version = compiler_version(d.toolchain.cxx, d.options.cache_dir);
+  if (!d.toolchain.nvcc.empty()) d.nvcc_version = compiler_version(d.toolchain.nvcc, d.options.cache_dir);
+  d.pool = std::make_unique<ThreadPool>(d.options.jobs);
+}
+
+Compiler::~Compiler() = default;
+
+CompileResult Compiler::compile(const CompileRequest& request) { return impl_->compile(request); }
+
+std::string Compiler::key_of(const CompileRequest& request) { return impl_->key_of(request); }
+
+const CompilerOptions& Compiler::options() const { return impl_->options; }
+
+void Compiler::prepare(Backend backend) {
+  if (backend == Backend::cuda) impl_->require_nvcc();
+  impl_->ensure_pch(backend);
+}
+
+std::future<CompileResult> Compiler::submit(CompileRequest request) {
+  Impl& d = *impl_;
+  std::promise<CompileResult> promise;
+  std::future<CompileResult> future = promise.get_future();
+  std::string key;
+  try {
+    key = d.key_of(request);
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    return future;
+  }
+  {
+    std::lock_guard lock(d.inflight_mutex);
+    if (const auto it = d.inflight.find(key); it != d.inflight.end()) {
+      it->second.push_back(std::move(promise));  // a duplicate of a compile in flight: share its result
+      return future;
+    }
+    d.inflight[key].push_back(std::move(promise));
+  }
+  d.pool->post([&d, key, request = std::move(request)] {
+    std::optional<CompileResult> result;
+    std::exception_ptr error;
+    try {
+      result = d.compile(request);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::vector<std::promise<CompileResult>> waiters;
+    {
+      std::lock_guard lock(d.inflight_mutex);
+      waiters = std::move(d.inflight[key]);
+      d.inflight.erase(key);
+    }
+    for (size_t i = 0; i < waiters.size(); ++i) {
+      if (error) {
+        waiters[i].set_exception(error);
+      } else {
+        CompileResult r = *result;
+        if (i > 0) r.cache_hit = true;  // the duplicates did not compile
+        waiters[i].set_value(std::move(r));
+      }
+    }
+  });
+  return future;
+}
+
+}  // namespace crl

@@ -1,0 +1,78 @@
+// Compiling programs to shared libraries: host (g++ + LibTorch, precompiled prelude) and device
+// (nvcc, or g++ with OpenMP) halves in parallel, a content-addressed per-node cache, a thread pool.
+#pragma once
+
+#include <cstddef>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "program/program_text.h"
+
+namespace crl {
+
+enum class Backend { cpu, cuda };
+std::string backend_name(Backend backend);
+// "cpu" or "cuda"; throws InputError for anything else.
+Backend parse_backend(const std::string& name);
+
+struct CompileRequest {
+  ProgramText program;
+  size_t num_args = 0;      // the task's forward arity (TaskSpec::num_args)
+  Backend backend = Backend::cuda;
+  std::string cuda_arch;    // "sm_90a"...; empty: the compiler's default (CompilerOptions::cuda_arch)
+};
+
+struct CompileResult {
+  bool ok = false;
+  std::string library_path;  // the .so in the cache (when ok)
+  std::string log;           // compiler output (truncated), with the .crl file's own line numbers
+  std::string key;           // SHA-256 cache key
+  std::string stage;         // where it failed: "host", "device", "link"; "" when ok
+  double seconds = 0;        // wall time of this call (lookup, or the whole compile)
+  bool cache_hit = false;
+};
+
+struct CompilerOptions {
+  std::string cache_dir;          // empty: $CRL_CACHE_DIR, else ~/.cache/crl/compile
+  size_t jobs = 0;                // pool threads; 0: the machine's hardware threads
+  std::string cuda_arch;          // default for requests; empty: the local GPU's (sm_90a without one)
+  double timeout_seconds = 300;   // per compiler invocation; a compile that runs longer fails (cached)
+  size_t max_log_bytes = 16384;   // longer compiler logs keep their head and say how much was cut
+  // Toolchain; empty fields take what crl was built with.
+  std::string cxx;                // g++
+  std::string nvcc;
+  std::string torch_include_dir;  // LibTorch's include/
+  std::string torch_library_dir;  // LibTorch's lib/
+  std::string cuda_home;          // /usr/local/cuda
+};
+
+class Compiler {
+ public:
+  explicit Compiler(CompilerOptions options = {});
+  ~Compiler();
+  Compiler(const Compiler&) = delete;
+  Compiler& operator=(const Compiler&) = delete;
+
+  // Compiles (or finds in the cache) one program. A program that does not compile gives ok=false
+  // with the log; a broken toolchain (compiler missing, cache not writable) throws crl::Error.
+  CompileResult compile(const CompileRequest& request);
+  // compile() on the pool; identical requests in flight share one compile.
+  std::future<CompileResult> submit(CompileRequest request);
+
+  // The cache key compile() would use (no compiler is run).
+  std::string key_of(const CompileRequest& request);
+  const CompilerOptions& options() const;
+  // Builds the precompiled prelude for a backend now (compile() does it on first use).
+  void prepare(Backend backend);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The default cache directory: $CRL_CACHE_DIR, else $HOME/.cache/crl/compile.
+std::string default_compile_cache_dir();
+
+}  // namespace crl

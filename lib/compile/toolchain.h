@@ -1,0 +1,37 @@
+// The compilers and libraries a program is built with, their versions (memoised, so a cache hit
+// runs no compiler), and the local GPU's architecture.
+#pragma once
+
+#include <string>
+
+namespace crl {
+
+struct Toolchain {
+  std::string cxx;                 // g++ (absolute path)
+  std::string nvcc;                // "" when absent
+  std::string torch_include_dir;
+  std::string torch_library_dir;
+  std::string torch_cxx_flags;     // e.g. -D_GLIBCXX_USE_CXX11_ABI=1
+  std::string torch_version;
+  std::string cuda_home;           // "" when absent
+};
+
+// What crl was built with (CMake bakes the paths in); empty fields of `overrides` keep those.
+Toolchain default_toolchain();
+
+// First line of `compiler --version`, memoised in this process and on disk under
+// `cache_dir`/toolchains keyed by the binary's path, size and mtime. "" if it does not run.
+std::string compiler_version(const std::string& compiler, const std::string& cache_dir);
+
+// A hash of this CPU's model and feature flags (code built with -march=native is only valid on
+// CPUs like it, so the CPU backend's cache key carries it). Memoised.
+const std::string& cpu_fingerprint();
+
+// "sm_XY[a]" of GPU 0 (the 'a' suffix for sm_90 and later, whose arch-specific features such as
+// wgmma need it); "sm_90a" (the H200) when no GPU is visible. Memoised.
+const std::string& local_cuda_arch();
+
+// Throws InputError unless `arch` looks like sm_<digits>[a|f].
+void validate_cuda_arch(const std::string& arch);
+
+}  // namespace crl

@@ -1,0 +1,261 @@
+// Tests of the compiler on the CPU backend: references and candidates run through crl_forward,
+// compile errors name the .crl line, the cache hits and misses, concurrent compiles agree.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "compile/compile_cache.h"
+#include "compile/compiler.h"
+#include "compile/loaded_program.h"
+#include "compile_test_util.h"
+#include "core/error.h"
+#include "core/subprocess.h"
+#include "program/arguments.h"
+#include "program/task_spec.h"
+
+namespace crl {
+namespace {
+
+using testing::request_for;
+using testing::test_options;
+using testing::unique_tag;
+
+std::string relu_reference(const std::string& tag) {
+  return "// crl:spec\n"
+         "task: level1/019_relu\n"
+         "category: activation\n"
+         "inputs:\n"
+         "  - {name: x, shape: [batch, dim], dtype: float32, init: randn}\n"
+         "scales:\n"
+         "  small: {batch: 16, dim: 4096}\n"
+         "flops: batch * dim\n"
+         "bytes: 8 * batch * dim\n"
+         "// crl:host\n"
+         "// " + tag + "\n"
+         "at::Tensor forward(const at::Tensor& x) { return at::relu(x); }\n";
+}
+
+Compiler& shared_compiler() {
+  static Compiler compiler(test_options());
+  return compiler;
+}
+
+TEST(CompilerCpu, ReferenceComputesReluThroughCrlForward) {
+  const std::string text = relu_reference(unique_tag());
+  const ProgramText program = parse_program_text(text, "relu.crl");
+  const TaskSpec spec = parse_task_spec(program.spec, program.origin);
+  CompileRequest request{program, spec.num_args(), Backend::cpu, ""};
+  const CompileResult result = shared_compiler().compile(request);
+  ASSERT_TRUE(result.ok) << result.log;
+  EXPECT_FALSE(result.cache_hit);
+  EXPECT_EQ(result.key.size(), 64u);
+  EXPECT_TRUE(std::filesystem::exists(result.library_path));
+  const LoadedProgram loaded(result.library_path);
+  EXPECT_EQ(loaded.abi_version(), program_abi_version());
+  const auto args = make_arguments(spec, "small", 11, at::Device(at::kCPU));
+  const auto outputs = loaded.forward(args);
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_TRUE(at::equal(outputs[0], at::relu(args[0])));
+  // The wrong argument count and a failing TORCH_CHECK come back as crl::Error with the text.
+  try {
+    loaded.forward({args[0], args[0]});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("forward takes 1 arguments but 2 were passed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CompilerCpu, CandidateWithDeviceSectionAndTupleReturn) {
+  const std::string text =
+      "// a CPU candidate: OpenMP kernel in the device section, two outputs\n"
+      "// crl:device\n"
+      "extern \"C\" void scaled_relu(const float* x, float* y, float* z, int64_t n) {\n"
+      "  #pragma omp parallel for simd\n"
+      "  for (int64_t i = 0; i < n; ++i) { y[i] = x[i] > 0.f ? x[i] : 0.f; z[i] = 2.f * x[i]; }\n"
+      "}\n"
+      "// crl:host\n"
+      "// " + unique_tag() + "\n"
+      "extern \"C\" void scaled_relu(const float* x, float* y, float* z, int64_t n);\n"
+      "std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& w) {\n"
+      "  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == at::kFloat, \"x must be contiguous float32\");\n"
+      "  at::Tensor y = at::empty_like(x), z = at::empty_like(x);\n"
+      "  scaled_relu(x.data_ptr<float>(), y.data_ptr<float>(), z.data_ptr<float>(), x.numel());\n"
+      "  return {y, z + w};\n"
+      "}\n";
+  const CompileResult result = shared_compiler().compile(request_for(text, 2, Backend::cpu, "cand.crl"));
+  ASSERT_TRUE(result.ok) << result.log;
+  const LoadedProgram loaded(result.library_path);
+  const at::Tensor x = at::randn({1000});
+  const at::Tensor w = at::randn({1000});
+  const auto out = loaded.forward({x, w});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(at::equal(out[0], at::relu(x)));
+  EXPECT_TRUE(at::allclose(out[1], 2 * x + w));
+  try {
+    loaded.forward({x.to(at::kDouble), w});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x must be contiguous float32"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CompilerCpu, VectorReturn) {
+  const std::string text = "// crl:host\n// " + unique_tag() +
+                           "\nstd::vector<at::Tensor> forward(const at::Tensor& x) { return {x + 1, x * 3, x.sum()}; }\n";
+  const CompileResult result = shared_compiler().compile(request_for(text, 1, Backend::cpu));
+  ASSERT_TRUE(result.ok) << result.log;
+  const auto out = LoadedProgram(result.library_path).forward({at::ones({4})});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[2].item<float>(), 4.f);
+}
+
+TEST(CompilerCpu, CompileErrorsNameTheCrlFileLineAndAreCached) {
+  const std::string text =
+      "// crl:host\n"                                                       // 1
+      "// " + unique_tag() + "\n"                                           // 2
+      "at::Tensor forward(const at::Tensor& x) {\n"                         // 3
+      "  return at::relu(x) + undefined_thing;\n"                           // 4
+      "}\n";
+  const CompileResult result = shared_compiler().compile(request_for(text, 1, Backend::cpu, "bad.crl"));
+  EXPECT_FALSE(result.ok);
+  EXPECT_EQ(result.stage, "host");
+  EXPECT_TRUE(result.library_path.empty());
+  EXPECT_NE(result.log.find("bad.crl:4:"), std::string::npos) << result.log;
+  EXPECT_NE(result.log.find("undefined_thing"), std::string::npos) << result.log;
+  // A failed compile is cached too; the log is rewritten to the new request's origin.
+  const CompileResult again = shared_compiler().compile(request_for(text, 1, Backend::cpu, "again.crl"));
+  EXPECT_TRUE(again.cache_hit);
+  EXPECT_FALSE(again.ok);
+  EXPECT_NE(again.log.find("again.crl:4:"), std::string::npos) << again.log;
+  EXPECT_EQ(again.key, result.key);
+}
+
+TEST(CompilerCpu, DeviceErrorsNameTheCrlFileLine) {
+  const std::string text =
+      "// crl:device\n"                                        // 1
+      "extern \"C\" void k(float* y) {\n"                      // 2
+      "  y[0] = missing_function(1.f);\n"                      // 3
+      "}\n"                                                    // 4
+      "// crl:host\n"                                          // 5
+      "// " + unique_tag() + "\n"
+      "at::Tensor forward(const at::Tensor& x) { return x.clone(); }\n";
+  const CompileResult result = shared_compiler().compile(request_for(text, 1, Backend::cpu, "dev.crl"));
+  EXPECT_FALSE(result.ok);
+  EXPECT_EQ(result.stage, "device");
+  EXPECT_NE(result.log.find("dev.crl:3:"), std::string::npos) << result.log;
+}
+
+TEST(CompilerCpu, WrongArityAndUndefinedLauncherFailAtCompileTime) {
+  const std::string tag = unique_tag();
+  const std::string two_args = "// crl:host\n// " + tag +
+                               "\nat::Tensor forward(const at::Tensor& x, const at::Tensor& y) { return x + y; }\n";
+  const CompileResult arity = shared_compiler().compile(request_for(two_args, 3, Backend::cpu));
+  EXPECT_FALSE(arity.ok);
+  EXPECT_NE(arity.log.find("forward"), std::string::npos) << arity.log;
+  const std::string undefined = "// crl:host\n// " + tag +
+                                "\nextern \"C\" void nowhere(float*);\n"
+                                "at::Tensor forward(const at::Tensor& x) { auto y = x.clone(); nowhere(y.data_ptr<float>()); return y; }\n";
+  const CompileResult link = shared_compiler().compile(request_for(undefined, 1, Backend::cpu));
+  EXPECT_FALSE(link.ok);
+  EXPECT_EQ(link.stage, "link");
+  EXPECT_NE(link.log.find("nowhere"), std::string::npos) << link.log;
+}
+
+TEST(CompilerCpu, CacheHitsForTheSameProgramAndMissesForAnother) {
+  const std::string text = relu_reference(unique_tag());
+  const CompileResult first = shared_compiler().compile(request_for(text, 1, Backend::cpu));
+  ASSERT_TRUE(first.ok) << first.log;
+  EXPECT_FALSE(first.cache_hit);
+  // A new Compiler (as a new process would have) finds the entry.
+  Compiler fresh(test_options());
+  const CompileResult second = fresh.compile(request_for(text, 1, Backend::cpu, "elsewhere.crl"));
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_TRUE(second.ok);
+  EXPECT_EQ(second.library_path, first.library_path);
+  EXPECT_LT(second.seconds, 0.05);
+  // The spec section does not matter to the compiled library; the host text and arity do.
+  std::string other = text;
+  other.replace(other.find("at::relu(x)"), 11, "at::relu(x) * 1");
+  EXPECT_NE(fresh.key_of(request_for(other, 1, Backend::cpu)), first.key);
+  EXPECT_NE(fresh.key_of(request_for(text, 2, Backend::cpu)), first.key);
+  const CompileResult third = fresh.compile(request_for(other, 1, Backend::cpu));
+  EXPECT_FALSE(third.cache_hit);
+  EXPECT_NE(third.library_path, first.library_path);
+}
+
+TEST(CompilerCpu, ConcurrentCompilesOfOneProgramFromThreadsGiveOneLibrary) {
+  const std::string text = relu_reference(unique_tag());
+  std::vector<std::future<CompileResult>> direct;
+  for (int i = 0; i < 3; ++i) {
+    direct.push_back(std::async(std::launch::async, [&text] {
+      Compiler own(test_options(1));
+      return own.compile(request_for(text, 1, Backend::cpu));
+    }));
+  }
+  std::vector<std::future<CompileResult>> pooled;
+  for (int i = 0; i < 3; ++i) pooled.push_back(shared_compiler().submit(request_for(text, 1, Backend::cpu)));
+  int compiled = 0;
+  std::string path;
+  for (auto* list : {&direct, &pooled}) {
+    for (auto& f : *list) {
+      const CompileResult r = f.get();
+      ASSERT_TRUE(r.ok) << r.log;
+      compiled += r.cache_hit ? 0 : 1;
+      if (path.empty()) path = r.library_path;
+      EXPECT_EQ(r.library_path, path);
+    }
+  }
+  EXPECT_EQ(compiled, 1);
+  const auto out = LoadedProgram(path).forward({-at::ones({3})});
+  EXPECT_TRUE(at::equal(out[0], at::zeros({3})));
+}
+
+TEST(CompilerCpu, ConcurrentCompilesFromTwoProcessesGiveOneLibrary) {
+  const std::string dir = testing::test_cache_dir() + "/programs";
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/two-process-" + unique_tag() + ".crl";
+  {
+    std::ofstream out(file);
+    out << relu_reference(unique_tag());
+  }
+  const std::string helper = std::string(CRL_BINARY_DIR) + "/tests/compile/compile_helper";
+  const auto run = [&] {
+    return run_command({helper, file, testing::test_cache_dir(), "cpu", "1"}, {.timeout = std::chrono::minutes(5)});
+  };
+  auto a = std::async(std::launch::async, run);
+  auto b = std::async(std::launch::async, run);
+  const CommandResult ra = a.get(), rb = b.get();
+  ASSERT_TRUE(ra.ok()) << ra.output;
+  ASSERT_TRUE(rb.ok()) << rb.output;
+  // Each helper prints "ok <cache_hit> <library_path>".
+  EXPECT_EQ(ra.output.substr(0, 3), "ok ");
+  const auto path_of = [](const std::string& s) { return s.substr(s.rfind(' ') + 1, s.find('\n') - s.rfind(' ') - 1); };
+  EXPECT_EQ(path_of(ra.output), path_of(rb.output));
+  const int hits = (ra.output.rfind("ok 1 ", 0) == 0) + (rb.output.rfind("ok 1 ", 0) == 0);
+  EXPECT_EQ(hits, 1) << ra.output << rb.output;
+  const auto out = LoadedProgram(path_of(ra.output)).forward({at::full({2}, -3.f)});
+  EXPECT_TRUE(at::equal(out[0], at::zeros({2})));
+}
+
+TEST(CompilerCpu, RequestsAreValidated) {
+  EXPECT_THROW(shared_compiler().compile(request_for(relu_reference("x"), 0, Backend::cpu)), InputError);
+  CompileRequest bad_arch = request_for(relu_reference("y"), 1, Backend::cuda);
+  bad_arch.cuda_arch = "sm_90a -Xcompiler -evil";
+  if (!find_on_path("nvcc").empty()) EXPECT_THROW(shared_compiler().key_of(bad_arch), InputError);
+  EXPECT_THROW(parse_backend("gpu"), InputError);
+  EXPECT_EQ(parse_backend("cuda"), Backend::cuda);
+}
+
+TEST(LoadedProgram, RefusesLibrariesThatAreNotPrograms) {
+  EXPECT_THROW(LoadedProgram("/nonexistent/program.so"), IoError);
+  EXPECT_THROW(LoadedProgram("libm.so.6"), InputError);
+}
+
+}  // namespace
+}  // namespace crl

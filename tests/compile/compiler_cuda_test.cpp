@@ -1,0 +1,56 @@
+// Tests of the CUDA backend that need nvcc but no GPU: a CUDA candidate compiles to a loadable .so,
+// and device-code errors name the .crl line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "compile/compiler.h"
+#include "compile/loaded_program.h"
+#include "compile_test_util.h"
+#include "core/subprocess.h"
+#include "cuda_programs.h"
+
+namespace crl {
+namespace {
+
+using testing::request_for;
+using testing::unique_tag;
+
+TEST(CompilerCuda, CandidateCompilesToALoadableLibrary) {
+  if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH";
+  Compiler compiler(testing::test_options());
+  CompileRequest request = request_for(testing::two_kernel_cuda_program(unique_tag()), 1, Backend::cuda);
+  request.cuda_arch = "sm_90a";
+  const CompileResult result = compiler.compile(request);
+  ASSERT_TRUE(result.ok) << result.log;
+  EXPECT_FALSE(result.cache_hit);
+  EXPECT_TRUE(std::filesystem::exists(result.library_path));
+  // The library resolves at dlopen even without a GPU (CUDA initialises lazily).
+  const LoadedProgram loaded(result.library_path);
+  EXPECT_EQ(loaded.abi_version(), program_abi_version());
+  // Another arch is another library.
+  request.cuda_arch = "sm_80";
+  EXPECT_NE(compiler.key_of(request), result.key);
+}
+
+TEST(CompilerCuda, DeviceErrorsNameTheCrlLine) {
+  if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH";
+  Compiler compiler(testing::test_options());
+  const std::string text =
+      "// crl:device\n"                                                  // 1
+      "__global__ void k(float* y) {\n"                                  // 2
+      "  y[threadIdx.x] = not_declared;\n"                               // 3
+      "}\n"                                                              // 4
+      "// crl:host\n"
+      "// " + unique_tag() + "\n"
+      "at::Tensor forward(const at::Tensor& x) { return x.clone(); }\n";
+  CompileRequest request = request_for(text, 1, Backend::cuda, "kern.crl");
+  request.cuda_arch = "sm_90a";
+  const CompileResult result = compiler.compile(request);
+  EXPECT_FALSE(result.ok);
+  EXPECT_EQ(result.stage, "device");
+  EXPECT_NE(result.log.find("kern.crl(3)"), std::string::npos) << result.log;
+}
+
+}  // namespace
+}  // namespace crl

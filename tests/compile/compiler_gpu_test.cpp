@@ -1,0 +1,33 @@
+// GPU test: a compiled two-kernel CUDA candidate runs on the GPU and matches ATen.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "compile/compiler.h"
+#include "compile/loaded_program.h"
+#include "compile_test_util.h"
+#include "cuda_programs.h"
+#include "core/error.h"
+
+namespace crl {
+namespace {
+
+TEST(CompilerGpu, CudaCandidateRunsAndMatchesAten) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device on this machine";
+  Compiler compiler(testing::test_options());
+  // No arch in the request: the local GPU's.
+  const CompileResult result =
+      compiler.compile(testing::request_for(testing::two_kernel_cuda_program(testing::unique_tag()), 1, Backend::cuda));
+  ASSERT_TRUE(result.ok) << result.log;
+  const LoadedProgram loaded(result.library_path);
+  const at::Tensor x = at::randn({4096, 1024}, at::TensorOptions().device(at::kCUDA));
+  const auto out = loaded.forward({x});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].is_cuda());
+  EXPECT_TRUE(at::allclose(out[0], at::relu(x) * 2 + 1));
+  // The program's TORCH_CHECK comes back as an error, not a crash.
+  EXPECT_THROW(loaded.forward({x.cpu()}), Error);
+}
+
+}  // namespace
+}  // namespace crl

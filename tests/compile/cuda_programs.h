@@ -1,0 +1,38 @@
+// CUDA candidate programs shared by the compile tests and the compile benchmark.
+#pragma once
+
+#include <string>
+
+namespace crl::testing {
+
+// A two-kernel CUDA candidate for y = relu(x) * 2 + 1 (a float4 relu kernel, then an affine one),
+// with `tag` in a comment so callers can force a cache miss.
+inline std::string two_kernel_cuda_program(const std::string& tag) {
+  return "// crl:device\n"
+         "__global__ void relu_kernel(const float4* x, float4* y, int64_t n4) {\n"
+         "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4;\n"
+         "       i += (int64_t)gridDim.x * blockDim.x) {\n"
+         "    float4 v = x[i];\n"
+         "    y[i] = make_float4(fmaxf(v.x, 0.f), fmaxf(v.y, 0.f), fmaxf(v.z, 0.f), fmaxf(v.w, 0.f));\n"
+         "  }\n"
+         "}\n"
+         "__global__ void affine_kernel(float* y, int64_t n, float a, float b) {\n"
+         "  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;\n"
+         "  if (i < n) y[i] = a * y[i] + b;\n"
+         "}\n"
+         "extern \"C\" void relu_affine(const float* x, float* y, int64_t n, cudaStream_t stream) {\n"
+         "  relu_kernel<<<1056, 256, 0, stream>>>((const float4*)x, (float4*)y, n / 4);\n"
+         "  affine_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(y, n, 2.f, 1.f);\n"
+         "}\n"
+         "// crl:host\n"
+         "// " + tag + "\n"
+         "extern \"C\" void relu_affine(const float* x, float* y, int64_t n, cudaStream_t stream);\n"
+         "at::Tensor forward(const at::Tensor& x) {\n"
+         "  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.numel() % 4 == 0, \"x: contiguous CUDA, numel % 4 == 0\");\n"
+         "  at::Tensor y = at::empty_like(x);\n"
+         "  relu_affine(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), at::cuda::getCurrentCUDAStream());\n"
+         "  return y;\n"
+         "}\n";
+}
+
+}  // namespace crl::testing
