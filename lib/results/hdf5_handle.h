@@ -32,7 +32,9 @@ class Hdf5Handle {
   hid_t id() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void reset() {
-    if (id_ >= 0) close_fn(id_);
+    // A close that fails leaves entries on HDF5's error stack; clear them so that they do not
+    // show up in the message of a later, unrelated error.
+    if (id_ >= 0 && close_fn(id_) < 0) H5Eclear2(H5E_DEFAULT);
     id_ = H5I_INVALID_HID;
   }
   // Gives up ownership without closing (for a handle that must outlive a crash simulation).

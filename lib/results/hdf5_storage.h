@@ -4,9 +4,13 @@
 
 #include <hdf5.h>
 
+#include <fmt/format.h>
+
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "results/hdf5_handle.h"
 #include "results/table_schema.h"
 
@@ -64,5 +68,17 @@ Hdf5File open_existing_results_file(const std::string& path, unsigned flags, hid
 // A file-access property list with HDF5's own file locking off (crl's writer holds a lock file,
 // so readers such as h5py can open a file while a job writes it).
 Hdf5PropertyList file_access_without_hdf5_locking();
+
+// Runs `action`; an HDF5 ApiError escaping it is rethrown with the results file's path in front
+// (HDF5's own stack names the call, not the file).
+template <typename Action>
+auto with_file_named(const std::string& path, Action&& action) -> decltype(action()) {
+  try {
+    return action();
+  } catch (const ApiError& e) {
+    if (std::string_view(e.what()).find(path) != std::string_view::npos) throw;
+    throw ApiError(e.api(), fmt::format("results file '{}': {}", path, e.what()));
+  }
+}
 
 }  // namespace crl::results::detail

@@ -14,9 +14,11 @@ namespace crl::results {
 using namespace detail;
 
 ResultsReader::ResultsReader(std::string path) : path_(std::move(path)) {
-  hdf5_silence_default_printing();
-  const auto fapl = file_access_without_hdf5_locking();
-  file_ = open_existing_results_file(path_, H5F_ACC_RDONLY, fapl.id());
+  with_file_named(path_, [&] {
+    hdf5_silence_default_printing();
+    const auto fapl = file_access_without_hdf5_locking();
+    file_ = open_existing_results_file(path_, H5F_ACC_RDONLY, fapl.id());
+  });
 }
 
 namespace {
@@ -40,13 +42,17 @@ std::vector<std::string> groups_of_kind(hid_t parent, const char* kind, const st
 }  // namespace
 
 std::vector<std::string> ResultsReader::tables() const {
-  return groups_of_kind(file_.id(), "table", path_);
+  return with_file_named(path_, [&]() -> std::vector<std::string> {
+    return groups_of_kind(file_.id(), "table", path_);
+  });
 }
 
 std::vector<std::string> ResultsReader::text_stores() const {
-  if (!has_child(file_.id(), kTextGroup)) return {};
-  Hdf5Group text(CRL_H5_CHECK(H5Gopen2(file_.id(), kTextGroup, H5P_DEFAULT)));
-  return groups_of_kind(text.id(), "text", path_);
+  return with_file_named(path_, [&]() -> std::vector<std::string> {
+    if (!has_child(file_.id(), kTextGroup)) return {};
+    Hdf5Group text(CRL_H5_CHECK(H5Gopen2(file_.id(), kTextGroup, H5P_DEFAULT)));
+    return groups_of_kind(text.id(), "text", path_);
+  });
 }
 
 Hdf5Group ResultsReader::open_table(const std::string& key, const char* kind,
@@ -75,44 +81,54 @@ std::int64_t ResultsReader::rows_of(hid_t group, const TableSchema& schema) cons
 }
 
 TableSchema ResultsReader::schema(const std::string& table) const {
-  std::string where;
-  const auto group = open_table(table, "table", &where);
-  return read_schema(group.id(), where);
+  return with_file_named(path_, [&]() -> TableSchema {
+    std::string where;
+    const auto group = open_table(table, "table", &where);
+    return read_schema(group.id(), where);
+  });
 }
 
 std::int64_t ResultsReader::rows(const std::string& table) const {
-  std::string where;
-  const auto group = open_table(table, "table", &where);
-  return rows_of(group.id(), read_schema(group.id(), where));
+  return with_file_named(path_, [&]() -> std::int64_t {
+    std::string where;
+    const auto group = open_table(table, "table", &where);
+    return rows_of(group.id(), read_schema(group.id(), where));
+  });
 }
 
 ColumnValues ResultsReader::column(const std::string& table, const std::string& column) const {
-  std::string where;
-  const auto group = open_table(table, "table", &where);
-  const auto schema = read_schema(group.id(), where);
-  const auto it = std::find_if(schema.begin(), schema.end(),
-                               [&](const ColumnSpec& c) { return c.name == column; });
-  if (it == schema.end()) {
-    throw InputError(fmt::format("{} has no column '{}' (it has {})", where, column,
-                                 describe_schema(schema)));
-  }
-  Hdf5Dataset dataset(CRL_H5_CHECK(H5Dopen2(group.id(), column.c_str(), H5P_DEFAULT)));
-  return read_column_values(dataset.id(), it->type,
-                            static_cast<hsize_t>(rows_of(group.id(), schema)),
-                            fmt::format("column '{}' of {}", column, where));
+  return with_file_named(path_, [&]() -> ColumnValues {
+    std::string where;
+    const auto group = open_table(table, "table", &where);
+    const auto schema = read_schema(group.id(), where);
+    const auto it = std::find_if(schema.begin(), schema.end(),
+                                 [&](const ColumnSpec& c) { return c.name == column; });
+    if (it == schema.end()) {
+      throw InputError(fmt::format("{} has no column '{}' (it has {})", where, column,
+                                   describe_schema(schema)));
+    }
+    Hdf5Dataset dataset(CRL_H5_CHECK(H5Dopen2(group.id(), column.c_str(), H5P_DEFAULT)));
+    return read_column_values(dataset.id(), it->type,
+                              static_cast<hsize_t>(rows_of(group.id(), schema)),
+                              fmt::format("column '{}' of {}", column, where));
+  });
 }
 
 std::vector<std::string> ResultsReader::meta_keys() const {
-  if (!has_child(file_.id(), kMetaGroup)) return {};
-  Hdf5Group meta(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
-  return attribute_names(meta.id());
+  return with_file_named(path_, [&]() -> std::vector<std::string> {
+    if (!has_child(file_.id(), kMetaGroup)) return {};
+    Hdf5Group meta(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
+    return attribute_names(meta.id());
+  });
 }
 
 std::string ResultsReader::meta(const std::string& key) const {
-  const std::string where = fmt::format("/meta of '{}'", path_);
-  if (!has_child(file_.id(), kMetaGroup)) throw InputError(fmt::format("there is no {}", where));
-  Hdf5Group meta(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
-  return read_string_attribute(meta.id(), key, where);
+  return with_file_named(path_, [&]() -> std::string {
+    const std::string where = fmt::format("/meta of '{}'", path_);
+    if (!has_child(file_.id(), kMetaGroup)) throw InputError(fmt::format("there is no {}", where));
+    Hdf5Group meta(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
+    return read_string_attribute(meta.id(), key, where);
+  });
 }
 
 nlohmann::json ResultsReader::meta_json(const std::string& key) const {
@@ -126,37 +142,39 @@ nlohmann::json ResultsReader::meta_json(const std::string& key) const {
 }
 
 std::optional<std::string> ResultsReader::text(const std::string& store, std::int64_t id) const {
-  std::string where;
-  const std::string key = fmt::format("{}/{}", kTextGroup, store);
-  const auto group = open_table(key, "text", &where);
-  const auto schema = read_schema(group.id(), where);
-  const auto rows = static_cast<hsize_t>(rows_of(group.id(), schema));
-  Hdf5Dataset ids_dataset(CRL_H5_CHECK(H5Dopen2(group.id(), "id", H5P_DEFAULT)));
-  const auto ids = std::get<std::vector<std::int64_t>>(
-      read_column_values(ids_dataset.id(), ColumnType::int64, rows, where));
-  const auto it = std::find(ids.begin(), ids.end(), id);
-  if (it == ids.end()) return std::nullopt;
-  // Read just that one string.
-  Hdf5Dataset texts(CRL_H5_CHECK(H5Dopen2(group.id(), "text", H5P_DEFAULT)));
-  if (column_type_of(texts.id(), where) != ColumnType::string) {
-    throw InputError(fmt::format("column 'text' of {} is not a string column", where));
-  }
-  Hdf5Dataspace file_space(CRL_H5_CHECK(H5Dget_space(texts.id())));
-  const hsize_t start = static_cast<hsize_t>(it - ids.begin()), one = 1;
-  CRL_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &one, nullptr));
-  Hdf5Dataspace memory_space(CRL_H5_CHECK(H5Screate_simple(1, &one, nullptr)));
-  const auto memtype = string_type();
-  char* data = nullptr;
-  try {
-    CRL_H5_CHECK(H5Dread(texts.id(), memtype.id(), memory_space.id(), file_space.id(),
-                         H5P_DEFAULT, &data));
-  } catch (const ApiError& e) {
-    throw InputError(fmt::format("cannot read text {} of {} (is the file damaged?): {}", id, where,
-                                 e.what()));
-  }
-  std::string value = data ? data : "";
-  CRL_H5_CHECK(H5Dvlen_reclaim(memtype.id(), memory_space.id(), H5P_DEFAULT, &data));
-  return value;
+  return with_file_named(path_, [&]() -> std::optional<std::string> {
+    std::string where;
+    const std::string key = fmt::format("{}/{}", kTextGroup, store);
+    const auto group = open_table(key, "text", &where);
+    const auto schema = read_schema(group.id(), where);
+    const auto rows = static_cast<hsize_t>(rows_of(group.id(), schema));
+    Hdf5Dataset ids_dataset(CRL_H5_CHECK(H5Dopen2(group.id(), "id", H5P_DEFAULT)));
+    const auto ids = std::get<std::vector<std::int64_t>>(
+        read_column_values(ids_dataset.id(), ColumnType::int64, rows, where));
+    const auto it = std::find(ids.begin(), ids.end(), id);
+    if (it == ids.end()) return std::nullopt;
+    // Read just that one string.
+    Hdf5Dataset texts(CRL_H5_CHECK(H5Dopen2(group.id(), "text", H5P_DEFAULT)));
+    if (column_type_of(texts.id(), where) != ColumnType::string) {
+      throw InputError(fmt::format("column 'text' of {} is not a string column", where));
+    }
+    Hdf5Dataspace file_space(CRL_H5_CHECK(H5Dget_space(texts.id())));
+    const hsize_t start = static_cast<hsize_t>(it - ids.begin()), one = 1;
+    CRL_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &one, nullptr));
+    Hdf5Dataspace memory_space(CRL_H5_CHECK(H5Screate_simple(1, &one, nullptr)));
+    const auto memtype = string_type();
+    char* data = nullptr;
+    try {
+      CRL_H5_CHECK(H5Dread(texts.id(), memtype.id(), memory_space.id(), file_space.id(),
+                           H5P_DEFAULT, &data));
+    } catch (const ApiError& e) {
+      throw InputError(fmt::format("cannot read text {} of {} (is the file damaged?): {}", id, where,
+                                   e.what()));
+    }
+    std::string value = data ? data : "";
+    CRL_H5_CHECK(H5Dvlen_reclaim(memtype.id(), memory_space.id(), H5P_DEFAULT, &data));
+    return value;
+  });
 }
 
 }  // namespace crl::results

@@ -77,26 +77,28 @@ void check_same_schema(const std::string& where, const TableSchema& in_file,
 
 ResultsWriter::ResultsWriter(std::string path, ResultsWriterOptions options)
     : path_(std::move(path)), options_(options) {
-  silence_hdf5_once();
-  if (options_.chunk_rows == 0) throw InputError("ResultsWriterOptions.chunk_rows must be > 0");
-  lock_ = std::make_unique<WriterLock>(path_);
-  const auto fapl = writer_file_access();
-  struct stat info {};
-  if (::stat(path_.c_str(), &info) != 0 && errno == ENOENT) {
-    // H5F_ACC_EXCL: never truncate, even if the file appeared since the stat.
-    const hid_t id = H5Fcreate(path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id());
-    if (id < 0) {
-      throw IoError(fmt::format("cannot create results file '{}': {}", path_, hdf5_error_stack()));
+  with_file_named(path_, [&] {
+    silence_hdf5_once();
+    if (options_.chunk_rows == 0) throw InputError("ResultsWriterOptions.chunk_rows must be > 0");
+    lock_ = std::make_unique<WriterLock>(path_);
+    const auto fapl = writer_file_access();
+    struct stat info {};
+    if (::stat(path_.c_str(), &info) != 0 && errno == ENOENT) {
+      // H5F_ACC_EXCL: never truncate, even if the file appeared since the stat.
+      const hid_t id = H5Fcreate(path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id());
+      if (id < 0) {
+        throw IoError(fmt::format("cannot create results file '{}': {}", path_, hdf5_error_stack()));
+      }
+      file_ = Hdf5File(id);
+      write_string_attribute(file_.id(), kFormatAttribute, kFormatName);
+      write_int64_attribute(file_.id(), kFormatVersionAttribute, kFormatVersion);
+    } else {
+      file_ = open_existing_results_file(path_, H5F_ACC_RDWR, fapl.id());
     }
-    file_ = Hdf5File(id);
-    write_string_attribute(file_.id(), kFormatAttribute, kFormatName);
-    write_int64_attribute(file_.id(), kFormatVersionAttribute, kFormatVersion);
-  } else {
-    file_ = open_existing_results_file(path_, H5F_ACC_RDWR, fapl.id());
-  }
-  meta_ = open_or_create_group(file_.id(), kMetaGroup);
-  text_ = open_or_create_group(file_.id(), kTextGroup);
-  flush();  // a new file is a valid, empty results file from here on
+    meta_ = open_or_create_group(file_.id(), kMetaGroup);
+    text_ = open_or_create_group(file_.id(), kTextGroup);
+    flush();  // a new file is a valid, empty results file from here on
+  });
 }
 
 ResultsWriter::ResultsWriter(ResultsWriter&&) noexcept = default;
@@ -195,18 +197,20 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
 }
 
 std::int64_t ResultsWriter::declare_table(const std::string& name, const TableSchema& schema) {
-  require_open();
-  check_result_name("table", name);
-  if (name == kMetaGroup || name == kTextGroup) {
-    throw InputError(fmt::format("table name '{}' is reserved in results files", name));
-  }
-  check_schema(name, schema);
-  if (const auto it = tables_.find(name); it != tables_.end()) {
-    check_same_schema(it->second.where, it->second.schema, schema);
-    return static_cast<std::int64_t>(it->second.rows);
-  }
-  return static_cast<std::int64_t>(
-      open_or_create_table(file_.id(), name, name, "table", schema).rows);
+  return with_file_named(path_, [&]() -> std::int64_t {
+    require_open();
+    check_result_name("table", name);
+    if (name == kMetaGroup || name == kTextGroup) {
+      throw InputError(fmt::format("table name '{}' is reserved in results files", name));
+    }
+    check_schema(name, schema);
+    if (const auto it = tables_.find(name); it != tables_.end()) {
+      check_same_schema(it->second.where, it->second.schema, schema);
+      return static_cast<std::int64_t>(it->second.rows);
+    }
+    return static_cast<std::int64_t>(
+        open_or_create_table(file_.id(), name, name, "table", schema).rows);
+  });
 }
 
 ResultsWriter::Table& ResultsWriter::find_table(const std::string& key, const char* what) {
@@ -227,12 +231,14 @@ std::int64_t ResultsWriter::rows(const std::string& table) const {
 }
 
 void ResultsWriter::append(const std::string& table_name, const RowBatch& rows) {
-  auto& table = find_table(table_name, "table");
-  if (rows.schema() != table.schema) {
-    throw InputError(fmt::format("rows for {} have columns ({}) but the table has ({})", table.where,
-                                 describe_schema(rows.schema()), describe_schema(table.schema)));
-  }
-  append_rows(table, rows);
+  return with_file_named(path_, [&]() -> void {
+    auto& table = find_table(table_name, "table");
+    if (rows.schema() != table.schema) {
+      throw InputError(fmt::format("rows for {} have columns ({}) but the table has ({})", table.where,
+                                   describe_schema(rows.schema()), describe_schema(table.schema)));
+    }
+    append_rows(table, rows);
+  });
 }
 
 void ResultsWriter::append_rows(Table& table, const RowBatch& rows) {
@@ -273,9 +279,11 @@ void ResultsWriter::append_rows(Table& table, const RowBatch& rows) {
 }
 
 void ResultsWriter::set_meta(const std::string& key, std::string_view value) {
-  require_open();
-  check_result_name("meta key", key);
-  write_string_attribute(meta_.id(), key, std::string(value));
+  return with_file_named(path_, [&]() -> void {
+    require_open();
+    check_result_name("meta key", key);
+    write_string_attribute(meta_.id(), key, std::string(value));
+  });
 }
 
 void ResultsWriter::set_meta_json(const std::string& key, const nlohmann::json& value) {
@@ -298,21 +306,23 @@ ResultsWriter::TextStore& ResultsWriter::text_store(const std::string& store) {
 
 void ResultsWriter::put_texts(const std::string& store, const std::vector<std::int64_t>& ids,
                               const std::vector<std::string>& texts) {
-  auto& known = text_store(store);
-  auto& table = find_table(fmt::format("{}/{}", kTextGroup, store), "text store");
-  if (ids.size() != texts.size()) {
-    throw InputError(fmt::format("{}: {} ids but {} texts", table.where, ids.size(), texts.size()));
-  }
-  std::unordered_set<std::int64_t> fresh;
-  RowBatch batch(kTextSchema);
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (known.ids.contains(ids[i]) || !fresh.insert(ids[i]).second) {
-      throw InputError(fmt::format("{} already holds a text with id {}", table.where, ids[i]));
+  return with_file_named(path_, [&]() -> void {
+    auto& known = text_store(store);
+    auto& table = find_table(fmt::format("{}/{}", kTextGroup, store), "text store");
+    if (ids.size() != texts.size()) {
+      throw InputError(fmt::format("{}: {} ids but {} texts", table.where, ids.size(), texts.size()));
     }
-    batch.add_row({ids[i], texts[i]});
-  }
-  append_rows(table, batch);
-  known.ids.insert(fresh.begin(), fresh.end());
+    std::unordered_set<std::int64_t> fresh;
+    RowBatch batch(kTextSchema);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (known.ids.contains(ids[i]) || !fresh.insert(ids[i]).second) {
+        throw InputError(fmt::format("{} already holds a text with id {}", table.where, ids[i]));
+      }
+      batch.add_row({ids[i], texts[i]});
+    }
+    append_rows(table, batch);
+    known.ids.insert(fresh.begin(), fresh.end());
+  });
 }
 
 void ResultsWriter::put_text(const std::string& store, std::int64_t id, std::string_view text) {
@@ -320,27 +330,31 @@ void ResultsWriter::put_text(const std::string& store, std::int64_t id, std::str
 }
 
 void ResultsWriter::flush() {
-  require_open();
-  CRL_H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
-  if (options_.fsync_on_flush) {
-    void* handle = nullptr;
-    CRL_H5_CHECK(H5Fget_vfd_handle(file_.id(), H5P_DEFAULT, &handle));
-    if (handle != nullptr && ::fsync(*static_cast<int*>(handle)) != 0) {
-      throw_io_error("cannot fsync results file", path_);
+  return with_file_named(path_, [&]() -> void {
+    require_open();
+    CRL_H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
+    if (options_.fsync_on_flush) {
+      void* handle = nullptr;
+      CRL_H5_CHECK(H5Fget_vfd_handle(file_.id(), H5P_DEFAULT, &handle));
+      if (handle != nullptr && ::fsync(*static_cast<int*>(handle)) != 0) {
+        throw_io_error("cannot fsync results file", path_);
+      }
     }
-  }
+  });
 }
 
 void ResultsWriter::close() {
-  if (!file_.valid()) return;
-  flush();
-  // Every object of the file is closed before the file itself, so H5Fclose really closes it.
-  tables_.clear();
-  text_stores_.clear();
-  meta_.reset();
-  text_.reset();
-  CRL_H5_CHECK(H5Fclose(file_.release()));
-  lock_.reset();
+  return with_file_named(path_, [&]() -> void {
+    if (!file_.valid()) return;
+    flush();
+    // Every object of the file is closed before the file itself, so H5Fclose really closes it.
+    tables_.clear();
+    text_stores_.clear();
+    meta_.reset();
+    text_.reset();
+    CRL_H5_CHECK(H5Fclose(file_.release()));
+    lock_.reset();
+  });
 }
 
 }  // namespace crl::results

@@ -131,4 +131,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # `read_results.py ... | head` is fine
+        sys.stderr.close()
