@@ -1,0 +1,232 @@
+// The reference check behind `crl tasks check`: parallel compiles, then each reference run three
+// times (twice from one seed, once from another), the degenerate-output rule, and a short timing.
+#include "suite/reference_check.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+
+#include "compile/loaded_program.h"
+#include "core/error.h"
+#include "program/arguments.h"
+
+namespace crl {
+namespace {
+
+// The last lines of a compiler log, enough to see the first error in a table's message column.
+std::string log_excerpt(const std::string& log, size_t max_chars = 2000) {
+  if (log.size() <= max_chars) return log;
+  return log.substr(0, max_chars) + fmt::format("\n... ({} more bytes)", log.size() - max_chars);
+}
+
+void synchronize(Backend backend) {
+  if (backend == Backend::cuda) torch::cuda::synchronize();
+}
+
+at::Device device_for(Backend backend) {
+  if (backend == Backend::cpu) return at::Device(at::kCPU);
+  if (!torch::cuda::is_available()) {
+    throw InputError("backend cuda needs a GPU, and none is visible to this process (use --backend cpu)");
+  }
+  return at::Device(at::kCUDA, 0);
+}
+
+bool declares_degenerate(const TaskSpec& spec) {
+  return spec.notes.find("degenerate: constant") != std::string::npos;
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+size_t ReferenceCheckReport::failures() const {
+  return static_cast<size_t>(std::count_if(results.begin(), results.end(), [](const auto& r) { return !r.ok(); }));
+}
+
+ReferenceCheckResult check_compiled_reference(const Task& task, const std::string& library_path,
+                                              const ReferenceCheckOptions& options) {
+  const TaskSpec& spec = task.spec;
+  ReferenceCheckResult result;
+  result.id = task.id;
+  result.category = spec.category;
+  result.flops = spec.flops_at(options.scale);
+  result.bytes = spec.bytes_at(options.scale);
+  const at::Device device = device_for(options.backend);
+  const LoadedProgram program(library_path);
+
+  // Run 1 and run 2: fresh arguments from one seed; the outputs must be the same bits.
+  std::vector<at::Tensor> args = make_arguments(spec, options.scale, options.seed, device);
+  std::vector<at::Tensor> outputs;
+  try {
+    outputs = program.forward(args);
+  } catch (const Error& e) {
+    result.status = "runtime_error";
+    result.message = e.what();
+    return result;
+  }
+  for (const auto& out : outputs) {
+    result.output_shapes.push_back(out.sizes().vec());
+    result.output_dtypes.push_back(dtype_name(out.scalar_type()));
+  }
+  {
+    const std::vector<at::Tensor> again_args = make_arguments(spec, options.scale, options.seed, device);
+    const std::vector<at::Tensor> again = program.forward(again_args);
+    if (again.size() != outputs.size()) {
+      result.status = "nondeterministic";
+      result.message = fmt::format("run 1 returned {} outputs, run 2 {}", outputs.size(), again.size());
+      return result;
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!bitwise_equal(outputs[i], again[i])) {
+        result.status = "nondeterministic";
+        result.message = fmt::format("output {} differs bitwise between two runs from seed {}", i, options.seed);
+        return result;
+      }
+    }
+  }
+  // Run 3: another seed, for the rule's "same output whatever the inputs" part.
+  std::vector<OutputFinding> findings;
+  {
+    const std::vector<at::Tensor> other_args = make_arguments(spec, options.scale, options.seed + 1, device);
+    const std::vector<at::Tensor> other = program.forward(other_args);
+    findings = degenerate_findings(spec, args, outputs, other, options.rule);
+  }
+  result.findings = findings;
+  outputs.clear();
+
+  // Timing: the median of a few calls on the same arguments (the runs above were the warm-up).
+  for (int i = 0; i < options.timed_calls; ++i) {
+    synchronize(options.backend);
+    const auto start = std::chrono::steady_clock::now();
+    { const auto timed = program.forward(args); synchronize(options.backend); }
+    const auto stop = std::chrono::steady_clock::now();
+    result.times_ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+  }
+  result.median_ms = median_of(result.times_ms);
+  if (result.median_ms > 0) {
+    result.gflops_per_s = result.flops / (result.median_ms * 1e-3) / 1e9;
+    result.gbytes_per_s = result.bytes / (result.median_ms * 1e-3) / 1e9;
+  }
+
+  result.degenerate_declared = !findings.empty() && declares_degenerate(spec);
+  if (findings.empty() || result.degenerate_declared) {
+    result.status = "ok";
+    if (result.degenerate_declared) result.message = "degenerate (declared in notes): " + findings.front().detail;
+  } else {
+    result.status = "degenerate";
+    result.message = findings.front().detail;
+    for (size_t i = 1; i < findings.size(); ++i) result.message += "; " + findings[i].detail;
+  }
+  return result;
+}
+
+ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, const ReferenceCheckOptions& options,
+                                      const std::function<void(const ReferenceCheckResult&)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  ReferenceCheckReport report;
+  report.scale = options.scale;
+  report.backend = backend_name(options.backend);
+  report.torch_version = TORCH_VERSION;
+  device_for(options.backend);  // fail early, before compiling anything, when the backend is unusable
+  for (const Task* task : tasks) task->spec.scale_variables(options.scale);  // every task has the scale
+
+  // All compiles go to the pool at once, so the node's cores stay busy; runs then go one at a time.
+  Compiler compiler(options.compiler);
+  std::vector<std::future<CompileResult>> compiles;
+  compiles.reserve(tasks.size());
+  for (const Task* task : tasks) {
+    CompileRequest request;
+    request.program = task->program;
+    request.num_args = task->spec.num_args();
+    request.backend = options.backend;
+    compiles.push_back(compiler.submit(std::move(request)));
+  }
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const Task& task = *tasks[i];
+    ReferenceCheckResult result;
+    CompileResult compiled;
+    try {
+      compiled = compiles[i].get();
+    } catch (const Error& e) {
+      compiled.ok = false;
+      compiled.log = e.what();
+    }
+    if (!compiled.ok) {
+      result.id = task.id;
+      result.category = task.spec.category;
+      result.status = "compile_error";
+      result.message = log_excerpt(compiled.log);
+    } else {
+      try {
+        result = check_compiled_reference(task, compiled.library_path, options);
+      } catch (const Error& e) {
+        result.id = task.id;
+        result.category = task.spec.category;
+        result.status = "runtime_error";
+        result.message = e.what();
+      } catch (const std::exception& e) {  // c10::Error from argument generation, bad_alloc, ...
+        result.id = task.id;
+        result.category = task.spec.category;
+        result.status = "runtime_error";
+        result.message = e.what();
+      }
+    }
+    result.compile_seconds = compiled.seconds;
+    result.cache_hit = compiled.cache_hit;
+    if (progress) progress(result);
+    report.results.push_back(std::move(result));
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+nlohmann::json to_json(const ReferenceCheckResult& r) {
+  nlohmann::json j;
+  j["id"] = r.id;
+  j["category"] = r.category;
+  j["status"] = r.status;
+  j["message"] = r.message;
+  j["findings"] = nlohmann::json::array();
+  for (const auto& f : r.findings) {
+    j["findings"].push_back({{"kind", f.kind}, {"output", f.output}, {"fraction", f.fraction}, {"detail", f.detail}});
+  }
+  j["degenerate_declared"] = r.degenerate_declared;
+  j["compile_seconds"] = r.compile_seconds;
+  j["cache_hit"] = r.cache_hit;
+  j["times_ms"] = r.times_ms;
+  j["median_ms"] = r.median_ms;
+  j["flops"] = r.flops;
+  j["bytes"] = r.bytes;
+  j["gflops_per_s"] = r.gflops_per_s;
+  j["gbytes_per_s"] = r.gbytes_per_s;
+  j["output_shapes"] = r.output_shapes;
+  j["output_dtypes"] = r.output_dtypes;
+  return j;
+}
+
+nlohmann::json to_json(const ReferenceCheckReport& report) {
+  nlohmann::json j;
+  j["scale"] = report.scale;
+  j["backend"] = report.backend;
+  j["device"] = report.device_name;
+  j["torch_version"] = report.torch_version;
+  j["seconds"] = report.seconds;
+  j["tasks"] = report.results.size();
+  j["failures"] = report.failures();
+  j["results"] = nlohmann::json::array();
+  for (const auto& r : report.results) j["results"].push_back(to_json(r));
+  return j;
+}
+
+}  // namespace crl

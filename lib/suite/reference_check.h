@@ -1,0 +1,65 @@
+// `crl tasks check`: compile every selected reference, run it in-process, prove it deterministic,
+// apply the degenerate-output rule and time it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compile/compiler.h"
+#include "suite/output_checks.h"
+#include "suite/suite.h"
+
+namespace crl {
+
+struct ReferenceCheckOptions {
+  std::string scale = "small";
+  Backend backend = Backend::cpu;
+  uint64_t seed = 1;          // the second run uses the same seed; the third uses seed + 1
+  int timed_calls = 5;        // the median of these is the reported time
+  DegenerateRule rule;
+  CompilerOptions compiler;   // cache folder, pool size, CUDA arch
+};
+
+// What happened to one task. status: "ok", "compile_error", "runtime_error", "nondeterministic",
+// "degenerate". A task whose notes say "degenerate: constant" (the chain is constant whatever its
+// inputs, kept as KernelBench has it) is "ok" with its findings listed as declared.
+struct ReferenceCheckResult {
+  std::string id, category, status;
+  std::string message;                  // the first problem, for the table; compile log on compile_error
+  std::vector<OutputFinding> findings;  // degenerate-rule findings
+  bool degenerate_declared = false;
+  double compile_seconds = 0;
+  bool cache_hit = false;
+  std::vector<double> times_ms;         // each timed call
+  double median_ms = 0;
+  double flops = 0, bytes = 0;          // per call, at the scale
+  double gflops_per_s = 0, gbytes_per_s = 0;
+  std::vector<std::vector<int64_t>> output_shapes;
+  std::vector<std::string> output_dtypes;
+  bool ok() const { return status == "ok"; }
+};
+
+struct ReferenceCheckReport {
+  std::string scale, backend, device_name, torch_version;
+  double seconds = 0;  // wall time of the whole check
+  std::vector<ReferenceCheckResult> results;
+  size_t failures() const;
+};
+
+// Checks `tasks` (compiling them all in parallel first, then running them one at a time).
+// `progress` is called after each task with its result (for a running log); may be empty.
+ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, const ReferenceCheckOptions& options,
+                                      const std::function<void(const ReferenceCheckResult&)>& progress = {});
+
+// Checks one compiled reference (the library at `library_path`) for `task`; used by check_references.
+ReferenceCheckResult check_compiled_reference(const Task& task, const std::string& library_path,
+                                              const ReferenceCheckOptions& options);
+
+nlohmann::json to_json(const ReferenceCheckResult& result);
+nlohmann::json to_json(const ReferenceCheckReport& report);
+
+}  // namespace crl

@@ -1,0 +1,213 @@
+// Loading and validating the task suite; task metadata as JSON.
+#include "suite/suite.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace crl {
+namespace fs = std::filesystem;
+
+std::string resolve_suite_dir(const std::string& flag) {
+  std::string dir, source;
+  if (!flag.empty()) {
+    dir = flag;
+    source = "--suite-dir";
+  } else if (const char* env = std::getenv("CRL_SUITE_DIR"); env != nullptr && *env != '\0') {
+    dir = env;
+    source = "$CRL_SUITE_DIR";
+  } else {
+    dir = CRL_DEFAULT_SUITE_DIR;
+    source = "the build's default (the source tree's jobs/suite)";
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw InputError(fmt::format("suite folder '{}' (from {}) does not exist or is not a folder; pass "
+                                 "--suite-dir or set CRL_SUITE_DIR to the folder holding level1/, level2/, ...",
+                                 dir, source));
+  }
+  return dir;
+}
+
+const std::vector<std::string>& level1_categories() {
+  static const std::vector<std::string> categories = {"matmul",    "activation",  "normalization",
+                                                      "pooling",   "reduction",   "convolution",
+                                                      "scan",      "loss",        "attention"};
+  return categories;
+}
+
+bool is_known_category(int level, const std::string& category) {
+  if (level == 1) {
+    const auto& known = level1_categories();
+    return std::find(known.begin(), known.end(), category) != known.end();
+  }
+  static const std::regex identifier("[a-z][a-z0-9_]*");
+  return std::regex_match(category, identifier);
+}
+
+namespace {
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_io_error("cannot open task file", path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw_io_error("cannot read task file", path.string());
+  return ss.str();
+}
+
+// Loads one task file; throws InputError (from the parsers, or naming the mismatch) when it is invalid.
+Task load_task(const fs::path& path, int level) {
+  Task task;
+  task.path = path.string();
+  task.level = level;
+  task.text = read_text_file(path);
+  task.program = parse_program_text(task.text, task.path);
+  task.spec = parse_task_spec(task.program.spec, task.path);
+  const std::string expected_id = fmt::format("level{}/{}", level, path.stem().string());
+  if (task.spec.id != expected_id) {
+    throw InputError(fmt::format("{}:{}: task id '{}' does not match the file's place in the suite (expected '{}')",
+                                 task.path, task.program.spec.first_line, task.spec.id, expected_id));
+  }
+  if (!is_known_category(level, task.spec.category)) {
+    std::string known;
+    for (const auto& c : level1_categories()) known += (known.empty() ? "" : ", ") + c;
+    throw InputError(fmt::format("{}:{}: unknown category '{}' for a level-{} task (known: {})", task.path,
+                                 task.program.spec.first_line, task.spec.category, level,
+                                 level == 1 ? known : "a lower-case identifier"));
+  }
+  task.id = task.spec.id;
+  return task;
+}
+
+}  // namespace
+
+Suite Suite::load(const std::string& dir) {
+  Suite suite;
+  suite.dir_ = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw InputError(fmt::format("suite folder '{}' does not exist", dir));
+  static const std::regex level_re("level([0-9]+)");
+  std::vector<std::pair<fs::path, int>> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || !std::regex_match(name, m, level_re)) continue;
+    const int level = std::stoi(m[1].str());
+    for (const auto& file : fs::directory_iterator(entry.path())) {
+      if (file.is_regular_file() && file.path().extension() == ".crl") files.emplace_back(file.path(), level);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> problems;
+  std::map<std::string, std::string> seen;  // id -> path
+  for (const auto& [path, level] : files) {
+    try {
+      Task task = load_task(path, level);
+      if (auto [it, inserted] = seen.emplace(task.id, task.path); !inserted) {
+        problems.push_back(fmt::format("{}: task id '{}' is also used by {}", task.path, task.id, it->second));
+        continue;
+      }
+      suite.tasks_.push_back(std::move(task));
+    } catch (const InputError& e) {
+      problems.push_back(e.what());
+    }
+  }
+  if (!problems.empty()) {
+    std::string message = fmt::format("suite '{}': {} of {} task files are invalid:", dir, problems.size(), files.size());
+    for (const auto& p : problems) message += "\n  " + p;
+    throw InputError(message);
+  }
+  std::sort(suite.tasks_.begin(), suite.tasks_.end(), [](const Task& a, const Task& b) { return a.id < b.id; });
+  return suite;
+}
+
+const Task& Suite::find(const std::string& id) const {
+  for (const auto& task : tasks_) {
+    if (task.id == id) return task;
+  }
+  // Suggest tasks sharing the number or the name part, so a near miss is easy to correct.
+  std::string close;
+  const std::string tail = id.substr(id.find('/') == std::string::npos ? 0 : id.find('/') + 1);
+  for (const auto& task : tasks_) {
+    const std::string task_tail = task.id.substr(task.id.find('/') + 1);
+    if (!tail.empty() && (task_tail.find(tail) != std::string::npos || tail.find(task_tail.substr(0, 3)) == 0)) {
+      close += (close.empty() ? "" : ", ") + task.id;
+    }
+  }
+  throw InputError(fmt::format("no task '{}' in suite '{}'{}", id, dir_,
+                               close.empty() ? "" : fmt::format(" (did you mean: {}?)", close)));
+}
+
+std::vector<const Task*> Suite::select(const TaskFilter& filter) const {
+  if (!filter.id.empty()) {
+    const Task& task = find(filter.id);
+    const bool matches = (!filter.level || task.level == *filter.level) &&
+                         (filter.category.empty() || task.spec.category == filter.category);
+    return matches ? std::vector<const Task*>{&task} : std::vector<const Task*>{};
+  }
+  std::vector<const Task*> out;
+  for (const auto& task : tasks_) {
+    if (filter.level && task.level != *filter.level) continue;
+    if (!filter.category.empty() && task.spec.category != filter.category) continue;
+    out.push_back(&task);
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::json tensor_json(const TaskSpec& spec, const TensorSpec& t) {
+  nlohmann::json j;
+  j["name"] = t.name;
+  j["dtype"] = dtype_name(t.dtype);
+  j["init"] = t.init.text;
+  nlohmann::json post = nlohmann::json::array();
+  for (const auto& op : t.post) post.push_back(op.text);
+  j["post"] = post;
+  nlohmann::json shape_expr = nlohmann::json::array();
+  for (const auto& e : t.shape) shape_expr.push_back(e.text());
+  j["shape"] = shape_expr;
+  for (const auto& scale : spec.scale_names()) j["shape_at"][scale] = spec.shape_at(t, scale);
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json task_metadata_json(const Task& task) {
+  const TaskSpec& spec = task.spec;
+  nlohmann::json j;
+  j["id"] = task.id;
+  j["name"] = spec.name;
+  j["level"] = task.level;
+  j["category"] = spec.category;
+  j["description"] = spec.description;
+  j["notes"] = spec.notes;
+  j["path"] = task.path;
+  j["inputs"] = nlohmann::json::array();
+  for (const auto& t : spec.inputs) j["inputs"].push_back(tensor_json(spec, t));
+  j["params"] = nlohmann::json::array();
+  for (const auto& t : spec.params) j["params"].push_back(tensor_json(spec, t));
+  j["flops"] = spec.flops.text();
+  j["bytes"] = spec.bytes.text();
+  for (const auto& scale : spec.scale_names()) {
+    nlohmann::json s;
+    s["variables"] = spec.scale_variables(scale);
+    s["flops"] = spec.flops_at(scale);
+    s["bytes"] = spec.bytes_at(scale);
+    j["scales"][scale] = s;
+  }
+  const Tolerance tol = spec.tolerance_for(at::ScalarType::Float);
+  j["tolerance"] = {{"atol", tol.atol}, {"rtol", tol.rtol}, {"from_spec", spec.tolerance.has_value()}};
+  return j;
+}
+
+}  // namespace crl

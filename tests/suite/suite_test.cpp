@@ -1,0 +1,158 @@
+// The suite loads: 100 level-1 tasks in KernelBench's category counts, ids unique and equal to their
+// paths, small scales small; invalid suites are refused with every problem named.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "suite/suite.h"
+
+namespace crl {
+namespace {
+
+const std::string kSuiteDir = std::string(CRL_SOURCE_DIR) + "/jobs/suite";
+const std::string kFixtures = std::string(CRL_TEST_DATA_DIR) + "/suite";
+
+const Suite& source_suite() {
+  static const Suite suite = Suite::load(kSuiteDir);
+  return suite;
+}
+
+TEST(Suite, LoadsHundredLevel1TasksWithKernelBenchCategoryCounts) {
+  TaskFilter level1;
+  level1.level = 1;
+  const auto tasks = source_suite().select(level1);
+  ASSERT_EQ(tasks.size(), 100u);
+  std::map<std::string, int> counts;
+  for (const Task* t : tasks) ++counts[t->spec.category];
+  const std::map<std::string, int> expected = {{"matmul", 18},     {"activation", 15}, {"normalization", 8},
+                                               {"pooling", 6},     {"reduction", 6},   {"convolution", 35},
+                                               {"scan", 5},        {"loss", 6},        {"attention", 1}};
+  EXPECT_EQ(counts, expected);
+}
+
+TEST(Suite, Level1IdsAreUniqueNumberedOneToHundredAndMatchTheirFiles) {
+  TaskFilter level1;
+  level1.level = 1;
+  std::set<std::string> ids;
+  std::set<int> numbers;
+  for (const Task* t : source_suite().select(level1)) {
+    EXPECT_TRUE(ids.insert(t->id).second) << t->id;
+    numbers.insert(std::stoi(t->id.substr(7, 3)));
+    const std::string tail = t->id.substr(t->id.find('/') + 1) + ".crl";
+    EXPECT_EQ(t->path.substr(t->path.size() - tail.size()), tail);
+    EXPECT_FALSE(t->spec.name.empty()) << t->id;
+    EXPECT_FALSE(t->spec.description.empty()) << t->id;
+  }
+  EXPECT_EQ(numbers.size(), 100u);
+  EXPECT_EQ(*numbers.begin(), 1);
+  EXPECT_EQ(*numbers.rbegin(), 100);
+}
+
+TEST(Suite, EveryLevel1TaskHasFullAndSmallScalesWithPositiveCostAndSmallInputs) {
+  TaskFilter level1;
+  level1.level = 1;
+  for (const Task* t : source_suite().select(level1)) {
+    const TaskSpec& s = t->spec;
+    ASSERT_TRUE(s.scales.count("full") && s.scales.count("small")) << t->id;
+    for (const char* scale : {"full", "small"}) {
+      EXPECT_GT(s.flops_at(scale), 0) << t->id << " " << scale;
+      EXPECT_GT(s.bytes_at(scale), 0) << t->id << " " << scale;
+    }
+    EXPECT_LT(s.flops_at("small"), s.flops_at("full")) << t->id;
+    // The CI check runs every small reference several times on one core: keep each below ~256 MFLOP
+    // and its arguments below 16 MiB.
+    EXPECT_LE(s.flops_at("small"), 256e6) << t->id;
+    double arg_bytes = 0;
+    for (size_t i = 0; i < s.num_args(); ++i) {
+      double numel = 1;
+      for (int64_t d : s.shape_at(s.arg(i), "small")) numel *= static_cast<double>(d);
+      arg_bytes += numel * 4;
+    }
+    EXPECT_LE(arg_bytes, 16.0 * (1 << 20)) << t->id;
+  }
+}
+
+TEST(Suite, KeepsKernelBenchFullScaleShapes) {
+  // Spot checks against KernelBench's level-1 files (problem: variable = value there).
+  const auto var = [](const char* id, const char* name) {
+    return source_suite().find(id).spec.scale_variables("full").at(name);
+  };
+  EXPECT_EQ(var("level1/001_square_matmul", "n"), 4096);            // N = 2048 * 2
+  EXPECT_EQ(var("level1/008_matmul_irregular_shapes", "k"), 2949);  // K = 2949
+  EXPECT_EQ(var("level1/019_relu", "dim"), 393216);                 // dim = 393216
+  EXPECT_EQ(var("level1/038_l1_norm", "dim"), 65535);               // dim = 65535
+  EXPECT_EQ(var("level1/076_conv1d_dilated_strided", "length"), 524280);
+  EXPECT_EQ(var("level1/097_scaled_dot_product_attention", "d"), 1024);
+}
+
+TEST(Suite, FindNamesTheSuiteAndSuggestsCloseIds) {
+  try {
+    source_suite().find("level1/019_reLU");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no task 'level1/019_reLU'"), std::string::npos) << what;
+    EXPECT_NE(what.find("level1/019_relu"), std::string::npos) << what;
+  }
+}
+
+TEST(Suite, SelectFiltersByLevelCategoryAndId) {
+  TaskFilter f;
+  f.level = 1;
+  f.category = "scan";
+  EXPECT_EQ(source_suite().select(f).size(), 5u);
+  TaskFilter by_id;
+  by_id.id = "level1/012_diag_matmul";
+  ASSERT_EQ(source_suite().select(by_id).size(), 1u);
+  by_id.category = "loss";  // the id's task is not a loss: nothing matches
+  EXPECT_TRUE(source_suite().select(by_id).empty());
+}
+
+TEST(Suite, RefusesInvalidTaskFilesNamingEachOne) {
+  try {
+    Suite::load(kFixtures + "/bad");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("3 of 4 task files are invalid"), std::string::npos) << what;
+    EXPECT_NE(what.find("'level1/001_other_name' does not match"), std::string::npos) << what;
+    EXPECT_NE(what.find("unknown category 'fused' for a level-1 task"), std::string::npos) << what;
+    EXPECT_NE(what.find("003_bad_spec.crl:5: unknown key 'colour'"), std::string::npos) << what;
+    EXPECT_EQ(what.find("004_good"), std::string::npos) << what;
+  }
+}
+
+TEST(Suite, OtherLevelsAcceptAnyLowerCaseCategory) {
+  EXPECT_TRUE(is_known_category(2, "conv_transpose3d"));
+  EXPECT_TRUE(is_known_category(3, "transformer"));
+  EXPECT_FALSE(is_known_category(2, "Conv 2d"));
+  EXPECT_FALSE(is_known_category(1, "gemm"));
+}
+
+TEST(Suite, ResolvesTheSuiteDirFromFlagThenEnvironmentThenBuildDefault) {
+  EXPECT_EQ(resolve_suite_dir(kFixtures + "/degenerate"), kFixtures + "/degenerate");
+  ::setenv("CRL_SUITE_DIR", (kFixtures + "/bad").c_str(), 1);
+  EXPECT_EQ(resolve_suite_dir(), kFixtures + "/bad");
+  EXPECT_EQ(resolve_suite_dir(kSuiteDir), kSuiteDir);  // the flag wins over the environment
+  ::unsetenv("CRL_SUITE_DIR");
+  EXPECT_EQ(resolve_suite_dir(), kSuiteDir);
+  EXPECT_THROW(resolve_suite_dir("/no/such/suite"), InputError);
+}
+
+TEST(Suite, MetadataJsonHasShapesCostAndToleranceAtEveryScale) {
+  const auto j = task_metadata_json(source_suite().find("level1/023_softmax"));
+  EXPECT_EQ(j["id"], "level1/023_softmax");
+  EXPECT_EQ(j["level"], 1);
+  EXPECT_EQ(j["category"], "activation");
+  EXPECT_EQ(j["inputs"][0]["shape_at"]["full"], (std::vector<int64_t>{4096, 393216}));
+  EXPECT_DOUBLE_EQ(j["scales"]["full"]["bytes"].get<double>(), 8.0 * 4096 * 393216);
+  EXPECT_TRUE(j["tolerance"]["from_spec"].get<bool>());
+  EXPECT_DOUBLE_EQ(j["tolerance"]["atol"].get<double>(), 1e-10);
+  EXPECT_FALSE(j["notes"].get<std::string>().empty());
+}
+
+}  // namespace
+}  // namespace crl

@@ -1,0 +1,93 @@
+// `crl tasks` end to end: list and show, and the CI gate: every level-1 reference passes
+// `crl tasks check --scale small --level 1` on the CPU (compiled in parallel, cached).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/subprocess.h"
+
+namespace crl {
+namespace {
+
+const std::string kFixtures = std::string(CRL_TEST_DATA_DIR) + "/suite";
+
+// The JSON document in a command's merged output (log lines go to stderr, before or after it).
+nlohmann::json json_of(const std::string& output) {
+  const auto begin = output.find_first_of("[{");
+  const auto end = output.find_last_of("]}");
+  if (begin == std::string::npos || end == std::string::npos) throw std::runtime_error("no JSON in:\n" + output);
+  std::string text = output.substr(begin, end - begin + 1);
+  // Log lines start with "[HH:MM:SS": drop any that landed inside the captured range.
+  std::string clean;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string line = text.substr(pos, nl - pos);
+    if (!(line.size() > 9 && line[0] == '[' && line[3] == ':' && line[6] == ':')) clean += line + "\n";
+    pos = nl + 1;
+  }
+  return nlohmann::json::parse(clean);
+}
+
+CommandOptions with_suite_env() {
+  CommandOptions o;
+  o.timeout = std::chrono::minutes(15);
+  o.env["CRL_CACHE_DIR"] = (std::filesystem::path(CRL_BINARY_DIR) / "test-cache" / "tasks_cli").string();
+  return o;
+}
+
+TEST(TasksCli, ListLevel1JsonHasHundredTasks) {
+  const auto r = run_command({CRL_EXE, "tasks", "list", "--level", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = json_of(r.output);
+  ASSERT_EQ(j.size(), 100u);
+  EXPECT_EQ(j[18]["id"], "level1/019_relu");
+  EXPECT_EQ(j[18]["scales"]["full"]["variables"]["dim"], 393216);
+}
+
+TEST(TasksCli, ShowPrintsMetadataAndTheProgramText) {
+  const auto r = run_command({CRL_EXE, "tasks", "show", "level1/012_diag_matmul", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = json_of(r.output);
+  EXPECT_EQ(j["category"], "matmul");
+  EXPECT_NE(j["program"].get<std::string>().find("// crl:host"), std::string::npos);
+  const auto text = run_command({CRL_EXE, "tasks", "show", "level1/012_diag_matmul"});
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("A.unsqueeze(1) * B"), std::string::npos) << text.output;
+}
+
+TEST(TasksCli, UnknownTaskIsAnInputError) {
+  const auto r = run_command({CRL_EXE, "tasks", "show", "level1/000_nothing"});
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("no task 'level1/000_nothing'"), std::string::npos) << r.output;
+}
+
+TEST(TasksCli, CheckOfADegenerateFixtureExitsOne) {
+  const auto r = run_command({CRL_EXE, "tasks", "check", "--suite-dir", kFixtures + "/degenerate", "--backend", "cpu",
+                              "--task", "level1/019_relu_on_rand"},
+                             with_suite_env());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("degenerate"), std::string::npos) << r.output;
+}
+
+// The CI gate: all 100 level-1 references at small scale on the CPU.
+TEST(TasksCli, CheckSmallLevel1PassesForEveryReference) {
+  const std::string out = (std::filesystem::path(CRL_BINARY_DIR) / "tasks_check_small_level1.json").string();
+  const auto r = run_command({CRL_EXE, "tasks", "check", "--scale", "small", "--level", "1", "--backend", "cpu",
+                              "--timed-calls", "3", "--out", out},
+                             with_suite_env());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream f(out);
+  ASSERT_TRUE(f.good()) << out;
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["tasks"], 100);
+  EXPECT_EQ(j["failures"], 0);
+  for (const auto& t : j["results"]) EXPECT_EQ(t["status"], "ok") << t["id"] << ": " << t["message"];
+}
+
+}  // namespace
+}  // namespace crl
