@@ -29,10 +29,14 @@ Hdf5Datatype bool_type() {
 
 Hdf5Datatype memory_type(ColumnType type) {
   switch (type) {
-    case ColumnType::int64: return Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_NATIVE_INT64)));
-    case ColumnType::float64: return Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_NATIVE_DOUBLE)));
-    case ColumnType::boolean: return bool_type();
-    case ColumnType::string: return string_type();
+    case ColumnType::int64:
+      return Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_NATIVE_INT64)));
+    case ColumnType::float64:
+      return Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_NATIVE_DOUBLE)));
+    case ColumnType::boolean:
+      return bool_type();
+    case ColumnType::string:
+      return string_type();
   }
   throw Error("memory_type: unknown column type");
 }
@@ -188,12 +192,12 @@ TableSchema read_schema(hid_t table_group, const std::string& where) {
   TableSchema schema;
   for (const auto& name : read_string_list_attribute(table_group, kColumnsAttribute, where)) {
     if (!has_child(table_group, name)) {
-      throw InputError(fmt::format("{} lists column '{}' but has no dataset of that name", where,
-                                   name));
+      throw InputError(
+          fmt::format("{} lists column '{}' but has no dataset of that name", where, name));
     }
     Hdf5Dataset dataset(CRL_H5_CHECK(H5Dopen2(table_group, name.c_str(), H5P_DEFAULT)));
-    schema.push_back({name, column_type_of(dataset.id(), fmt::format("column '{}' of {}", name,
-                                                                     where))});
+    schema.push_back(
+        {name, column_type_of(dataset.id(), fmt::format("column '{}' of {}", name, where))});
   }
   return schema;
 }
@@ -212,7 +216,8 @@ ColumnValues read_column_values(hid_t dataset, ColumnType type, hsize_t rows,
                                 const std::string& where) {
   const hsize_t stored = column_length(dataset);
   if (rows > stored) {
-    throw InputError(fmt::format("{} has {} rows, fewer than the {} asked for", where, stored, rows));
+    throw InputError(
+        fmt::format("{} has {} rows, fewer than the {} asked for", where, stored, rows));
   }
   Hdf5Dataspace file_space(CRL_H5_CHECK(H5Dget_space(dataset)));
   Hdf5Dataspace memory_space(CRL_H5_CHECK(H5Screate_simple(1, &rows, nullptr)));
@@ -221,16 +226,16 @@ ColumnValues read_column_values(hid_t dataset, ColumnType type, hsize_t rows,
     CRL_H5_CHECK(H5Sselect_none(memory_space.id()));
   } else {
     const hsize_t start = 0;
-    CRL_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &rows,
-                                     nullptr));
+    CRL_H5_CHECK(
+        H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &rows, nullptr));
   }
   const auto memtype = memory_type(type);
   const auto n = static_cast<std::size_t>(rows);
   const auto read = [&](void* buffer) {
     if (rows == 0) return;
     try {
-      CRL_H5_CHECK(H5Dread(dataset, memtype.id(), memory_space.id(), file_space.id(), H5P_DEFAULT,
-                           buffer));
+      CRL_H5_CHECK(
+          H5Dread(dataset, memtype.id(), memory_space.id(), file_space.id(), H5P_DEFAULT, buffer));
     } catch (const ApiError& e) {
       throw InputError(fmt::format("cannot read {} (is the file damaged?): {}", where, e.what()));
     }

@@ -2,9 +2,8 @@
 // attributes, column datasets, opening files with errors that name the path).
 #pragma once
 
-#include <hdf5.h>
-
 #include <fmt/format.h>
+#include <hdf5.h>
 
 #include <string>
 #include <string_view>
@@ -21,7 +20,7 @@ inline constexpr const char* kFormatAttribute = "crl_format";
 inline constexpr const char* kFormatName = "crl-results";
 inline constexpr const char* kFormatVersionAttribute = "crl_format_version";
 inline constexpr std::int64_t kFormatVersion = 1;
-inline constexpr const char* kKindAttribute = "crl_kind";      // "table" or "text"
+inline constexpr const char* kKindAttribute = "crl_kind";        // "table" or "text"
 inline constexpr const char* kColumnsAttribute = "crl_columns";  // column names in order
 inline constexpr const char* kMetaGroup = "meta";
 inline constexpr const char* kTextGroup = "text";
@@ -33,7 +32,8 @@ Hdf5Datatype bool_type();
 // The in-memory type used to write and read a column of `type`.
 Hdf5Datatype memory_type(ColumnType type);
 
-// The column type of a dataset's stored type; throws InputError naming `where` if crl cannot read it.
+// The column type of a dataset's stored type; throws InputError naming `where` if crl cannot read
+// it.
 ColumnType column_type_of(hid_t dataset, const std::string& where);
 
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value);

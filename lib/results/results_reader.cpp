@@ -104,8 +104,8 @@ ColumnValues ResultsReader::column(const std::string& table, const std::string& 
     const auto it = std::find_if(schema.begin(), schema.end(),
                                  [&](const ColumnSpec& c) { return c.name == column; });
     if (it == schema.end()) {
-      throw InputError(fmt::format("{} has no column '{}' (it has {})", where, column,
-                                   describe_schema(schema)));
+      throw InputError(
+          fmt::format("{} has no column '{}' (it has {})", where, column, describe_schema(schema)));
     }
     Hdf5Dataset dataset(CRL_H5_CHECK(H5Dopen2(group.id(), column.c_str(), H5P_DEFAULT)));
     return read_column_values(dataset.id(), it->type,
@@ -136,8 +136,8 @@ nlohmann::json ResultsReader::meta_json(const std::string& key) const {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("/meta attribute '{}' of '{}' is not JSON: {}", key, path_,
-                                 e.what()));
+    throw InputError(
+        fmt::format("/meta attribute '{}' of '{}' is not JSON: {}", key, path_, e.what()));
   }
 }
 
@@ -160,7 +160,8 @@ std::optional<std::string> ResultsReader::text(const std::string& store, std::in
     }
     Hdf5Dataspace file_space(CRL_H5_CHECK(H5Dget_space(texts.id())));
     const hsize_t start = static_cast<hsize_t>(it - ids.begin()), one = 1;
-    CRL_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &one, nullptr));
+    CRL_H5_CHECK(
+        H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &one, nullptr));
     Hdf5Dataspace memory_space(CRL_H5_CHECK(H5Screate_simple(1, &one, nullptr)));
     const auto memtype = string_type();
     char* data = nullptr;
@@ -168,8 +169,8 @@ std::optional<std::string> ResultsReader::text(const std::string& store, std::in
       CRL_H5_CHECK(H5Dread(texts.id(), memtype.id(), memory_space.id(), file_space.id(),
                            H5P_DEFAULT, &data));
     } catch (const ApiError& e) {
-      throw InputError(fmt::format("cannot read text {} of {} (is the file damaged?): {}", id, where,
-                                   e.what()));
+      throw InputError(
+          fmt::format("cannot read text {} of {} (is the file damaged?): {}", id, where, e.what()));
     }
     std::string value = data ? data : "";
     CRL_H5_CHECK(H5Dvlen_reclaim(memtype.id(), memory_space.id(), H5P_DEFAULT, &data));

@@ -54,19 +54,20 @@ void check_same_schema(const std::string& where, const TableSchema& in_file,
                        const TableSchema& declared) {
   if (in_file == declared) return;
   std::string difference;
-  for (std::size_t i = 0; i < std::max(in_file.size(), declared.size()) && difference.empty(); ++i) {
+  for (std::size_t i = 0; i < std::max(in_file.size(), declared.size()) && difference.empty();
+       ++i) {
     if (i >= in_file.size()) {
       difference = fmt::format("column '{}' is not in the file", declared[i].name);
     } else if (i >= declared.size()) {
-      difference = fmt::format("column '{}' of the file is not in the schema given",
-                               in_file[i].name);
+      difference =
+          fmt::format("column '{}' of the file is not in the schema given", in_file[i].name);
     } else if (in_file[i].name != declared[i].name) {
       difference = fmt::format("column {} is '{}' in the file but '{}' in the schema given", i,
                                in_file[i].name, declared[i].name);
     } else if (in_file[i].type != declared[i].type) {
-      difference = fmt::format("column '{}' is {} in the file but {} in the schema given",
-                               in_file[i].name, column_type_name(in_file[i].type),
-                               column_type_name(declared[i].type));
+      difference =
+          fmt::format("column '{}' is {} in the file but {} in the schema given", in_file[i].name,
+                      column_type_name(in_file[i].type), column_type_name(declared[i].type));
     }
   }
   throw InputError(fmt::format("schema mismatch for {}: {} (file: {}; given: {})", where,
@@ -87,7 +88,8 @@ ResultsWriter::ResultsWriter(std::string path, ResultsWriterOptions options)
       // H5F_ACC_EXCL: never truncate, even if the file appeared since the stat.
       const hid_t id = H5Fcreate(path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id());
       if (id < 0) {
-        throw IoError(fmt::format("cannot create results file '{}': {}", path_, hdf5_error_stack()));
+        throw IoError(
+            fmt::format("cannot create results file '{}': {}", path_, hdf5_error_stack()));
       }
       file_ = Hdf5File(id);
       write_string_attribute(file_.id(), kFormatAttribute, kFormatName);
@@ -154,7 +156,8 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
     table.schema = read_schema(group.id(), table.where);
     check_same_schema(table.where, table.schema, schema);
     for (const auto& column : table.schema) {
-      table.columns.emplace_back(CRL_H5_CHECK(H5Dopen2(group.id(), column.name.c_str(), H5P_DEFAULT)));
+      table.columns.emplace_back(
+          CRL_H5_CHECK(H5Dopen2(group.id(), column.name.c_str(), H5P_DEFAULT)));
     }
     // Columns grow one after another within an append; unequal lengths mean a write failed
     // part-way (or a crash hit a flush), and appending would misalign the rows.
@@ -169,8 +172,8 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
       }
     }
   } else {
-    group = Hdf5Group(CRL_H5_CHECK(
-        H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+    group = Hdf5Group(
+        CRL_H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
     write_string_attribute(group.id(), kKindAttribute, kind);
     std::vector<std::string> names;
     for (const auto& column : schema) names.push_back(column.name);
@@ -182,14 +185,22 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
     for (const auto& column : schema) {
       Hdf5Datatype file_type;
       switch (column.type) {
-        case ColumnType::int64: file_type = Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_STD_I64LE))); break;
-        case ColumnType::float64: file_type = Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_IEEE_F64LE))); break;
-        case ColumnType::boolean: file_type = bool_type(); break;
-        case ColumnType::string: file_type = string_type(); break;
+        case ColumnType::int64:
+          file_type = Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_STD_I64LE)));
+          break;
+        case ColumnType::float64:
+          file_type = Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_IEEE_F64LE)));
+          break;
+        case ColumnType::boolean:
+          file_type = bool_type();
+          break;
+        case ColumnType::string:
+          file_type = string_type();
+          break;
       }
-      table.columns.emplace_back(CRL_H5_CHECK(H5Dcreate2(group.id(), column.name.c_str(),
-                                                         file_type.id(), space.id(), H5P_DEFAULT,
-                                                         dcpl.id(), H5P_DEFAULT)));
+      table.columns.emplace_back(
+          CRL_H5_CHECK(H5Dcreate2(group.id(), column.name.c_str(), file_type.id(), space.id(),
+                                  H5P_DEFAULT, dcpl.id(), H5P_DEFAULT)));
     }
     table.schema = schema;
   }
@@ -217,7 +228,8 @@ ResultsWriter::Table& ResultsWriter::find_table(const std::string& key, const ch
   require_open();
   const auto it = tables_.find(key);
   if (it == tables_.end()) {
-    throw InputError(fmt::format("{} '{}' of results file '{}' was not declared", what, key, path_));
+    throw InputError(
+        fmt::format("{} '{}' of results file '{}' was not declared", what, key, path_));
   }
   return it->second;
 }
@@ -234,8 +246,9 @@ void ResultsWriter::append(const std::string& table_name, const RowBatch& rows) 
   return with_file_named(path_, [&]() -> void {
     auto& table = find_table(table_name, "table");
     if (rows.schema() != table.schema) {
-      throw InputError(fmt::format("rows for {} have columns ({}) but the table has ({})", table.where,
-                                   describe_schema(rows.schema()), describe_schema(table.schema)));
+      throw InputError(fmt::format("rows for {} have columns ({}) but the table has ({})",
+                                   table.where, describe_schema(rows.schema()),
+                                   describe_schema(table.schema)));
     }
     append_rows(table, rows);
   });
@@ -249,12 +262,12 @@ void ResultsWriter::append_rows(Table& table, const RowBatch& rows) {
     const hid_t dataset = table.columns[i].id();
     CRL_H5_CHECK(H5Dset_extent(dataset, &new_length));
     Hdf5Dataspace file_space(CRL_H5_CHECK(H5Dget_space(dataset)));
-    CRL_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &count,
-                                     nullptr));
+    CRL_H5_CHECK(
+        H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
     const auto memtype = memory_type(table.schema[i].type);
     const auto write = [&](const void* data) {
-      CRL_H5_CHECK(H5Dwrite(dataset, memtype.id(), memory_space.id(), file_space.id(),
-                            H5P_DEFAULT, data));
+      CRL_H5_CHECK(
+          H5Dwrite(dataset, memtype.id(), memory_space.id(), file_space.id(), H5P_DEFAULT, data));
     };
     std::visit(
         [&](const auto& values) {
@@ -310,13 +323,18 @@ void ResultsWriter::put_texts(const std::string& store, const std::vector<std::i
     auto& known = text_store(store);
     auto& table = find_table(fmt::format("{}/{}", kTextGroup, store), "text store");
     if (ids.size() != texts.size()) {
-      throw InputError(fmt::format("{}: {} ids but {} texts", table.where, ids.size(), texts.size()));
+      throw InputError(
+          fmt::format("{}: {} ids but {} texts", table.where, ids.size(), texts.size()));
     }
     std::unordered_set<std::int64_t> fresh;
     RowBatch batch(kTextSchema);
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      if (known.ids.contains(ids[i]) || !fresh.insert(ids[i]).second) {
+      if (known.ids.contains(ids[i])) {
         throw InputError(fmt::format("{} already holds a text with id {}", table.where, ids[i]));
+      }
+      if (!fresh.insert(ids[i]).second) {
+        throw InputError(
+            fmt::format("id {} appears twice in one put_texts call for {}", ids[i], table.where));
       }
       batch.add_row({ids[i], texts[i]});
     }

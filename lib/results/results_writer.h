@@ -4,8 +4,8 @@
 // One writer per file, and one thread per writer: a second ResultsWriter on the same path, in
 // this or any process on a file system with flock, fails with an IoError (see WriterLock).
 // Other threads may use other writers and readers only if HDF5 is a thread-safe build (Debian's
-// is; HDF5 then runs one call at a time); with a non-thread-safe HDF5, keep all of it on one thread.
-// Readers (ResultsReader, h5py) may open the file while it is written and see it as of the
+// is; HDF5 then runs one call at a time); with a non-thread-safe HDF5, keep all of it on one
+// thread. Readers (ResultsReader, h5py) may open the file while it is written and see it as of the
 // writer's last flush(), except while a flush is under way.
 // Between flushes HDF5 keeps the step's metadata, including its strings, in memory (see
 // writer_file_access in the .cpp): flush once per step, not once per job.
@@ -13,11 +13,10 @@
 
 #include <hdf5.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_set>

@@ -11,10 +11,14 @@ namespace crl::results {
 
 std::string_view column_type_name(ColumnType type) {
   switch (type) {
-    case ColumnType::int64: return "int64";
-    case ColumnType::float64: return "float64";
-    case ColumnType::boolean: return "bool";
-    case ColumnType::string: return "string";
+    case ColumnType::int64:
+      return "int64";
+    case ColumnType::float64:
+      return "float64";
+    case ColumnType::boolean:
+      return "bool";
+    case ColumnType::string:
+      return "string";
   }
   return "unknown";
 }
@@ -57,10 +61,18 @@ RowBatch::RowBatch(TableSchema schema) : schema_(std::move(schema)) {
   columns_.reserve(schema_.size());
   for (const auto& c : schema_) {
     switch (c.type) {
-      case ColumnType::int64: columns_.emplace_back(std::vector<std::int64_t>{}); break;
-      case ColumnType::float64: columns_.emplace_back(std::vector<double>{}); break;
-      case ColumnType::boolean: columns_.emplace_back(std::vector<bool>{}); break;
-      case ColumnType::string: columns_.emplace_back(std::vector<std::string>{}); break;
+      case ColumnType::int64:
+        columns_.emplace_back(std::vector<std::int64_t>{});
+        break;
+      case ColumnType::float64:
+        columns_.emplace_back(std::vector<double>{});
+        break;
+      case ColumnType::boolean:
+        columns_.emplace_back(std::vector<bool>{});
+        break;
+      case ColumnType::string:
+        columns_.emplace_back(std::vector<std::string>{});
+        break;
     }
   }
 }

@@ -34,9 +34,10 @@ WriterLock::WriterLock(const std::string& results_path) : lock_path_(results_pat
           lock_path_));
     }
     if (err == ENOSYS || err == EOPNOTSUPP || err == ENOLCK || err == EINVAL) {
-      spdlog::warn("the file system of '{}' does not support flock ({}); results file '{}' is "
-                   "not guarded against a second writer",
-                   lock_path_, std::strerror(err), results_path);
+      spdlog::warn(
+          "the file system of '{}' does not support flock ({}); results file '{}' is "
+          "not guarded against a second writer",
+          lock_path_, std::strerror(err), results_path);
       return;
     }
     ::close(fd_);

@@ -1,5 +1,6 @@
 // The one-writer-per-file guard: an exclusive flock on "<results file>.lock", held while a
-// ResultsWriter is open. The kernel drops it when the process dies, so a crash leaves no stale lock.
+// ResultsWriter is open. The kernel drops it when the process dies, so a crash leaves no stale
+// lock.
 #pragma once
 
 #include <string>

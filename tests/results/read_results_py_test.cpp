@@ -68,7 +68,8 @@ TEST(ReadResultsPy, ReadsWhatTheCppWriterWrote) {
   EXPECT_EQ(steps["data"]["mean_speedup"], (nlohmann::json{1.25, 0.5, 1e300}));
   EXPECT_EQ(steps["data"]["all_correct"], (nlohmann::json{true, false, true}));
   EXPECT_EQ(steps["data"]["task"], (nlohmann::json{"gemm", "Ünïcødé 中文 🚀", ""}));
-  EXPECT_EQ(got["text"]["completions"], (nlohmann::json{{"7", "def f(): ✓"}, {"8", "line1\nline2"}}));
+  EXPECT_EQ(got["text"]["completions"],
+            (nlohmann::json{{"7", "def f(): ✓"}, {"8", "line1\nline2"}}));
 }
 
 }  // namespace

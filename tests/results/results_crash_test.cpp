@@ -1,11 +1,10 @@
 // Tests that a writer killed without closing loses nothing it flushed: a forked child appends,
 // flushes, appends more without flushing, and dies; the parent then reads and appends.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include "results/results_reader.h"
 #include "results/results_writer.h"
@@ -26,8 +25,8 @@ RowBatch step_rows(std::int64_t step) {
   RowBatch batch(kSchema);
   for (std::int64_t i = 0; i < kRowsPerStep; ++i) {
     const auto id = step * kRowsPerStep + i;
-    batch.add_row({id, 1.0 + static_cast<double>(id) / 1000.0, id % 3 == 0,
-                   fmt::format("program {} ✓", id)});
+    batch.add_row(
+        {id, 1.0 + static_cast<double>(id) / 1000.0, id % 3 == 0, fmt::format("program {} ✓", id)});
   }
   return batch;
 }

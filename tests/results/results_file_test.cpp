@@ -1,5 +1,6 @@
 // Tests ResultsWriter and ResultsReader together: round trips, reopening, schema checks, bad
 // files left untouched, the one-writer lock, /meta and text stores.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,8 +10,6 @@
 
 #include "core/error.h"
 #include "core/hdf5_check.h"
-#include <fmt/format.h>
-
 #include "results/results_reader.h"
 #include "results/results_writer.h"
 #include "results_test_util.h"
@@ -101,11 +100,15 @@ TEST(ResultsFile, InvalidUtf8IsStoredAsReplacementCharacters) {
     ResultsWriter writer(path);
     writer.declare_table("logs", {{"log", ColumnType::string}});
     RowBatch batch({{"log", ColumnType::string}});
-    batch.add_row({std::string("seg\xFF" "fault\0tail", 14)});
+    batch.add_row(
+        {std::string("seg\xFF"
+                     "fault\0tail",
+                     14)});
     writer.append("logs", batch);
   }
   EXPECT_EQ(column_of<std::string>(ResultsReader(path), "logs", "log").at(0),
-            "seg\xEF\xBF\xBD" "fault\xEF\xBF\xBDtail");
+            "seg\xEF\xBF\xBD"
+            "fault\xEF\xBF\xBDtail");
 }
 
 TEST(ResultsFile, AppendsAcrossReopen) {
@@ -231,7 +234,8 @@ TEST(ResultsFile, ForeignHdf5FileIsRefused) {
   ScratchDir dir;
   const auto path = dir.file("other.h5");
   hdf5_silence_default_printing();
-  CRL_H5_CHECK(H5Fclose(CRL_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT))));
+  CRL_H5_CHECK(
+      H5Fclose(CRL_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT))));
   const auto before = read_bytes(path);
   const auto msg = message_of([&] { ResultsWriter writer(path); });
   EXPECT_NE(msg.find("not a crl results file"), std::string::npos) << msg;
@@ -270,8 +274,8 @@ TEST(ResultsFile, ReaderSeesFlushedRowsWhileTheWriterIsOpen) {
 TEST(ResultsFile, MetaHoldsStringsAndJson) {
   ScratchDir dir;
   const auto path = dir.file("run.h5");
-  const nlohmann::json config = {{"stage", "rl"}, {"group_size", 16}, {"lr", 1e-6},
-                                 {"hosts", {"node01", "node02"}}};
+  const nlohmann::json config = {
+      {"stage", "rl"}, {"group_size", 16}, {"lr", 1e-6}, {"hosts", {"node01", "node02"}}};
   {
     ResultsWriter writer(path);
     writer.set_meta("git_commit", "0123abcd");

@@ -1,8 +1,9 @@
 // Tests schemas, row batches and the UTF-8 clean-up of stored strings.
+#include "results/table_schema.h"
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "results/table_schema.h"
 
 namespace crl::results {
 namespace {
@@ -17,7 +18,8 @@ TEST(RowBatch, KeepsRowsColumnByColumn) {
   batch.add_row({std::int64_t{1}, 0.5, true, "gemm"});
   batch.add_row({std::int64_t{2}, 1.5, false, "conv"});
   ASSERT_EQ(batch.rows(), 2u);
-  EXPECT_EQ(std::get<std::vector<std::int64_t>>(batch.column(0)), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(batch.column(0)),
+            (std::vector<std::int64_t>{1, 2}));
   EXPECT_EQ(std::get<std::vector<double>>(batch.column(1)), (std::vector<double>{0.5, 1.5}));
   EXPECT_EQ(std::get<std::vector<bool>>(batch.column(2)), (std::vector<bool>{true, false}));
   EXPECT_EQ(std::get<std::vector<std::string>>(batch.column(3)),
@@ -55,7 +57,8 @@ TEST(TableSchema, NamesMustBeIdentifiersAndUnique) {
     EXPECT_THROW(check_result_name("column", bad), InputError) << bad;
   }
   EXPECT_NO_THROW(check_result_name("column", "speedup_p50"));
-  EXPECT_EQ(describe_schema({{"a", ColumnType::int64}, {"b", ColumnType::boolean}}), "a:int64, b:bool");
+  EXPECT_EQ(describe_schema({{"a", ColumnType::int64}, {"b", ColumnType::boolean}}),
+            "a:int64, b:bool");
 }
 
 TEST(ToValidUtf8, KeepsValidTextByteForByte) {
@@ -67,11 +70,14 @@ TEST(ToValidUtf8, KeepsValidTextByteForByte) {
 TEST(ToValidUtf8, ReplacesEachBadByteAndNul) {
   const std::string replacement = "\xEF\xBF\xBD";
   EXPECT_EQ(to_valid_utf8(std::string("a\0b", 3)), "a" + replacement + "b");
-  EXPECT_EQ(to_valid_utf8("a\xFF" "b"), "a" + replacement + "b");
+  EXPECT_EQ(to_valid_utf8("a\xFF"
+                          "b"),
+            "a" + replacement + "b");
   // Overlong encoding of '/', a UTF-16 surrogate, a code point above U+10FFFF, a cut sequence.
   EXPECT_EQ(to_valid_utf8("\xC0\xAF"), replacement + replacement);
   EXPECT_EQ(to_valid_utf8("\xED\xA0\x80"), replacement + replacement + replacement);
-  EXPECT_EQ(to_valid_utf8("\xF4\x90\x80\x80"), replacement + replacement + replacement + replacement);
+  EXPECT_EQ(to_valid_utf8("\xF4\x90\x80\x80"),
+            replacement + replacement + replacement + replacement);
   EXPECT_EQ(to_valid_utf8("ok\xE4\xB8"), "ok" + replacement + replacement);
 }
 
