@@ -8,7 +8,8 @@
 #include "compile/loaded_program.h"
 #include "compile_test_util.h"
 #include "core/subprocess.h"
-#include "cuda_programs.h"
+#include "compile/cuda_programs.h"
+#include "program/format_doc_examples.h"
 
 namespace crl {
 namespace {
@@ -50,6 +51,16 @@ TEST(CompilerCuda, DeviceErrorsNameTheCrlLine) {
   EXPECT_FALSE(result.ok);
   EXPECT_EQ(result.stage, "device");
   EXPECT_NE(result.log.find("kern.crl(3)"), std::string::npos) << result.log;
+}
+
+TEST(CompilerCuda, FormatDocCandidateCompiles) {
+  if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH";
+  Compiler compiler(testing::test_options());
+  CompileRequest request = request_for(testing::format_doc_example("A CUDA candidate for it:"), 1, Backend::cuda,
+                                       "program-format.md");
+  request.cuda_arch = "sm_90a";
+  const CompileResult result = compiler.compile(request);
+  EXPECT_TRUE(result.ok) << result.log;
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include "compile/compiler.h"
 #include "compile/loaded_program.h"
 #include "compile_test_util.h"
-#include "cuda_programs.h"
+#include "compile/cuda_programs.h"
+#include "program/arguments.h"
+#include "program/format_doc_examples.h"
+#include "program/task_spec.h"
 #include "core/error.h"
 
 namespace crl {
@@ -27,6 +30,24 @@ TEST(CompilerGpu, CudaCandidateRunsAndMatchesAten) {
   EXPECT_TRUE(at::allclose(out[0], at::relu(x) * 2 + 1));
   // The program's TORCH_CHECK comes back as an error, not a crash.
   EXPECT_THROW(loaded.forward({x.cpu()}), Error);
+}
+
+TEST(CompilerGpu, FormatDocReferenceAndCandidateAgreeOnTheGpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device on this machine";
+  Compiler compiler(testing::test_options());
+  const ProgramText reference = parse_program_text(testing::format_doc_example("A reference:"), "reference");
+  const TaskSpec spec = parse_task_spec(reference.spec, reference.origin);
+  const CompileResult ref = compiler.compile({reference, spec.num_args(), Backend::cuda, ""});
+  const CompileResult cand = compiler.compile(
+      {parse_program_text(testing::format_doc_example("A CUDA candidate for it:"), "candidate"), spec.num_args(),
+       Backend::cuda, ""});
+  ASSERT_TRUE(ref.ok) << ref.log;
+  ASSERT_TRUE(cand.ok) << cand.log;
+  const auto args = make_arguments(spec, "full", 1, at::Device(at::kCUDA, 0));
+  const auto expected = LoadedProgram(ref.library_path).forward(args);
+  const auto got = LoadedProgram(cand.library_path).forward(args);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(at::equal(got[0], expected[0]));
 }
 
 }  // namespace

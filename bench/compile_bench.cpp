@@ -1,0 +1,119 @@
+// Benchmarks of the program compiler: a cold compile of a two-kernel CUDA candidate (issue 3
+// target: median <= 3 s on the H200's CPU), a CPU-backend cold compile, and a cache hit (<= 20 ms).
+// Run: build/bench/bench_compile --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// Cache: $CRL_CACHE_DIR (or ~/.cache/crl/compile) with "-bench" appended, so the node's
+// precompiled preludes are built once (by the first run) and real caches stay clean.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "compile/compiler.h"
+#include "compile/cuda_programs.h"
+#include "core/subprocess.h"
+
+namespace {
+
+crl::Compiler& bench_compiler() {
+  static crl::Compiler compiler([] {
+    crl::CompilerOptions options;
+    options.cache_dir = crl::default_compile_cache_dir() + "-bench";
+    return options;
+  }());
+  return compiler;
+}
+
+std::string fresh_tag() {
+  static std::atomic<int> counter{0};
+  return "bench " + std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + " " +
+         std::to_string(counter++);
+}
+
+crl::CompileRequest cuda_request(const std::string& tag) {
+  crl::CompileRequest request;
+  request.program = crl::parse_program_text(crl::testing::two_kernel_cuda_program(tag), "bench.crl");
+  request.num_args = 1;
+  request.backend = crl::Backend::cuda;
+  return request;
+}
+
+crl::CompileRequest cpu_request(const std::string& tag) {
+  crl::CompileRequest request;
+  request.program = crl::parse_program_text(
+      "// crl:device\n"
+      "extern \"C\" void relu(const float* x, float* y, int64_t n) {\n"
+      "  #pragma omp parallel for simd\n"
+      "  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;\n"
+      "}\n"
+      "// crl:host\n// " + tag + "\n"
+      "extern \"C\" void relu(const float* x, float* y, int64_t n);\n"
+      "at::Tensor forward(const at::Tensor& x) {\n"
+      "  at::Tensor y = at::empty_like(x);\n"
+      "  relu(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());\n"
+      "  return y;\n"
+      "}\n",
+      "bench.crl");
+  request.num_args = 1;
+  request.backend = crl::Backend::cpu;
+  return request;
+}
+
+void run_cold(benchmark::State& state, crl::CompileRequest (*make)(const std::string&), crl::Backend backend) {
+  if (backend == crl::Backend::cuda && crl::find_on_path("nvcc").empty()) {
+    state.SkipWithError("nvcc is not on PATH");
+    return;
+  }
+  bench_compiler().prepare(backend);  // the per-node PCH is not part of a program's compile
+  for (auto _ : state) {
+    state.PauseTiming();
+    const crl::CompileRequest request = make(fresh_tag());
+    state.ResumeTiming();
+    const crl::CompileResult result = bench_compiler().compile(request);
+    if (!result.ok || result.cache_hit) {
+      state.SkipWithError(("cold compile failed or hit the cache:\n" + result.log).c_str());
+      return;
+    }
+  }
+}
+
+void BM_ColdCompileTwoKernelCuda(benchmark::State& state) { run_cold(state, cuda_request, crl::Backend::cuda); }
+BENCHMARK(BM_ColdCompileTwoKernelCuda)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+void BM_ColdCompileCpuCandidate(benchmark::State& state) { run_cold(state, cpu_request, crl::Backend::cpu); }
+BENCHMARK(BM_ColdCompileCpuCandidate)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+// A cache hit as a fresh process sees it: a new Compiler (toolchain versions from the on-disk
+// memo, no compiler spawned), key, lookup.
+void BM_CacheHitNewCompiler(benchmark::State& state) {
+  const crl::CompileRequest request = cpu_request("cache-hit bench program");
+  if (!bench_compiler().compile(request).ok) {
+    state.SkipWithError("the program did not compile");
+    return;
+  }
+  for (auto _ : state) {
+    crl::CompilerOptions options = bench_compiler().options();
+    options.jobs = 1;
+    crl::Compiler compiler(options);
+    const crl::CompileResult result = compiler.compile(request);
+    if (!result.cache_hit) state.SkipWithError("expected a cache hit");
+  }
+}
+BENCHMARK(BM_CacheHitNewCompiler)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A cache hit in a running compiler (the evaluator's common case).
+void BM_CacheHit(benchmark::State& state) {
+  const crl::CompileRequest request = cpu_request("cache-hit bench program");
+  if (!bench_compiler().compile(request).ok) {
+    state.SkipWithError("the program did not compile");
+    return;
+  }
+  for (auto _ : state) {
+    const crl::CompileResult result = bench_compiler().compile(request);
+    if (!result.cache_hit) state.SkipWithError("expected a cache hit");
+  }
+}
+BENCHMARK(BM_CacheHit)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
