@@ -141,25 +141,33 @@ nlohmann::json ResultsReader::meta_json(const std::string& key) const {
   }
 }
 
+const ResultsReader::TextIndex& ResultsReader::text_index(const std::string& store) const {
+  if (const auto it = text_indexes_.find(store); it != text_indexes_.end()) return it->second;
+  TextIndex index;
+  const auto group = open_table(fmt::format("{}/{}", kTextGroup, store), "text", &index.where);
+  const auto schema = read_schema(group.id(), index.where);
+  if (schema != TableSchema{{"id", ColumnType::int64}, {"text", ColumnType::string}}) {
+    throw InputError(fmt::format("{} has columns ({}), not (id:int64, text:string)", index.where,
+                                 describe_schema(schema)));
+  }
+  index.rows = static_cast<hsize_t>(rows_of(group.id(), schema));
+  Hdf5Dataset ids_dataset(CRL_H5_CHECK(H5Dopen2(group.id(), "id", H5P_DEFAULT)));
+  const auto ids = std::get<std::vector<std::int64_t>>(
+      read_column_values(ids_dataset.id(), ColumnType::int64, index.rows, index.where));
+  for (std::size_t row = 0; row < ids.size(); ++row) index.row_of_id.emplace(ids[row], row);
+  return text_indexes_.emplace(store, std::move(index)).first->second;
+}
+
 std::optional<std::string> ResultsReader::text(const std::string& store, std::int64_t id) const {
   return with_file_named(path_, [&]() -> std::optional<std::string> {
-    std::string where;
-    const std::string key = fmt::format("{}/{}", kTextGroup, store);
-    const auto group = open_table(key, "text", &where);
-    const auto schema = read_schema(group.id(), where);
-    const auto rows = static_cast<hsize_t>(rows_of(group.id(), schema));
-    Hdf5Dataset ids_dataset(CRL_H5_CHECK(H5Dopen2(group.id(), "id", H5P_DEFAULT)));
-    const auto ids = std::get<std::vector<std::int64_t>>(
-        read_column_values(ids_dataset.id(), ColumnType::int64, rows, where));
-    const auto it = std::find(ids.begin(), ids.end(), id);
-    if (it == ids.end()) return std::nullopt;
+    const auto& index = text_index(store);
+    const auto found = index.row_of_id.find(id);
+    if (found == index.row_of_id.end()) return std::nullopt;
     // Read just that one string.
-    Hdf5Dataset texts(CRL_H5_CHECK(H5Dopen2(group.id(), "text", H5P_DEFAULT)));
-    if (column_type_of(texts.id(), where) != ColumnType::string) {
-      throw InputError(fmt::format("column 'text' of {} is not a string column", where));
-    }
+    Hdf5Dataset texts(CRL_H5_CHECK(
+        H5Dopen2(file_.id(), fmt::format("{}/{}/text", kTextGroup, store).c_str(), H5P_DEFAULT)));
     Hdf5Dataspace file_space(CRL_H5_CHECK(H5Dget_space(texts.id())));
-    const hsize_t start = static_cast<hsize_t>(it - ids.begin()), one = 1;
+    const hsize_t start = found->second, one = 1;
     CRL_H5_CHECK(
         H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &one, nullptr));
     Hdf5Dataspace memory_space(CRL_H5_CHECK(H5Screate_simple(1, &one, nullptr)));
@@ -169,12 +177,25 @@ std::optional<std::string> ResultsReader::text(const std::string& store, std::in
       CRL_H5_CHECK(H5Dread(texts.id(), memtype.id(), memory_space.id(), file_space.id(),
                            H5P_DEFAULT, &data));
     } catch (const ApiError& e) {
-      throw InputError(
-          fmt::format("cannot read text {} of {} (is the file damaged?): {}", id, where, e.what()));
+      throw InputError(fmt::format("cannot read text {} of {} (is the file damaged?): {}", id,
+                                   index.where, e.what()));
     }
     std::string value = data ? data : "";
     CRL_H5_CHECK(H5Dvlen_reclaim(memtype.id(), memory_space.id(), H5P_DEFAULT, &data));
     return value;
+  });
+}
+
+std::map<std::int64_t, std::string> ResultsReader::texts(const std::string& store) const {
+  return with_file_named(path_, [&]() -> std::map<std::int64_t, std::string> {
+    const auto& index = text_index(store);
+    Hdf5Dataset texts(CRL_H5_CHECK(
+        H5Dopen2(file_.id(), fmt::format("{}/{}/text", kTextGroup, store).c_str(), H5P_DEFAULT)));
+    auto values = std::get<std::vector<std::string>>(
+        read_column_values(texts.id(), ColumnType::string, index.rows, index.where));
+    std::map<std::int64_t, std::string> out;
+    for (const auto& [id, row] : index.row_of_id) out.emplace(id, std::move(values[row]));
+    return out;
   });
 }
 

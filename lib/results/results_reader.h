@@ -2,14 +2,17 @@
 // attributes and texts (tests, `crl report`). Safe to open while a ResultsWriter appends: it
 // sees the file as of the writer's last flush before it opened (HDF5 caches what it has read,
 // so open a new reader to see later rows). A read that overlaps a flush may fail: retry it.
+// One thread per reader (it caches text-store indexes).
 #pragma once
 
 #include <hdf5.h>
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "results/hdf5_handle.h"
@@ -39,15 +42,26 @@ class ResultsReader {
   nlohmann::json meta_json(const std::string& key) const;
 
   std::vector<std::string> text_stores() const;
-  // The text stored under `id` in /text/<store>, or nothing when there is none.
+  // The text stored under `id` in /text/<store>, or nothing when there is none. The store's
+  // ids are read once per reader, so looking up many texts costs one read each.
   std::optional<std::string> text(const std::string& store, std::int64_t id) const;
+  // Every text of a store by id, in one read.
+  std::map<std::int64_t, std::string> texts(const std::string& store) const;
 
  private:
   Hdf5Group open_table(const std::string& key, const char* kind, std::string* where) const;
   std::int64_t rows_of(hid_t group, const TableSchema& schema) const;
 
+  struct TextIndex {
+    std::string where;  // "text 'text/store' in 'file'", for messages
+    hsize_t rows = 0;
+    std::unordered_map<std::int64_t, hsize_t> row_of_id;
+  };
+  const TextIndex& text_index(const std::string& store) const;
+
   std::string path_;
   Hdf5File file_;
+  mutable std::map<std::string, TextIndex> text_indexes_;  // by store, filled on first use
 };
 
 }  // namespace crl::results

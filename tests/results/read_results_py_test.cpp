@@ -1,5 +1,6 @@
 // Tests that tools/analysis/read_results.py (h5py only) reads back exactly what the C++ wrote:
-// the "anyone with h5py can read it" promise. Skipped, with the reason, when h5py is missing.
+// the "anyone with h5py can read it" promise, while the writer still has the file open.
+// Skipped, with the reason, when h5py is missing.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -37,8 +38,9 @@ TEST(ReadResultsPy, ReadsWhatTheCppWriterWrote) {
                               {"mean_speedup", ColumnType::float64},
                               {"all_correct", ColumnType::boolean},
                               {"task", ColumnType::string}};
+  // The writer stays open (as in a running job) while Python reads what it flushed.
+  ResultsWriter writer(path, {.chunk_rows = 2});
   {
-    ResultsWriter writer(path, {.chunk_rows = 2});
     writer.declare_table("steps", schema);
     RowBatch batch(schema);
     batch.add_row({std::int64_t{0}, 1.25, true, "gemm"});
@@ -48,6 +50,7 @@ TEST(ReadResultsPy, ReadsWhatTheCppWriterWrote) {
     writer.set_meta("git_commit", "0123abcd");
     writer.set_meta_json("job_config", {{"group_size", 16}, {"stage", "rl"}});
     writer.put_texts("completions", {7, 8}, {"def f(): ✓", "line1\nline2"});
+    writer.flush();
   }
   const auto script = std::string(CRL_SOURCE_DIR) + "/tools/analysis/read_results.py";
   const auto result = run_command({python, script, path, "--json"}, {.max_output = 1 << 22});
@@ -68,6 +71,12 @@ TEST(ReadResultsPy, ReadsWhatTheCppWriterWrote) {
   EXPECT_EQ(steps["data"]["mean_speedup"], (nlohmann::json{1.25, 0.5, 1e300}));
   EXPECT_EQ(steps["data"]["all_correct"], (nlohmann::json{true, false, true}));
   EXPECT_EQ(steps["data"]["task"], (nlohmann::json{"gemm", "Ünïcødé 中文 🚀", ""}));
+  // Plain h5py with its default file locking is not blocked by the writer either.
+  const auto plain = run_command(
+      {python, "-c", "import h5py, sys; print(h5py.File(sys.argv[1], 'r')['steps/step'].shape[0])",
+       path});
+  EXPECT_TRUE(plain.ok()) << plain.output;
+  EXPECT_EQ(plain.output, "3\n");
   EXPECT_EQ(got["text"]["completions"],
             (nlohmann::json{{"7", "def f(): ✓"}, {"8", "line1\nline2"}}));
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 
 #include "core/error.h"
 #include "core/hdf5_check.h"
@@ -322,6 +323,10 @@ TEST(ResultsFile, TextStoreKeysTextsById) {
   EXPECT_EQ(reader.text("completions", 13), "after reopen");
   EXPECT_EQ(reader.text("completions", 14), std::nullopt);
   EXPECT_EQ(reader.text("logs", 10), "nvcc: ok");
+  EXPECT_EQ(reader.texts("completions"),
+            (std::map<std::int64_t, std::string>{
+                {10, "first"}, {11, program}, {12, ""}, {13, "after reopen"}}));
+  EXPECT_THROW(reader.texts("absent"), InputError);
   EXPECT_THROW(reader.text("absent", 1), InputError);
   EXPECT_TRUE(reader.tables().empty());  // text stores are not tables
 }
