@@ -4,7 +4,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "compile/loaded_program.h"
 #include "program/arguments.h"
 #include "program/program_text.h"
 
@@ -23,41 +23,24 @@
 
 namespace crl::worker {
 
-// The entry point every compiled program exports (lib/compile's program ABI): 0 on success,
-// else non-zero with a message in `error`.
-using ForwardFn = int (*)(const at::Tensor* args, size_t nargs, std::vector<at::Tensor>* outputs, char* error,
-                          size_t error_len);
-
-class LoadedProgram {
+// A loaded program library (lib/compile checks its ABI) and its role in messages.
+class NamedProgram {
  public:
-  LoadedProgram(const std::string& which, const std::string& path) : which_(which) {
-    handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle_ == nullptr) {
-      throw InputError(fmt::format("cannot load the {} library {}: {}", which, path, dlerror()));
-    }
-    forward_ = reinterpret_cast<ForwardFn>(dlsym(handle_, "crl_forward"));
-    if (forward_ == nullptr) {
-      throw InputError(fmt::format("the {} library {} exports no crl_forward", which, path));
-    }
-  }
-  // Never dlclose: a program's static destructors or threads could still run; the worker is
-  // short-lived and ends with the evaluation.
+  NamedProgram(std::string which, const std::string& path) : which_(std::move(which)), program_(path) {}
+  // Never unloaded before the worker exits: a program's static destructors or threads could
+  // still run, and the worker ends with the evaluation anyway.
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const {
-    std::vector<at::Tensor> outputs;
-    char error[4096] = {0};
-    const int rc = forward_(args.data(), args.size(), &outputs, error, sizeof error);
-    if (rc != 0) {
-      error[sizeof error - 1] = '\0';
-      throw Error(fmt::format("the {}'s forward failed: {}", which_, error[0] != 0 ? error : "(no message)"));
+    try {
+      return program_.forward(args);
+    } catch (const Error& e) {
+      throw Error("the " + which_ + "'s forward failed: " + e.what());
     }
-    return outputs;
   }
   const std::string& which() const { return which_; }
 
  private:
   std::string which_;
-  void* handle_ = nullptr;
-  ForwardFn forward_ = nullptr;
+  LoadedProgram program_;
 };
 
 WorkerSession::WorkerSession() = default;
@@ -92,13 +75,13 @@ eval::Message WorkerSession::load(const nlohmann::json& request) {
   } else if (device != "cpu") {
     throw InputError("device must be cpu or cuda, not '" + device + "'");
   }
-  reference_ = std::make_unique<LoadedProgram>("reference", request.at("reference_library").get<std::string>());
+  reference_ = std::make_unique<NamedProgram>("reference", request.at("reference_library").get<std::string>());
   const std::string candidate = request.value("candidate_library", "");
-  if (!candidate.empty()) candidate_ = std::make_unique<LoadedProgram>("candidate", candidate);
+  if (!candidate.empty()) candidate_ = std::make_unique<NamedProgram>("candidate", candidate);
   return eval::Message{{{"num_args", spec_->num_args()}}, {}};
 }
 
-LoadedProgram& WorkerSession::program(const std::string& which) {
+NamedProgram& WorkerSession::program(const std::string& which) {
   if (which == "reference" && reference_) return *reference_;
   if (which == "candidate" && candidate_) return *candidate_;
   throw InputError("no " + which + " program is loaded");
@@ -122,7 +105,7 @@ void WorkerSession::check_device(const std::string& after) {
 #endif
 }
 
-std::vector<at::Tensor> WorkerSession::call(LoadedProgram& prog, const std::vector<at::Tensor>& args) {
+std::vector<at::Tensor> WorkerSession::call(NamedProgram& prog, const std::vector<at::Tensor>& args) {
   std::vector<at::Tensor> outputs;
   try {
     outputs = prog(args);
@@ -135,7 +118,7 @@ std::vector<at::Tensor> WorkerSession::call(LoadedProgram& prog, const std::vect
 }
 
 eval::Message WorkerSession::run(const nlohmann::json& request) {
-  LoadedProgram& prog = program(request.at("program").get<std::string>());
+  NamedProgram& prog = program(request.at("program").get<std::string>());
   const auto args = make_arguments(*spec_, scale_, request.at("seed").get<uint64_t>(), device_);
   auto outputs = call(prog, args);
   eval::Message reply;
@@ -169,8 +152,8 @@ void WorkerSession::flush_caches() {
 }
 
 eval::Message WorkerSession::time(const nlohmann::json& request) {
-  LoadedProgram& ref = program("reference");
-  LoadedProgram& cand = program("candidate");
+  NamedProgram& ref = program("reference");
+  NamedProgram& cand = program("candidate");
   const auto seeds = request.at("pool_seeds").get<std::vector<uint64_t>>();
   const int pairs = request.at("pairs").get<int>();
   const int warmup = request.value("warmup", 3);
@@ -199,7 +182,7 @@ eval::Message WorkerSession::time(const nlohmann::json& request) {
   }
 #endif
   // One timed call: caches flushed, device idle before and after, so work on any stream counts.
-  auto timed_call = [&](LoadedProgram& prog, const std::vector<at::Tensor>& args, double* wall_us) {
+  auto timed_call = [&](NamedProgram& prog, const std::vector<at::Tensor>& args, double* wall_us) {
     if (flush) flush_caches();
     double us = 0;
 #if CRL_HAVE_CUDA

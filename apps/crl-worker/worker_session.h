@@ -15,8 +15,8 @@
 
 namespace crl::worker {
 
-// A program library loaded with dlopen; calls go through its exported crl_forward.
-class LoadedProgram;
+// A program library loaded with dlopen (lib/compile's LoadedProgram) and its role.
+class NamedProgram;
 
 class WorkerSession {
  public:
@@ -32,8 +32,8 @@ class WorkerSession {
   eval::Message load(const nlohmann::json& request);
   eval::Message run(const nlohmann::json& request);
   eval::Message time(const nlohmann::json& request);
-  LoadedProgram& program(const std::string& which);
-  std::vector<at::Tensor> call(LoadedProgram& program, const std::vector<at::Tensor>& args);
+  NamedProgram& program(const std::string& which);
+  std::vector<at::Tensor> call(NamedProgram& program, const std::vector<at::Tensor>& args);
   // After a program ran on CUDA: synchronises and throws when the device reports an error.
   void check_device(const std::string& after);
   void flush_caches();
@@ -41,8 +41,8 @@ class WorkerSession {
   std::optional<TaskSpec> spec_;
   std::string scale_;
   at::Device device_{at::kCPU};
-  std::unique_ptr<LoadedProgram> reference_;
-  std::unique_ptr<LoadedProgram> candidate_;
+  std::unique_ptr<NamedProgram> reference_;
+  std::unique_ptr<NamedProgram> candidate_;
   std::vector<uint64_t> pool_seeds_;
   std::vector<std::vector<at::Tensor>> pool_;
   at::Tensor flush_buffer_;

@@ -1,0 +1,341 @@
+// The evaluation pipeline: compile -> reference outputs (trusted reference worker) -> candidate
+// worker: load, correctness trials, timing rounds -> verdict. Each stage records a CheckStep.
+#include "eval/evaluator.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "eval/scratch_dir.h"
+#include "eval/timing_stats.h"
+#include "program/task_spec.h"
+
+namespace crl::eval {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+uint64_t mix_seed(uint64_t seed, const std::string& task_id, const std::string& purpose, uint64_t index) {
+  Sha256 h;
+  h.field(std::to_string(seed)).field(task_id).field(purpose).field(std::to_string(index));
+  return std::stoull(h.hex().substr(0, 15), nullptr, 16);
+}
+
+bool file_is_executable(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
+
+std::string self_dir() {
+  char buffer[4096];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  if (n <= 0) return "";
+  std::string path(buffer, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t{16} << 30;
+}
+
+// A failed request to a worker, as the verdict will say it.
+struct WorkerFailure {
+  VerdictStatus status;
+  std::string message;
+};
+
+// Sends a request; the reply on success, else what went wrong in verdict terms.
+std::variant<Message, WorkerFailure> ask(WorkerProcess& worker, const Message& request, double timeout_seconds,
+                                         const std::string& during) {
+  try {
+    Message reply = worker.request(request, millis(timeout_seconds));
+    if (reply.header.value("ok", false)) return reply;
+    const std::string error = reply.header.value("error", std::string("(no message)"));
+    return WorkerFailure{VerdictStatus::kRuntimeError, fmt::format("{}: {}", during, error)};
+  } catch (const ChannelTimeout&) {
+    return WorkerFailure{VerdictStatus::kTimeout,
+                         fmt::format("{}: no result within {:g} s; the worker was killed", during, timeout_seconds)};
+  } catch (const ChannelClosed&) {
+    return WorkerFailure{VerdictStatus::kCrash, fmt::format("{}: the worker {}", during, worker.exit().describe())};
+  } catch (const InputError& e) {
+    return WorkerFailure{VerdictStatus::kCrash, fmt::format("{}: the worker sent a malformed reply ({})", during, e.what())};
+  }
+}
+
+uint64_t input_set_bytes(const TaskSpec& spec, const std::string& scale) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < spec.num_args(); ++i) {
+    uint64_t n = c10::elementSize(spec.arg(i).dtype);
+    for (int64_t d : spec.shape_at(spec.arg(i), scale)) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+    bytes += n;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string find_worker_executable() {
+  if (const char* env = std::getenv("CRL_WORKER"); env != nullptr && file_is_executable(env)) return env;
+  const std::string dir = self_dir();
+  for (const std::string& candidate : {dir + "/crl-worker", dir + "/../crl-worker/crl-worker"}) {
+    if (file_is_executable(candidate)) return candidate;
+  }
+#ifdef CRL_WORKER_BUILD_PATH
+  if (file_is_executable(CRL_WORKER_BUILD_PATH)) return CRL_WORKER_BUILD_PATH;
+#endif
+  throw Error("cannot find the crl-worker executable (set CRL_WORKER, or build the crl-worker target)");
+}
+
+std::vector<uint64_t> trial_seeds(const EvalOptions& options, const std::string& task_id) {
+  std::vector<uint64_t> seeds;
+  for (int i = 0; i < options.trials; ++i) seeds.push_back(mix_seed(options.seed, task_id, "trial", static_cast<uint64_t>(i)));
+  return seeds;
+}
+
+std::vector<uint64_t> timing_seeds(const EvalOptions& options, const std::string& task_id, int count) {
+  std::vector<uint64_t> seeds;
+  for (int i = 0; i < count; ++i) seeds.push_back(mix_seed(options.seed, task_id, "timing", static_cast<uint64_t>(i)));
+  return seeds;
+}
+
+// The trusted side of one task: its compiled reference, its worker, and its outputs per trial.
+struct Evaluator::ReferenceState {
+  std::string task_id;
+  std::string library;
+  std::vector<uint64_t> seeds;
+  std::vector<std::vector<ProgramOutput>> outputs;  // per trial seed
+};
+
+Evaluator::Evaluator(EvalOptions options, Compiler& compiler) : options_(std::move(options)), compiler_(compiler) {
+  if (options_.trials < 1) throw InputError(fmt::format("trials must be at least 1 (got {})", options_.trials));
+  if (options_.time_budget_seconds < 0) throw InputError("the time budget must not be negative");
+  worker_executable_ = options_.worker_executable.empty() ? find_worker_executable() : options_.worker_executable;
+  if (options_.cpu_address_space_limit == 0) {
+    options_.cpu_address_space_limit = physical_memory_bytes() / 2 + (uint64_t{16} << 30);
+  }
+  scratch_ = std::make_unique<ScratchDir>("crl-eval-", options_.scratch_parent);
+}
+
+Evaluator::~Evaluator() = default;
+
+std::unique_ptr<WorkerProcess> Evaluator::start_worker(const std::string& log_name) {
+  WorkerOptions w;
+  w.executable = worker_executable_;
+  w.log_path = scratch_->file(log_name);
+  w.environment = clean_worker_environment(scratch_->path());
+  if (options_.backend == Backend::cpu) w.address_space_limit = options_.cpu_address_space_limit;
+  w.working_dir = scratch_->path();
+  return std::make_unique<WorkerProcess>(std::move(w));
+}
+
+nlohmann::json Evaluator::load_request(const Task& task, const std::string& reference_library,
+                                       const std::string& candidate_library, double gpu_memory_fraction) const {
+  return {{"op", "load"},
+          {"reference_program", task.path},
+          {"reference_library", reference_library},
+          {"candidate_library", candidate_library},
+          {"scale", options_.scale},
+          {"device", backend_name(options_.backend)},
+          {"gpu_memory_fraction", gpu_memory_fraction},
+          {"cpu_threads", options_.cpu_threads}};
+}
+
+Evaluator::ReferenceState& Evaluator::reference_for(const Task& task) {
+  if (reference_ && reference_->task_id == task.id) return *reference_;
+  reference_.reset();
+  auto state = std::make_unique<ReferenceState>();
+  state->task_id = task.id;
+  task.spec.scale_variables(options_.scale);  // an unknown scale is bad input, said here
+  const CompileResult compiled = compiler_.compile({task.program, task.spec.num_args(), options_.backend, ""});
+  if (!compiled.ok) {
+    throw Error(fmt::format("the reference of {} does not compile ({} stage):\n{}", task.id, compiled.stage, compiled.log));
+  }
+  state->library = compiled.library_path;
+  state->seeds = trial_seeds(options_, task.id);
+  auto worker = start_worker("reference.log");
+  auto fail = [&](const WorkerFailure& f) -> ReferenceState& {
+    throw Error(fmt::format("the reference of {} failed: {}\n{}", task.id, f.message, worker->log(options_.max_log_bytes)));
+  };
+  auto loaded = ask(*worker, Message{load_request(task, state->library, "", 0.25), {}}, options_.load_timeout_seconds,
+                    "loading the reference");
+  if (auto* f = std::get_if<WorkerFailure>(&loaded)) return fail(*f);
+  for (uint64_t seed : state->seeds) {
+    auto reply = ask(*worker, Message{{{"op", "run"}, {"program", "reference"}, {"seed", seed}}, {}},
+                     options_.call_timeout_seconds, fmt::format("reference run (seed {})", seed));
+    if (auto* f = std::get_if<WorkerFailure>(&reply)) return fail(*f);
+    state->outputs.push_back(std::move(std::get<Message>(reply).tensors));
+  }
+  worker->stop();
+  reference_ = std::move(state);
+  return *reference_;
+}
+
+Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, const std::string& candidate_name) {
+  const auto start = Clock::now();
+  Verdict v;
+  v.task_id = task.id;
+  v.candidate = candidate_name;
+  v.backend = backend_name(options_.backend);
+  v.scale = options_.scale;
+  auto finish = [&](VerdictStatus status, std::string message) {
+    v.status = status;
+    v.message = std::move(message);
+    v.reward = status == VerdictStatus::kOk ? reward_from_speedup(v.speedup) : 0.0;
+    v.seconds = seconds_since(start);
+    return v;
+  };
+  auto step = [&](std::string name, bool passed, std::string detail, Clock::time_point since) {
+    v.steps.push_back({std::move(name), passed, std::move(detail), seconds_since(since)});
+  };
+
+  // 1. Compile (the reference first: its failure is crl's problem, not the candidate's).
+  ReferenceState& reference = reference_for(task);
+  auto t = Clock::now();
+  const CompileResult compiled = compiler_.compile({candidate, task.spec.num_args(), options_.backend, ""});
+  v.compile_log = truncate_log(compiled.log, options_.max_log_bytes);
+  step("compile", compiled.ok,
+       compiled.ok ? (compiled.cache_hit ? "cache hit" : fmt::format("compiled in {:.2f} s", compiled.seconds))
+                   : fmt::format("failed at the {} stage", compiled.stage),
+       t);
+  if (!compiled.ok) {
+    return finish(VerdictStatus::kCompileError, fmt::format("does not compile ({} stage)", compiled.stage));
+  }
+
+  // 2. A fresh worker for this candidate; the reference runs beside it only for timing.
+  t = Clock::now();
+  auto worker = start_worker(fmt::format("candidate-{}.log", evaluations_++));
+  auto fail = [&](const WorkerFailure& f) {
+    worker->kill();
+    v.worker_log = worker->log(options_.max_log_bytes);
+    return finish(f.status, f.message);
+  };
+  auto loaded = ask(*worker, Message{load_request(task, reference.library, compiled.library_path,
+                                                  options_.gpu_memory_fraction), {}},
+                    options_.load_timeout_seconds, "loading the candidate");
+  step("load", std::holds_alternative<Message>(loaded), "", t);
+  if (auto* f = std::get_if<WorkerFailure>(&loaded)) return fail(*f);
+
+  // 3. Correctness: every trial on inputs from its own seed, compared here with the reference's.
+  const ToleranceForDtype tolerance_for = [&task](at::ScalarType dtype) {
+    const crl::Tolerance tol = task.spec.tolerance_for(dtype);
+    return Tolerance{tol.atol, tol.rtol};
+  };
+  for (size_t i = 0; i < reference.seeds.size(); ++i) {
+    t = Clock::now();
+    const std::string name = fmt::format("trial {}", i + 1);
+    auto reply = ask(*worker, Message{{{"op", "run"}, {"program", "candidate"}, {"seed", reference.seeds[i]}}, {}},
+                     options_.call_timeout_seconds, fmt::format("{} (seed {})", name, reference.seeds[i]));
+    v.trials_run = static_cast<int>(i + 1);
+    if (auto* f = std::get_if<WorkerFailure>(&reply)) {
+      step(name, false, f->message, t);
+      return fail(*f);
+    }
+    const ComparisonResult cmp = compare_outputs(reference.outputs[i], std::get<Message>(reply).tensors, tolerance_for);
+    step(name, cmp.ok, cmp.ok ? fmt::format("max abs error {:.3g}", cmp.max_abs_error) : cmp.message, t);
+    if (!cmp.ok) {
+      worker->stop();
+      v.worker_log = worker->log(options_.max_log_bytes);
+      return finish(VerdictStatus::kMismatch, fmt::format("{} (seed {}): {}", name, reference.seeds[i], cmp.message));
+    }
+    v.trials_passed = v.trials_run;
+  }
+  if (!options_.timing) {
+    worker->stop();
+    v.worker_log = worker->log(options_.max_log_bytes);
+    return finish(VerdictStatus::kOk, fmt::format("correct in {} trials (not timed)", v.trials_passed));
+  }
+
+  // 4. Timing: rounds of interleaved pairs until the speedup's CI is narrow enough or the budget is spent.
+  t = Clock::now();
+  const uint64_t set_bytes = std::max<uint64_t>(input_set_bytes(task.spec, options_.scale), 1);
+  const int pool = options_.input_pool_size > 0
+                       ? options_.input_pool_size
+                       : static_cast<int>(std::clamp<uint64_t>(options_.input_pool_bytes / set_bytes, 2, 8));
+  const auto pool_seeds = timing_seeds(options_, task.id, pool);
+  std::vector<double> reference_us;
+  std::vector<double> candidate_us;
+  SpeedupEstimate estimate;
+  int pairs = std::max(1, options_.pairs_per_round);
+  int round = 0;
+  std::string stop_reason;
+  for (;;) {
+    const auto round_start = Clock::now();
+    // A round may take what the budget has left, with room for slow first calls and warm-up.
+    const double round_timeout = options_.call_timeout_seconds * (2 + options_.warmup_calls) + options_.time_budget_seconds * 2;
+    auto reply = ask(*worker,
+                     Message{{{"op", "time"},
+                              {"pool_seeds", pool_seeds},
+                              {"pairs", pairs},
+                              {"warmup", options_.warmup_calls},
+                              {"order_seed", mix_seed(options_.seed, task.id, "order", static_cast<uint64_t>(round))},
+                              {"flush", true}},
+                             {}},
+                     round_timeout, fmt::format("timing round {}", round + 1));
+    if (auto* f = std::get_if<WorkerFailure>(&reply)) {
+      step("timing", false, f->message, t);
+      return fail(*f);
+    }
+    const auto& header = std::get<Message>(reply).header;
+    try {
+      const auto ref = header.at("reference_us").get<std::vector<double>>();
+      const auto cand = header.at("candidate_us").get<std::vector<double>>();
+      if (ref.size() != static_cast<size_t>(pairs) || cand.size() != ref.size()) throw InputError("wrong number of times");
+      for (double x : ref) reference_us.push_back(x);
+      for (double x : cand) candidate_us.push_back(x);
+    } catch (const std::exception& e) {
+      step("timing", false, e.what(), t);
+      return fail({VerdictStatus::kCrash, fmt::format("timing round {}: malformed reply ({})", round + 1, e.what())});
+    }
+    ++round;
+    estimate = estimate_speedup(reference_us, candidate_us, 1000, mix_seed(options_.seed, task.id, "bootstrap", 0));
+    const int total = static_cast<int>(reference_us.size());
+    const double spent = seconds_since(t);
+    if (total >= options_.min_timed_pairs && estimate.relative_half_width() <= options_.target_relative_ci) {
+      stop_reason = "CI target reached";
+      break;
+    }
+    // The budget ends timing only once the minimum number of pairs is in: a first round slowed by
+    // input generation and warm-up must not leave a verdict with a handful of samples.
+    if (spent >= options_.time_budget_seconds && total >= options_.min_timed_pairs) {
+      stop_reason = "time budget spent";
+      break;
+    }
+    if (total >= options_.max_timed_pairs) {
+      stop_reason = "pair limit reached";
+      break;
+    }
+    // Size the next round to about a quarter of the budget left (at least one pair).
+    const double per_pair = std::max(seconds_since(round_start) / pairs, 1e-7);
+    const double left = std::max(options_.time_budget_seconds - spent, 0.0);
+    const int still_needed = std::max(options_.min_timed_pairs - total, 1);
+    pairs = static_cast<int>(std::clamp(left / 4 / per_pair, static_cast<double>(still_needed),
+                                        static_cast<double>(std::max(options_.max_timed_pairs - total, 1))));
+  }
+  worker->stop();
+  v.worker_log = worker->log(options_.max_log_bytes);
+  v.reference_time = summarize_times(reference_us);
+  v.candidate_time = summarize_times(candidate_us);
+  v.speedup = estimate.speedup;
+  v.speedup_ci_low = estimate.ci_low;
+  v.speedup_ci_high = estimate.ci_high;
+  step("timing", true,
+       fmt::format("{} pairs in {} rounds, input pool of {}, {}; CI +-{:.2f}%", reference_us.size(), round, pool,
+                   stop_reason, 100 * estimate.relative_half_width()),
+       t);
+  return finish(VerdictStatus::kOk,
+                fmt::format("speedup {:.3f} (95% CI {:.3f}..{:.3f})", v.speedup, v.speedup_ci_low, v.speedup_ci_high));
+}
+
+}  // namespace crl::eval

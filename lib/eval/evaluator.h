@@ -1,0 +1,81 @@
+// The evaluation engine: compiles a candidate, runs it in a sandboxed crl-worker against the
+// task's reference (whose outputs stay in this process), times both, and returns a Verdict.
+// Candidates are never loaded into this process.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile/compiler.h"
+#include "eval/output_comparison.h"
+#include "eval/verdict.h"
+#include "eval/worker_process.h"
+#include "suite/suite.h"
+
+namespace crl::eval {
+
+struct EvalOptions {
+  Backend backend = Backend::cpu;
+  std::string scale = "small";
+  int trials = 5;                       // correctness trials, each on inputs from a new seed
+  uint64_t seed = 1;                    // trial and timing seeds derive from it and the task
+  bool timing = true;                   // false: stop after the correctness trials
+  double time_budget_seconds = 10;      // timing stops when it is spent ...
+  double target_relative_ci = 0.01;     // ... or when the speedup's 95% CI is within +-1%
+  int min_timed_pairs = 20;
+  int max_timed_pairs = 10000;
+  int pairs_per_round = 10;             // timed pairs per request to the worker (first round)
+  int warmup_calls = 3;
+  int input_pool_size = 0;              // input sets cycled in timing; 0: as many (2..8) as fit
+  uint64_t input_pool_bytes = uint64_t{4} << 30;  //   in this many bytes
+  double call_timeout_seconds = 60;     // one correctness trial (both programs run once)
+  double load_timeout_seconds = 180;    // a worker's start: loading LibTorch and the libraries
+  uint64_t cpu_address_space_limit = 0; // RLIMIT_AS of CPU workers; 0: half the RAM + 16 GiB
+  double gpu_memory_fraction = 0.6;     // candidate worker's share of the GPU's memory
+  int cpu_threads = 0;                  // intra-op threads of CPU workers; 0: LibTorch's default
+  size_t max_log_bytes = 8192;          // compile and worker logs kept in a verdict
+  std::string worker_executable;        // empty: find_worker_executable()
+  std::string scratch_parent;           // where per-evaluation folders go; empty: $TMPDIR
+};
+
+// crl-worker's path: $CRL_WORKER, else next to the running executable (or in ../crl-worker/),
+// else the one this build made. Throws Error when none exists.
+std::string find_worker_executable();
+
+// Seeds of the correctness trials and of the timing input pool for a task.
+std::vector<uint64_t> trial_seeds(const EvalOptions& options, const std::string& task_id);
+std::vector<uint64_t> timing_seeds(const EvalOptions& options, const std::string& task_id, int count);
+
+class Evaluator {
+ public:
+  Evaluator(EvalOptions options, Compiler& compiler);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
+
+  // Evaluates one candidate against a task. Whatever the candidate does (not compile, crash,
+  // hang, return wrong values) ends in a Verdict; this throws only when crl itself or the
+  // task's reference fails (compiler missing, reference does not run).
+  Verdict evaluate(const Task& task, const ProgramText& candidate, const std::string& candidate_name);
+
+  const EvalOptions& options() const { return options_; }
+
+ private:
+  struct ReferenceState;
+  ReferenceState& reference_for(const Task& task);
+  std::unique_ptr<WorkerProcess> start_worker(const std::string& log_name);
+  nlohmann::json load_request(const Task& task, const std::string& reference_library,
+                              const std::string& candidate_library, double gpu_memory_fraction) const;
+
+  EvalOptions options_;
+  Compiler& compiler_;
+  std::string worker_executable_;
+  std::unique_ptr<class ScratchDir> scratch_;
+  std::unique_ptr<ReferenceState> reference_;
+  int evaluations_ = 0;
+};
+
+}  // namespace crl::eval

@@ -1,0 +1,48 @@
+// Shared by the evaluator tests: the fixture suite and candidates under tests/data/eval, one
+// Compiler with a per-test-binary cache, and quick options (small scale, short time budget).
+#pragma once
+
+#include <string>
+
+#include "compile/compiler.h"
+#include "eval/evaluator.h"
+#include "program/program_text.h"
+#include "suite/suite.h"
+
+namespace crl::eval::testing {
+
+inline std::string fixture_dir() { return std::string(CRL_TEST_DATA_DIR) + "/eval"; }
+
+inline const Suite& fixture_suite() {
+  static const Suite suite = Suite::load(fixture_dir() + "/suite");
+  return suite;
+}
+
+inline ProgramText relu_candidate(const std::string& name) {
+  return load_program_file(fixture_dir() + "/relu/" + name + ".crl");
+}
+
+// One compiler per test binary: its cache lives in the build tree, so reruns are fast.
+inline Compiler& fixture_compiler(const std::string& cache_name) {
+  static Compiler compiler([&] {
+    CompilerOptions o;
+    o.cache_dir = std::string(CRL_BINARY_DIR) + "/test-cache/" + cache_name;
+    return o;
+  }());
+  return compiler;
+}
+
+inline EvalOptions quick_options(Backend backend) {
+  EvalOptions o;
+  o.backend = backend;
+  o.scale = backend == Backend::cpu ? "small" : "full";
+  o.trials = 3;
+  o.time_budget_seconds = backend == Backend::cpu ? 1.5 : 10;
+  o.min_timed_pairs = 20;
+  o.call_timeout_seconds = backend == Backend::cpu ? 10 : 30;
+  o.cpu_threads = 1;
+  o.worker_executable = CRL_WORKER_EXE;
+  return o;
+}
+
+}  // namespace crl::eval::testing

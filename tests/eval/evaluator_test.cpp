@@ -1,0 +1,122 @@
+// The evaluator end to end on the CPU backend: the reference as its own candidate is ok with a
+// CI containing 1; wrong, non-compiling, crashing, hanging, throwing, exiting and memory-hungry
+// candidates get their status, and the same evaluator goes on to judge the next one correctly.
+#include <gtest/gtest.h>
+
+#include "eval_fixtures.h"
+
+namespace crl::eval {
+namespace {
+
+using testing::fixture_compiler;
+using testing::fixture_suite;
+using testing::quick_options;
+using testing::relu_candidate;
+
+class CpuEvaluatorTest : public ::testing::Test {
+ protected:
+  static Evaluator& evaluator() {
+    static Evaluator e(quick_options(Backend::cpu), fixture_compiler("evaluator_test"));
+    return e;
+  }
+  static Verdict evaluate(const std::string& fixture) {
+    return evaluator().evaluate(fixture_suite().find("level1/019_relu"), relu_candidate(fixture), fixture);
+  }
+};
+
+std::string explain(const Verdict& v) { return to_json(v).dump(2); }
+
+TEST_F(CpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithACiContainingOne) {
+  const Verdict v = evaluate("same_as_reference");
+  ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  EXPECT_EQ(v.trials_run, 3);
+  EXPECT_EQ(v.trials_passed, 3);
+  EXPECT_LE(v.speedup_ci_low, 1.0) << explain(v);
+  EXPECT_GE(v.speedup_ci_high, 1.0) << explain(v);
+  EXPECT_GE(v.reference_time.samples, 20) << explain(v);
+  EXPECT_GT(v.reference_time.median_us, 0);
+  EXPECT_GT(v.candidate_time.median_us, 0);
+  EXPECT_EQ(v.reward, reward_from_speedup(v.speedup));
+  // Every stage left a named step.
+  ASSERT_GE(v.steps.size(), 6u);
+  EXPECT_EQ(v.steps.front().name, "compile");
+  EXPECT_EQ(v.steps.back().name, "timing");
+}
+
+TEST_F(CpuEvaluatorTest, DeviceSectionLoopIsOk) {
+  const Verdict v = evaluate("device_loop");
+  EXPECT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  EXPECT_GT(v.speedup, 0);
+}
+
+TEST_F(CpuEvaluatorTest, SlowerCandidateHasSpeedupBelowOne) {
+  const Verdict v = evaluate("slower");
+  ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  EXPECT_LT(v.speedup_ci_high, 0.8) << explain(v);
+  EXPECT_LT(v.reward, 0.8);
+}
+
+TEST_F(CpuEvaluatorTest, WrongValuesAreAMismatchNamingTheWorstElement) {
+  const Verdict v = evaluate("wrong_values");
+  EXPECT_EQ(v.status, VerdictStatus::kMismatch) << explain(v);
+  EXPECT_NE(v.message.find("worst at flat index"), std::string::npos) << v.message;
+  EXPECT_EQ(v.reward, 0);
+  EXPECT_EQ(v.trials_passed, 0);
+}
+
+TEST_F(CpuEvaluatorTest, WrongShapeIsAMismatch) {
+  const Verdict v = evaluate("wrong_shape");
+  EXPECT_EQ(v.status, VerdictStatus::kMismatch) << explain(v);
+  EXPECT_NE(v.message.find("shape"), std::string::npos) << v.message;
+}
+
+TEST_F(CpuEvaluatorTest, NanOutputIsAMismatch) {
+  EXPECT_EQ(evaluate("nan_output").status, VerdictStatus::kMismatch);
+}
+
+TEST_F(CpuEvaluatorTest, CompileErrorCarriesTheCompilerMessage) {
+  const Verdict v = evaluate("does_not_compile");
+  EXPECT_EQ(v.status, VerdictStatus::kCompileError) << explain(v);
+  EXPECT_NE(v.compile_log.find("undeclared_tensor"), std::string::npos) << v.compile_log;
+  EXPECT_EQ(v.reward, 0);
+}
+
+TEST_F(CpuEvaluatorTest, SegfaultIsACrashAndTheNextEvaluationStillWorks) {
+  const Verdict v = evaluate("segfault");
+  EXPECT_EQ(v.status, VerdictStatus::kCrash) << explain(v);
+  EXPECT_NE(v.message.find("signal 11"), std::string::npos) << v.message;
+  EXPECT_EQ(evaluate("same_as_reference").status, VerdictStatus::kOk);
+}
+
+TEST_F(CpuEvaluatorTest, InfiniteLoopIsATimeoutAndTheNextEvaluationStillWorks) {
+  const auto start = std::chrono::steady_clock::now();
+  const Verdict v = evaluate("infinite_loop");
+  EXPECT_EQ(v.status, VerdictStatus::kTimeout) << explain(v);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_EQ(evaluate("device_loop").status, VerdictStatus::kOk);
+}
+
+TEST_F(CpuEvaluatorTest, ThrowingIsARuntimeErrorWithTheMessage) {
+  const Verdict v = evaluate("throws");
+  EXPECT_EQ(v.status, VerdictStatus::kRuntimeError) << explain(v);
+  EXPECT_NE(v.message.find("expected a 5-d input"), std::string::npos) << v.message;
+}
+
+TEST_F(CpuEvaluatorTest, ExitInsideForwardIsACrash) {
+  const Verdict v = evaluate("calls_exit");
+  EXPECT_EQ(v.status, VerdictStatus::kCrash) << explain(v);
+  EXPECT_NE(v.message.find("exited with code 0"), std::string::npos) << v.message;
+}
+
+TEST_F(CpuEvaluatorTest, MemoryHogHitsTheWorkerLimitNotTheMachine) {
+  const Verdict v = evaluate("memory_hog");
+  EXPECT_EQ(v.status, VerdictStatus::kRuntimeError) << explain(v);
+}
+
+TEST_F(CpuEvaluatorTest, VerdictSurvivesAJsonRoundTrip) {
+  const Verdict v = evaluate("wrong_values");
+  EXPECT_EQ(to_json(verdict_from_json(to_json(v))), to_json(v));
+}
+
+}  // namespace
+}  // namespace crl::eval
