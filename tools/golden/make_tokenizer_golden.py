@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Golden files for crl's tokenizer, made with Hugging Face `tokenizers` (the reference).
+
+Trains two small byte-level BPEs on tests/data/policy/tokenizers/train_corpus.txt:
+  qwen2_like   NFC normaliser + the Qwen2 split regex, merges saved as "a b" strings
+  llama3_like  no normaliser + the Llama 3 split regex, ignore_merges, a <|begin_of_text|>
+               template, merges saved as ["a", "b"] pairs
+both with special tokens <|endoftext|>, <|im_start|>, <|im_end|> and non-special added tokens
+that exercise the lstrip / rstrip / single_word / normalized flags. Then encodes a corpus of
+hard cases (sources, CRLF, runs of whitespace, digits, apostrophes, CJK, emoji, combining marks,
+special tokens) with and without special-token parsing, and decodes the ids back.
+
+Writes <out>/<name>/tokenizer.json and <out>/<name>/golden.json for each, and
+<out>/hf_encode_bench.json: HF's encode throughput on the C++ source text that
+bench/tokenizer_bench.cpp times (compare the two figures).
+
+Usage (the committed files come from the default --out):
+  ~/.local/share/crl/golden-venv/bin/python tools/golden/make_tokenizer_golden.py
+  python3 tools/golden/make_tokenizer_golden.py --out $OUT      # on the GPU machine, to compare
+  python3 tools/golden/make_tokenizer_golden.py --check-crl-tokenizer DIR/tokenizer.json
+      (loads a tokenizer.json written by crl's BPE trainer with HF and encodes the cases)
+Needs tokenizers==0.23.2 (the GPU machine's version; others may train differently).
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import unicodedata
+
+import tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
+from tokenizers import pre_tokenizers, processors, trainers
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(REPO, "tests", "data", "policy", "tokenizers")
+
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+VOCAB_SIZE = 3000
+
+CPP_SOURCE = """#include <cuda_runtime.h>
+#include <vector>
+
+template <typename T>
+__global__ void axpy(int n, T a, const T* __restrict__ x, T* __restrict__ y) {
+\tconst int i = blockIdx.x * blockDim.x + threadIdx.x;
+\tif (i < n) y[i] = a * x[i] + y[i];   // 2 FLOPs, 12 bytes
+}
+
+int main(int argc, char** argv) {
+    std::vector<float> h(1 << 20, 1.0f);
+    axpy<float><<<(n + 255) / 256, 256>>>(n, 2.0f, x, y);
+    if (cudaGetLastError() != cudaSuccess) { return 1; }
+    return 0;
+}
+"""
+
+CASES = [
+    ("cpp_source", CPP_SOURCE),
+    ("cpp_source_crlf", CPP_SOURCE.replace("\n", "\r\n")),
+    ("cuda_launch", "kernel<<<dim3(128, 1, 1), dim3(256), smem, stream>>>(ptr->data(), n);"),
+    ("prose", "The reference runs in 1.84 ms; the candidate in 0.61 ms. That's a 3.02x speedup!"),
+    ("apostrophes", "I'm sure we'll see it's what they've done; you'd know, I'd say. don't can't"),
+    ("apostrophes_upper", "IT'S WHAT THEY'VE DONE. WE'LL SEE. I'M SURE. 'S 'LL 'RE 'VE 'M 'D 'T"),
+    ("apostrophes_mixed", "'Re 'rE 'lL 'Ll 'x '' ''s ' 's's'S 'ſ x'ſt"),
+    ("spaces_runs", "a  b   c    d     e\t\tf\t \tg \t h      "),
+    ("leading_spaces", "     leading and trailing     "),
+    ("tabs_only", "\t\t\t"),
+    ("newlines", "line one\n\nline two\n \n  \n\t\nline three\n"),
+    ("crlf", "first\r\nsecond\r\n\r\nthird\r\n  \r\n"),
+    ("lone_cr", "a\rb\r\rc \r d"),
+    ("space_newline_mix", "x  \n  y \n\n z\n"),
+    ("digits", "1234567890 12345 3.14159265358979 1e-5 0x7fffffff 2**31 65536"),
+    ("long_digits", "31415926535897932384626433832795028841971693993751058209749445923"),
+    ("unicode_digits", "٣٤٥ ①②③ Ⅻ ½ 二〇二六 ０１２"),
+    ("cjk_zh", "深度学习模型的训练需要大量的计算资源。这个内核的速度是参考实现的三倍！"),
+    ("cjk_ja", "カーネルの最適化にはメモリアクセスのパターンが重要です。"),
+    ("cjk_ko", "커널 최적화에는 메모리 접근 패턴이 중요합니다."),
+    ("emoji", "🚀 fast 🔥🔥 done ✅ 👨‍👩‍👧 👍🏽 🇫🇷 ❤️"),
+    ("combining_nfd", "Cafe\u0301 A\u030angstro\u0308m n\u0303 e\u0301\u0301"),
+    ("compat_chars", "ﬁle Å ℃ ™ ½ ｆｕｌｌ"),
+    ("nfc_edge", "\u212b \u2126 \u0041\u030a \u1e0b\u0323"),
+    ("unicode_spaces", "a\u00a0b\u3000c\u2003d\u2009e\u0085f\u202fg \u00a0 h"),
+    ("controls", "a\x00b\x01c\x7fd\x0be\x0cf\x1bg"),
+    ("punctuation", "...!!!??? ---> a+b foo()->bar[0] #include <x.h> ''' \"\" ;;"),
+    ("special_tokens", "<|im_start|>user\nMake it faster.<|im_end|>\n<|im_start|>assistant\n"),
+    ("special_adjacent", "<|im_end|><|im_end|>text<|endoftext|><|endoftext|>"),
+    ("special_partial", "<|im_sta <|im_end| |im_end|> <|im_start|"),
+    ("added_flags", "  <think>  reasoning here </think>   answer <think></think>"),
+    ("single_word", "crlword xcrlword crlwordx crlword. (crlword) 9crlword"),
+    ("normalized_added", "caf\u00e9 cafe\u0301 CAF\u00c9"),
+    ("long_word", "x" * 300 + " " + "ab" * 200),
+    ("mixed_script", "kernel内核カーネル커널ядро"),
+    ("empty", ""),
+    ("single_space", " "),
+    ("single_newline", "\n"),
+]
+
+
+def train(kind, corpus_lines):
+    tok = Tokenizer(models.BPE(ignore_merges=(kind == "llama3_like")))
+    if kind == "qwen2_like":
+        tok.normalizer = normalizers.NFC()
+        regex = QWEN2_REGEX
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    else:
+        regex = LLAMA3_REGEX
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    special = (["<|begin_of_text|>"] if kind == "llama3_like" else []) + SPECIAL
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=special,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(corpus_lines, trainer)
+    if kind == "llama3_like":
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                          pair="<|begin_of_text|> $A <|begin_of_text|> $B:1",
+                                          special_tokens=[("<|begin_of_text|>", bos)]),
+        ])
+    # Non-special added tokens with every flag; "caf\u0065\u0301" (NFD) is matched in NFC form.
+    tok.add_tokens([
+        AddedToken("<think>", lstrip=True, normalized=False),
+        AddedToken("</think>", rstrip=True, normalized=False),
+        AddedToken("crlword", single_word=True, normalized=True),
+        AddedToken("cafe\u0301", normalized=True),
+    ])
+    return tok
+
+
+def merges_as_strings(tokenizer_json):
+    data = json.loads(tokenizer_json)
+    data["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m
+                               for m in data["model"]["merges"]]
+    return json.dumps(data, ensure_ascii=False, indent=2)
+
+
+def golden_for(tok):
+    out = []
+    for name, text in CASES:
+        tok.encode_special_tokens = False
+        ids = tok.encode(text, add_special_tokens=True).ids
+        ids_plain = tok.encode(text, add_special_tokens=False).ids
+        tok.encode_special_tokens = True
+        ids_unparsed = tok.encode(text, add_special_tokens=False).ids
+        tok.encode_special_tokens = False
+        out.append({
+            "name": name,
+            "text": text,
+            "ids": ids,
+            "ids_without_template": ids_plain,
+            "ids_special_as_text": ids_unparsed,
+            "decoded": tok.decode(ids, skip_special_tokens=False),
+            "decoded_skip_special": tok.decode(ids, skip_special_tokens=True),
+        })
+    # Decoding ids that split a UTF-8 character: the lossy replacement must match too.
+    cut = [i for i in tok.encode("深度🚀", add_special_tokens=False).ids]
+    partial = []
+    for k in range(1, len(cut) + 1):
+        partial.append({"ids": cut[:k], "decoded": tok.decode(cut[:k])})
+    return {"cases": out, "partial_decodes": partial}
+
+
+def bench_hf(tok, text, repeats=20):
+    data = text.encode("utf-8")
+    t0 = time.perf_counter()
+    tok.encode(text, add_special_tokens=False)
+    cold = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        tok.encode(text, add_special_tokens=False)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    median = times[len(times) // 2]
+    return {"bytes": len(data), "cold_s": cold, "median_s": median,
+            "cold_mb_per_s": len(data) / cold / 1e6, "warm_mb_per_s": len(data) / median / 1e6}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=DATA, help="output folder (default: the committed goldens)")
+    parser.add_argument("--check-crl-tokenizer", help="a tokenizer.json written by crl to load with HF")
+    args = parser.parse_args()
+    if tokenizers.__version__ != "0.23.2":
+        print(f"warning: tokenizers {tokenizers.__version__}, goldens were made with 0.23.2",
+              file=sys.stderr)
+
+    if args.check_crl_tokenizer:
+        tok = Tokenizer.from_file(args.check_crl_tokenizer)
+        result = {name: tok.encode(text).ids for name, text in CASES}
+        json.dump(result, sys.stdout)
+        return
+
+    with open(os.path.join(DATA, "train_corpus.txt"), encoding="utf-8") as f:
+        corpus = f.read()
+    lines = corpus.splitlines(keepends=True)
+    os.makedirs(args.out, exist_ok=True)
+    bench = {"tokenizers_version": tokenizers.__version__, "python": platform.python_version(),
+             "machine": platform.machine(), "text": "tests/data/policy/tokenizers/train_corpus.txt"}
+    for kind in ("qwen2_like", "llama3_like"):
+        tok = train(kind, lines)
+        text = tok.to_str(pretty=True)
+        if kind == "qwen2_like":
+            text = merges_as_strings(text)
+        folder = os.path.join(args.out, kind)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+            f.write(text)
+        # Encode with the tokenizer as saved (and re-loaded), which is what crl reads.
+        reloaded = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        golden = golden_for(reloaded)
+        golden["tokenizers_version"] = tokenizers.__version__
+        golden["unicode_nfc_check"] = unicodedata.normalize("NFC", "e\u0301") == "\u00e9"
+        with open(os.path.join(folder, "golden.json"), "w", encoding="utf-8") as f:
+            json.dump(golden, f, ensure_ascii=False, indent=1)
+        bench[kind] = bench_hf(reloaded, corpus)
+        print(f"{kind}: vocab {reloaded.get_vocab_size()}, {len(CASES)} cases, "
+              f"HF encode {bench[kind]['warm_mb_per_s']:.2f} MB/s warm")
+    out_bench = os.path.join(os.environ.get("OUT", args.out), "hf_encode_bench.json")
+    with open(out_bench, "w") as f:
+        json.dump(bench, f, indent=1)
+    print(f"wrote {args.out} and {out_bench}")
+
+
+if __name__ == "__main__":
+    main()
