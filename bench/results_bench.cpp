@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -32,9 +33,13 @@ std::string scratch_path(const char* name) {
 
 void BM_ResultsWriterStep(benchmark::State& state) {
   const bool fsync = state.range(0) != 0;
+  const auto cache_bound = static_cast<std::size_t>(state.range(1)) << 20;
   const auto path = scratch_path("crl_bench_results.h5");
+  std::size_t largest_cache = 0;
   {
-    crl::results::ResultsWriter writer(path, {.chunk_rows = 1024, .fsync_on_flush = fsync});
+    crl::results::ResultsWriter writer(
+        path,
+        {.chunk_rows = 1024, .fsync_on_flush = fsync, .reopen_above_cache_bytes = cache_bound});
     writer.declare_table("rollouts", kRollouts);
     const std::string program(kProgramBytes, 'p');
     std::int64_t next_id = 0;
@@ -50,15 +55,25 @@ void BM_ResultsWriterStep(benchmark::State& state) {
       writer.append("rollouts", batch);
       writer.put_texts("programs", ids, programs);
       writer.flush();
+      largest_cache = std::max(largest_cache, writer.metadata_cache_bytes());
     }
   }
   state.SetItemsProcessed(state.iterations() * kRolloutsPerStep);
   state.SetBytesProcessed(state.iterations() * kStepBytes);
+  state.counters["cache_MiB"] = static_cast<double>(largest_cache) / (1024.0 * 1024.0);
   state.counters["file_MiB"] =
       static_cast<double>(std::filesystem::file_size(path)) / (1024.0 * 1024.0);
   std::filesystem::remove(path);
 }
-BENCHMARK(BM_ResultsWriterStep)->ArgName("fsync")->Arg(0)->Arg(1)->Iterations(100)->UseRealTime();
+// Args: fsync on flush, metadata cache bound in MiB (16 is the default; 0 reopens at every flush).
+BENCHMARK(BM_ResultsWriterStep)
+    ->ArgNames({"fsync", "cache_bound_MiB"})
+    ->Args({0, 16})
+    ->Args({1, 16})
+    ->Args({0, 0})
+    ->Args({0, 64})
+    ->Iterations(100)
+    ->UseRealTime();
 
 void BM_PlainFileWriteStep(benchmark::State& state) {
   const bool fsync = state.range(0) != 0;

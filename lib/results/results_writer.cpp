@@ -350,21 +350,57 @@ void ResultsWriter::put_text(const std::string& store, std::int64_t id, std::str
 void ResultsWriter::flush() {
   return with_file_named(path_, [&]() -> void {
     require_open();
-    CRL_H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
-    if (options_.fsync_on_flush) {
-      void* handle = nullptr;
-      CRL_H5_CHECK(H5Fget_vfd_handle(file_.id(), H5P_DEFAULT, &handle));
-      if (handle != nullptr && ::fsync(*static_cast<int*>(handle)) != 0) {
-        throw_io_error("cannot fsync results file", path_);
+    flush_to_disk();
+    if (metadata_cache_bytes() > options_.reopen_above_cache_bytes) reopen_to_empty_cache();
+  });
+}
+
+void ResultsWriter::flush_to_disk() {
+  CRL_H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
+  if (options_.fsync_on_flush) {
+    void* handle = nullptr;
+    CRL_H5_CHECK(H5Fget_vfd_handle(file_.id(), H5P_DEFAULT, &handle));
+    if (handle != nullptr && ::fsync(*static_cast<int*>(handle)) != 0) {
+      throw_io_error("cannot fsync results file", path_);
+    }
+  }
+}
+
+std::size_t ResultsWriter::metadata_cache_bytes() const {
+  require_open();
+  std::size_t max_size = 0, min_clean_size = 0, current_size = 0;
+  int entries = 0;
+  CRL_H5_CHECK(H5Fget_mdc_size(file_.id(), &max_size, &min_clean_size, &current_size, &entries));
+  return current_size;
+}
+
+// Just after a flush everything in the cache is clean, so closing writes nothing new and the
+// reopened file starts with an empty cache. The writer lock stays held throughout.
+void ResultsWriter::reopen_to_empty_cache() {
+  for (auto& [key, table] : tables_) table.columns.clear();
+  meta_.reset();
+  text_.reset();
+  CRL_H5_CHECK(H5Fclose(file_.release()));
+  const auto fapl = writer_file_access();
+  file_ = open_existing_results_file(path_, H5F_ACC_RDWR, fapl.id());
+  meta_ = Hdf5Group(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
+  text_ = Hdf5Group(CRL_H5_CHECK(H5Gopen2(file_.id(), kTextGroup, H5P_DEFAULT)));
+  for (auto& [key, table] : tables_) {
+    for (const auto& column : table.schema) {
+      const std::string dataset_path = fmt::format("{}/{}", key, column.name);
+      table.columns.emplace_back(
+          CRL_H5_CHECK(H5Dopen2(file_.id(), dataset_path.c_str(), H5P_DEFAULT)));
+      if (column_length(table.columns.back().id()) != table.rows) {
+        throw Error(fmt::format("{} changed length while the writer reopened it", table.where));
       }
     }
-  });
+  }
 }
 
 void ResultsWriter::close() {
   return with_file_named(path_, [&]() -> void {
     if (!file_.valid()) return;
-    flush();
+    flush_to_disk();
     // Every object of the file is closed before the file itself, so H5Fclose really closes it.
     tables_.clear();
     text_stores_.clear();

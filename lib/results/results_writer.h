@@ -33,6 +33,9 @@ struct ResultsWriterOptions {
   hsize_t chunk_rows = 1024;
   // flush() also fsyncs the file, so a lost node (not just a killed process) keeps flushed rows.
   bool fsync_on_flush = true;
+  // HDF5's metadata cache runs without evictions (see the .cpp), so it would keep every string
+  // ever written; flush() closes and reopens the file when the cache holds more than this.
+  std::size_t reopen_above_cache_bytes = std::size_t{16} << 20;
 };
 
 class ResultsWriter {
@@ -73,6 +76,9 @@ class ResultsWriter {
   // Flushes and closes the file, then releases the writer lock. Idempotent.
   void close();
 
+  // Bytes in HDF5's metadata cache for this file (what flush() bounds by reopening).
+  std::size_t metadata_cache_bytes() const;
+
   const std::string& path() const { return path_; }
 
  private:
@@ -92,6 +98,8 @@ class ResultsWriter {
   void append_rows(Table& table, const RowBatch& rows);
   TextStore& text_store(const std::string& store);
   void require_open() const;
+  void flush_to_disk();
+  void reopen_to_empty_cache();
 
   std::string path_;
   ResultsWriterOptions options_;
@@ -99,7 +107,7 @@ class ResultsWriter {
   Hdf5File file_;
   Hdf5Group meta_;
   Hdf5Group text_;
-  std::map<std::string, Table> tables_;  // key: "name" or "text/store"
+  std::map<std::string, Table> tables_;  // key: the group's path, "name" or "text/store"
   std::map<std::string, TextStore> text_stores_;
 };
 

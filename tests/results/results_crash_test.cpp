@@ -36,13 +36,15 @@ enum class Death { exit_without_close, sigkill };
 // In the child: `flushed_steps` flushed steps, then a step in flight (appended, not flushed:
 // one ordinary step, or `big_in_flight_rows` rows of 200-byte strings), then death.
 void write_then_die(const std::string& path, int flushed_steps, Death death,
-                    std::int64_t big_in_flight_rows = 0) {
+                    std::int64_t big_in_flight_rows = 0,
+                    std::size_t reopen_above_cache_bytes = std::size_t{16} << 20) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     int code = 0;
     try {
-      ResultsWriter writer(path, {.chunk_rows = 64});
+      ResultsWriter writer(
+          path, {.chunk_rows = 64, .reopen_above_cache_bytes = reopen_above_cache_bytes});
       writer.declare_table("rollouts", kSchema);
       writer.set_meta("git_commit", "feedbeef");
       const auto first = writer.rows("rollouts") / kRowsPerStep;
@@ -111,7 +113,8 @@ TEST(ResultsCrash, AKilledJobResumesAppendingAfterItsLastFlush) {
   write_then_die(path, 2, Death::sigkill);
   expect_steps(path, 2);
   // The kernel dropped the dead writer's lock; a resumed job appends after the flushed rows.
-  write_then_die(path, 2, Death::sigkill);
+  // This one reopens the file at every flush (cache bound 0), and dies just the same.
+  write_then_die(path, 2, Death::sigkill, 0, 0);
   expect_steps(path, 4);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -270,6 +271,44 @@ TEST(ResultsFile, ReaderSeesFlushedRowsWhileTheWriterIsOpen) {
   writer.flush();
   const ResultsReader reader(path);
   EXPECT_EQ(column_of<std::string>(reader, "steps", "task"), (std::vector<std::string>{"live"}));
+}
+
+// Without evictions HDF5's metadata cache would keep every string written; flush() reopens the
+// file when the cache passes its bound, and the writer carries on where it was.
+TEST(ResultsFile, FlushBoundsTheMetadataCacheByReopening) {
+  ScratchDir dir;
+  const auto write_steps = [&](const std::string& path, std::size_t bound) {
+    ResultsWriter writer(path, {.fsync_on_flush = false, .reopen_above_cache_bytes = bound});
+    writer.declare_table("steps", kSchema);
+    writer.set_meta("git_commit", "abc");
+    std::size_t largest_cache = 0;
+    for (std::int64_t step = 0; step < 4; ++step) {
+      RowBatch batch(kSchema);
+      std::vector<std::int64_t> ids;
+      std::vector<std::string> programs;
+      for (std::int64_t i = 0; i < 256; ++i) {
+        batch.add_row({step, 1.0, true, "task"});
+        ids.push_back(step * 256 + i);
+        programs.push_back(std::string(2048, static_cast<char>('a' + step)));
+      }
+      writer.append("steps", batch);
+      writer.put_texts("programs", ids, programs);
+      writer.flush();
+      largest_cache = std::max(largest_cache, writer.metadata_cache_bytes());
+    }
+    // Still checks ids against texts written before the reopens.
+    EXPECT_THROW(writer.put_text("programs", 3, "again"), InputError);
+    return largest_cache;
+  };
+  const auto unbounded = write_steps(dir.file("unbounded.h5"), std::size_t{1} << 40);
+  const auto bounded = write_steps(dir.file("bounded.h5"), 0);
+  EXPECT_GT(unbounded, std::size_t{2} << 20) << "4 steps of 512 KiB of text stay cached";
+  EXPECT_LT(bounded, std::size_t{256} << 10);
+  const ResultsReader reader(dir.file("bounded.h5"));
+  EXPECT_EQ(reader.rows("steps"), 4 * 256);
+  EXPECT_EQ(reader.text("programs", 0), std::string(2048, 'a'));
+  EXPECT_EQ(reader.text("programs", 4 * 256 - 1), std::string(2048, 'd'));
+  EXPECT_EQ(reader.meta("git_commit"), "abc");
 }
 
 TEST(ResultsFile, MetaHoldsStringsAndJson) {
