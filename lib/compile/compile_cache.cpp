@@ -82,8 +82,19 @@ std::string CompileCache::entry_dir(const std::string& key) const {
   return (fs::path(root_) / "objects" / key.substr(0, 2) / key).string();
 }
 
+// Striped: two keys that share a stripe merely compile one after the other, and the number of
+// lock files stays bounded (a lock file cannot be deleted safely while others may open it).
 std::string CompileCache::lock_path(const std::string& key) const {
-  return (fs::path(root_) / "locks" / (key + ".lock")).string();
+  return (fs::path(root_) / "locks" / (key.substr(0, 3) + ".lock")).string();
+}
+
+void CompileCache::remove_stale_build_dirs(std::chrono::seconds age) const {
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& entry : fs::directory_iterator(fs::path(root_) / "tmp", ec)) {
+    const auto written = entry.last_write_time(ec);
+    if (!ec && now - written > age) fs::remove_all(entry.path(), ec);
+  }
 }
 
 std::string CompileCache::pch_dir(const std::string& pch_key) const {

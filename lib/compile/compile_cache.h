@@ -3,9 +3,11 @@
 //
 // Layout under the cache root:   objects/<k0k1>/<key>/{program.so, result.json}
 //                                pch/<key>/{crl_prelude.h, crl_prelude.h.gch}
-//                                locks/<key>.lock    tmp/    toolchains/
+//                                locks/<first 3 hex digits of key>.lock (bounded: 4096 files)
+//                                tmp/    toolchains/
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -39,6 +41,8 @@ class CompileCache {
   // entry (unreadable result.json, ok without its library) counts as a miss.
   std::optional<CompileResult> lookup(const std::string& key, const std::string& origin) const;
 
+  // Removes build directories under tmp/ older than `age` (left by processes that died mid-compile).
+  void remove_stale_build_dirs(std::chrono::seconds age) const;
   // A fresh private directory under tmp/ for building an entry.
   std::string make_build_dir() const;
   // Writes result.json into `build_dir` (which holds program.so when result.ok) and renames it to
