@@ -1,0 +1,132 @@
+// Evaluation engine benchmarks: evaluations per minute on a fixed mixed set of 20 candidates
+// (cold compile + correctness + timing), and repeatability (one candidate judged 5 times).
+// Build: cmake --build build --target bench_eval. Run: build/bench/bench_eval
+// Backend: CUDA (full scale) when a GPU is visible, else CPU (small scale); CRL_BENCH_BACKEND=cpu|cuda
+// overrides. The suite is tests/data/eval/suite (ReLU), candidates tests/data/eval/relu.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+
+#if CRL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "compile/compiler.h"
+#include "eval/evaluator.h"
+#include "eval/scratch_dir.h"
+#include "eval/timing_stats.h"
+#include "program/program_text.h"
+#include "suite/suite.h"
+
+namespace crl::eval {
+namespace {
+
+const std::string kFixtures = std::string(CRL_SOURCE_DIR) + "/tests/data/eval";
+
+Backend bench_backend() {
+  if (const char* env = std::getenv("CRL_BENCH_BACKEND")) return parse_backend(env);
+#if CRL_HAVE_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) return Backend::cuda;
+#endif
+  return Backend::cpu;
+}
+
+EvalOptions bench_options(Backend backend) {
+  EvalOptions o;
+  o.backend = backend;
+  o.scale = backend == Backend::cuda ? "full" : "small";
+  o.trials = 5;
+  o.time_budget_seconds = backend == Backend::cuda ? 5 : 2;
+  o.call_timeout_seconds = 30;
+  o.worker_executable = CRL_WORKER_EXE;
+  return o;
+}
+
+const Task& relu_task() {
+  static const Suite suite = Suite::load(kFixtures + "/suite");
+  return suite.find("level1/019_relu");
+}
+
+// The fixed mix: mostly correct programs (as a policy's later samples are), some failures of each kind.
+const std::vector<std::pair<std::string, int>> kMix = {
+    {"same_as_reference", 5}, {"device_loop", 6}, {"slower", 2}, {"wrong_values", 2}, {"wrong_shape", 1},
+    {"nan_output", 1},        {"does_not_compile", 1}, {"throws", 1}, {"segfault", 1}};
+
+// Evaluates the 20-candidate mix; every candidate's text gets a unique comment, so each is a cold
+// compile (the precompiled prelude is built once beforehand, as on a node that has been up a while).
+void BM_EvaluationsPerMinute(benchmark::State& state) {
+  const Backend backend = bench_backend();
+  ScratchDir cache("crl-bench-eval-cache-");
+  CompilerOptions co;
+  co.cache_dir = cache.path();
+  Compiler compiler(co);
+  compiler.prepare(backend);
+  Evaluator evaluator(bench_options(backend), compiler);
+  // The reference's outputs are computed once per task; warm that up outside the measurement.
+  evaluator.evaluate(relu_task(), load_program_file(kFixtures + "/relu/same_as_reference.crl"), "warm-up");
+  int round = 0;
+  std::map<std::string, int> statuses;
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    int n = 0;
+    for (const auto& [name, copies] : kMix) {
+      for (int c = 0; c < copies; ++c) {
+        ProgramText program = load_program_file(kFixtures + "/relu/" + name + ".crl");
+        program.host.text += fmt::format("// bench variant {} {}\n", round, n++);
+        const Verdict v = evaluator.evaluate(relu_task(), program, name);
+        ++statuses[v.status_text()];
+      }
+    }
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++round;
+  }
+  state.counters["evaluations_per_minute"] = 60.0 * 20 * round / seconds;
+  state.counters["seconds_per_evaluation"] = seconds / (20.0 * round);
+  for (const auto& [status, count] : statuses) state.counters["n_" + status] = count;
+  state.SetLabel(fmt::format("{} backend, {} scale", backend_name(backend), bench_options(backend).scale));
+}
+BENCHMARK(BM_EvaluationsPerMinute)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+// One candidate judged 5 times by one evaluator: the spread of its speedup, (max - min) / median.
+void BM_Repeatability(benchmark::State& state) {
+  const Backend backend = bench_backend();
+  ScratchDir cache("crl-bench-eval-cache-");
+  CompilerOptions co;
+  co.cache_dir = cache.path();
+  Compiler compiler(co);
+  Evaluator evaluator(bench_options(backend), compiler);
+  const std::string name = state.range(0) == 0 ? "same_as_reference" : "device_loop";
+  const ProgramText program = load_program_file(kFixtures + "/relu/" + name + ".crl");
+  std::vector<double> speedups;
+  std::vector<double> half_widths;
+  double reference_us = 0;
+  for (auto _ : state) {
+    for (int i = 0; i < 5; ++i) {
+      const Verdict v = evaluator.evaluate(relu_task(), program, name);
+      if (!v.ok()) {
+        state.SkipWithError(("candidate not ok: " + v.message).c_str());
+        return;
+      }
+      speedups.push_back(v.speedup);
+      half_widths.push_back((v.speedup_ci_high - v.speedup_ci_low) / 2 / v.speedup);
+      reference_us = v.reference_time.median_us;
+    }
+  }
+  const double mid = median(speedups);
+  state.counters["speedup_median"] = mid;
+  state.counters["speedup_spread_pct"] =
+      100.0 * (*std::max_element(speedups.begin(), speedups.end()) - *std::min_element(speedups.begin(), speedups.end())) / mid;
+  state.counters["ci_half_width_pct"] = 100.0 * median(half_widths);
+  state.counters["reference_us"] = reference_us;
+  state.SetLabel(fmt::format("{}, {} backend", name, backend_name(backend)));
+}
+BENCHMARK(BM_Repeatability)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+}  // namespace
+}  // namespace crl::eval
