@@ -120,8 +120,8 @@ struct Compiler::Impl {
   std::unique_ptr<ThreadPool> pool;
   bool use_gold = false;  // gold links against LibTorch's 450 MB libraries about twice as fast as bfd
 
-  static bool uses_cublas(const CompileRequest& request) {
-    return request.program.host.text.find("cublas") != std::string::npos;
+  static bool names(const CompileRequest& request, const char* library) {
+    return request.program.host.text.find(library) != std::string::npos;
   }
 
   std::string arch_of(const CompileRequest& request) const {
@@ -161,8 +161,9 @@ struct Compiler::Impl {
   }
 
   // -z defs turns a launcher the device section lacks into a link error (not a dlopen failure).
-  // cuBLAS is linked only for programs that name it: its libraries are large and slow to scan.
-  std::vector<std::string> link_flags(Backend backend, bool uses_cublas) const {
+  // cuBLAS and cuDNN are linked only for programs that name them: their libraries are large and
+  // slow for the linker to scan.
+  std::vector<std::string> link_flags(Backend backend, bool uses_cublas, bool uses_cudnn) const {
     std::vector<std::string> flags = {"-shared", "-Wl,-z,defs", "-Wl,--as-needed",
                                       "-L" + toolchain.torch_library_dir, "-Wl,-rpath," + toolchain.torch_library_dir,
                                       "-ltorch_cpu", "-lc10"};
@@ -176,6 +177,7 @@ struct Compiler::Impl {
         flags.push_back("-lcublas");
         flags.push_back("-lcublasLt");
       }
+      if (uses_cudnn) flags.push_back("-lcudnn");
     } else {
       flags.push_back("-fopenmp");
     }
@@ -202,7 +204,7 @@ struct Compiler::Impl {
     h.field(request.program.device.present ? std::to_string(request.program.device.first_line) : "-");
     h.field(request.program.device.text);
     h.field(toolchain.cxx).field(cxx_version).field(toolchain.torch_version).field(toolchain.torch_include_dir);
-    h.field(join(host_flags(backend))).field(join(link_flags(backend, uses_cublas(request))));
+    h.field(join(host_flags(backend))).field(join(link_flags(backend, names(request, "cublas"), names(request, "cudnn"))));
     if (backend == Backend::cuda) {
       require_nvcc();
       const std::string arch = arch_of(request);
@@ -311,7 +313,7 @@ struct Compiler::Impl {
         log = host.output + device.output;  // warnings, if any
         std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
         if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
-        for (auto& f : link_flags(backend, uses_cublas(request))) link_argv.push_back(f);
+        for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
         const CommandResult link = run_tool(link_argv, dir);
         if (!link.ok()) {
           result.stage = "link";

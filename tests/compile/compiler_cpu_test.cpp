@@ -136,6 +136,20 @@ TEST(CompilerCpu, CompileErrorsNameTheCrlFileLineAndAreCached) {
   EXPECT_EQ(again.key, result.key);
 }
 
+TEST(CompilerCpu, LongCompilerLogsAreCutAndSaySo) {
+  CompilerOptions options = test_options(1);
+  options.max_log_bytes = 300;
+  Compiler compiler(options);
+  std::string text = "// crl:host\n// " + unique_tag() + "\nat::Tensor forward(const at::Tensor& x) {\n";
+  for (int i = 0; i < 20; ++i) text += "  undefined_" + std::to_string(i) + "();\n";
+  text += "  return x;\n}\n";
+  const CompileResult result = compiler.compile(request_for(text, 1, Backend::cpu, "long.crl"));
+  EXPECT_FALSE(result.ok);
+  EXPECT_LT(result.log.size(), 400u);
+  EXPECT_NE(result.log.find("more bytes of compiler output cut]"), std::string::npos) << result.log;
+  EXPECT_NE(result.log.find("long.crl:4:"), std::string::npos) << result.log;  // the first error survives
+}
+
 TEST(CompilerCpu, DeviceErrorsNameTheCrlFileLine) {
   const std::string text =
       "// crl:device\n"                                        // 1

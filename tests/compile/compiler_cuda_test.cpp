@@ -53,6 +53,16 @@ TEST(CompilerCuda, DeviceErrorsNameTheCrlLine) {
   EXPECT_NE(result.log.find("kern.crl(3)"), std::string::npos) << result.log;
 }
 
+TEST(CompilerCuda, DirectCublasCallsLink) {
+  if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH";
+  Compiler compiler(testing::test_options());
+  CompileRequest request = request_for(testing::cublas_program(unique_tag()), 2, Backend::cuda);
+  request.cuda_arch = "sm_90a";
+  const CompileResult result = compiler.compile(request);
+  ASSERT_TRUE(result.ok) << result.log;
+  EXPECT_NO_THROW(LoadedProgram{result.library_path});
+}
+
 TEST(CompilerCuda, FormatDocCandidateCompiles) {
   if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH";
   Compiler compiler(testing::test_options());

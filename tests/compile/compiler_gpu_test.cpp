@@ -32,6 +32,18 @@ TEST(CompilerGpu, CudaCandidateRunsAndMatchesAten) {
   EXPECT_THROW(loaded.forward({x.cpu()}), Error);
 }
 
+TEST(CompilerGpu, DirectCublasCallRuns) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device on this machine";
+  Compiler compiler(testing::test_options());
+  const CompileResult result =
+      compiler.compile(testing::request_for(testing::cublas_program(testing::unique_tag()), 2, Backend::cuda));
+  ASSERT_TRUE(result.ok) << result.log;
+  const auto cuda = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor x = at::randn({100000}, cuda), y0 = at::randn({100000}, cuda);
+  const auto out = LoadedProgram(result.library_path).forward({x, y0});
+  EXPECT_TRUE(at::allclose(out[0], 3 * x + y0));
+}
+
 TEST(CompilerGpu, FormatDocReferenceAndCandidateAgreeOnTheGpu) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device on this machine";
   Compiler compiler(testing::test_options());

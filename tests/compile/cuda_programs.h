@@ -35,4 +35,19 @@ inline std::string two_kernel_cuda_program(const std::string& tag) {
          "}\n";
 }
 
+// A CUDA candidate that calls cuBLAS directly: y = 3 * x + y0 through cublasSaxpy on a copy.
+inline std::string cublas_program(const std::string& tag) {
+  return "// crl:host\n"
+         "// " + tag + "\n"
+         "#include <cublas_v2.h>\n"
+         "at::Tensor forward(const at::Tensor& x, const at::Tensor& y0) {\n"
+         "  at::Tensor y = y0.clone();\n"
+         "  cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();\n"
+         "  const float alpha = 3.f;\n"
+         "  TORCH_CHECK(cublasSaxpy(handle, (int)x.numel(), &alpha, x.data_ptr<float>(), 1, y.data_ptr<float>(), 1)\n"
+         "              == CUBLAS_STATUS_SUCCESS, \"cublasSaxpy failed\");\n"
+         "  return y;\n"
+         "}\n";
+}
+
 }  // namespace crl::testing
