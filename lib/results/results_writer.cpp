@@ -276,11 +276,18 @@ void ResultsWriter::append_rows(Table& table, const RowBatch& rows) {
             const std::vector<std::int8_t> bytes(values.begin(), values.end());
             write(bytes.data());
           } else if constexpr (std::is_same_v<Element, std::string>) {
-            std::vector<std::string> clean;
+            // Only strings that need cleaning are copied; the rest are written in place.
+            std::vector<std::string> cleaned;  // reserved: its c_str()s must not move
+            cleaned.reserve(values.size());
             std::vector<const char*> pointers;
-            clean.reserve(values.size());
-            for (const auto& v : values) clean.push_back(to_valid_utf8(v));
-            for (const auto& v : clean) pointers.push_back(v.c_str());
+            pointers.reserve(values.size());
+            for (const auto& v : values) {
+              if (find_invalid_utf8(v) == std::string_view::npos) {
+                pointers.push_back(v.c_str());
+              } else {
+                pointers.push_back(cleaned.emplace_back(to_valid_utf8(v)).c_str());
+              }
+            }
             write(pointers.data());
           } else {
             write(values.data());

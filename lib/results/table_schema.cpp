@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <set>
 
 #include "core/error.h"
@@ -102,42 +103,76 @@ void RowBatch::add_row(const std::vector<CellValue>& cells) {
   ++rows_;
 }
 
+namespace {
+
+// Length of the valid UTF-8 sequence (RFC 3629; NUL excluded) starting at text[i], or 0.
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char b = byte(i);
+  std::size_t length = 0;
+  unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (b >= 0x01 && b <= 0x7F) return 1;
+  if (b >= 0xC2 && b <= 0xDF) {
+    length = 2;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    length = 3;
+    if (b == 0xE0) lo = 0xA0;
+    if (b == 0xED) hi = 0x9F;  // no UTF-16 surrogates
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    length = 4;
+    if (b == 0xF0) lo = 0x90;
+    if (b == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+// True when none of the 8 bytes is NUL or has its high bit set (plain ASCII, the common case).
+bool eight_ascii_bytes(const char* p) {
+  std::uint64_t word;
+  std::memcpy(&word, p, sizeof(word));
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHighs = 0x8080808080808080ULL;
+  const bool has_high = (word & kHighs) != 0;
+  const bool has_zero = ((word - kOnes) & ~word & kHighs) != 0;
+  return !has_high && !has_zero;
+}
+
+}  // namespace
+
+std::size_t find_invalid_utf8(std::string_view text, std::size_t from) {
+  std::size_t i = from;
+  while (i < text.size()) {
+    if (i + 8 <= text.size() && eight_ascii_bytes(text.data() + i)) {
+      i += 8;
+      continue;
+    }
+    const std::size_t length = utf8_sequence_length(text, i);
+    if (length == 0) return i;
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
 std::string to_valid_utf8(std::string_view text) {
   static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::size_t bad = find_invalid_utf8(text);
+  if (bad == std::string_view::npos) return std::string(text);
   std::string out;
-  out.reserve(text.size());
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const unsigned char b = byte(i);
-    std::size_t length = 0;
-    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte (RFC 3629 table)
-    if (b >= 0x01 && b <= 0x7F) {
-      length = 1;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-      length = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      length = 3;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;  // no UTF-16 surrogates
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      length = 4;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-    }
-    bool valid = length > 0 && i + length <= text.size();
-    for (std::size_t k = 1; valid && k < length; ++k) {
-      const unsigned char c = byte(i + k);
-      valid = k == 1 ? (c >= lo && c <= hi) : (c >= 0x80 && c <= 0xBF);
-    }
-    if (valid) {
-      out.append(text.substr(i, length));
-      i += length;
-    } else {
-      out.append(kReplacement);  // one replacement per bad byte: never swallows good text
-      ++i;
-    }
+  out.reserve(text.size() + 16);
+  std::size_t done = 0;
+  while (bad != std::string_view::npos) {
+    out.append(text.substr(done, bad - done));
+    out.append(kReplacement);  // one replacement per bad byte: never swallows good text
+    done = bad + 1;
+    bad = find_invalid_utf8(text, done);
   }
+  out.append(text.substr(done));
   return out;
 }
 

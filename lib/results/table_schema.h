@@ -59,5 +59,8 @@ class RowBatch {
 // `text` with every byte sequence that is not valid UTF-8, and every NUL, replaced by U+FFFD:
 // results strings are stored as valid UTF-8 C strings, so h5py reads them back as str.
 std::string to_valid_utf8(std::string_view text);
+// Index of the first byte at or after `from` that starts no valid UTF-8 sequence (or is NUL);
+// npos when the rest of `text` is valid.
+std::size_t find_invalid_utf8(std::string_view text, std::size_t from = 0);
 
 }  // namespace crl::results

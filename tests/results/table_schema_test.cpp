@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "core/error.h"
 
 namespace crl::results {
@@ -79,6 +81,62 @@ TEST(ToValidUtf8, ReplacesEachBadByteAndNul) {
   EXPECT_EQ(to_valid_utf8("\xF4\x90\x80\x80"),
             replacement + replacement + replacement + replacement);
   EXPECT_EQ(to_valid_utf8("ok\xE4\xB8"), "ok" + replacement + replacement);
+}
+
+// The simple reference: RFC 3629's table of well-formed byte sequences, one position at a time.
+std::string reference_valid_utf8(const std::string& text) {
+  std::string out;
+  std::size_t i = 0;
+  const auto in = [&](std::size_t k, unsigned lo, unsigned hi) {
+    return k < text.size() && static_cast<unsigned char>(text[k]) >= lo &&
+           static_cast<unsigned char>(text[k]) <= hi;
+  };
+  while (i < text.size()) {
+    std::size_t n = 0;
+    if (in(i, 0x01, 0x7F))
+      n = 1;
+    else if (in(i, 0xC2, 0xDF) && in(i + 1, 0x80, 0xBF))
+      n = 2;
+    else if (in(i, 0xE0, 0xE0) && in(i + 1, 0xA0, 0xBF) && in(i + 2, 0x80, 0xBF))
+      n = 3;
+    else if ((in(i, 0xE1, 0xEC) || in(i, 0xEE, 0xEF)) && in(i + 1, 0x80, 0xBF) &&
+             in(i + 2, 0x80, 0xBF))
+      n = 3;
+    else if (in(i, 0xED, 0xED) && in(i + 1, 0x80, 0x9F) && in(i + 2, 0x80, 0xBF))
+      n = 3;
+    else if (in(i, 0xF0, 0xF0) && in(i + 1, 0x90, 0xBF) && in(i + 2, 0x80, 0xBF) &&
+             in(i + 3, 0x80, 0xBF))
+      n = 4;
+    else if (in(i, 0xF1, 0xF3) && in(i + 1, 0x80, 0xBF) && in(i + 2, 0x80, 0xBF) &&
+             in(i + 3, 0x80, 0xBF))
+      n = 4;
+    else if (in(i, 0xF4, 0xF4) && in(i + 1, 0x80, 0x8F) && in(i + 2, 0x80, 0xBF) &&
+             in(i + 3, 0x80, 0xBF))
+      n = 4;
+    out += n ? text.substr(i, n) : "\xEF\xBF\xBD";
+    i += n ? n : 1;
+  }
+  return out;
+}
+
+TEST(ToValidUtf8, MatchesTheReferenceOnRandomBytes) {
+  // Mostly ASCII (the 8-byte fast path) with NULs, multi-byte sequences and stray bytes at
+  // every offset within and across 8-byte blocks.
+  std::mt19937 rng(12345);
+  const std::vector<std::string> pieces = {
+      "a",    "abcdefgh", std::string(1, '\0'), "\xC3\xA9",     "\xE4\xB8\xAD", "\xF0\x9F\x9A\x80",
+      "\x80", "\xFF",     "\xE4\xB8",           "\xED\xA0\x80", "\xC0\xAF"};
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text;
+    const int count = static_cast<int>(rng() % 12);
+    for (int k = 0; k < count; ++k) {
+      text += rng() % 3 == 0 ? pieces[rng() % pieces.size()] : std::string(rng() % 9, 'x');
+    }
+    const auto cleaned = to_valid_utf8(text);
+    ASSERT_EQ(cleaned, reference_valid_utf8(text)) << "trial " << trial;
+    ASSERT_EQ(find_invalid_utf8(cleaned), std::string_view::npos);
+    ASSERT_EQ(find_invalid_utf8(text) == std::string_view::npos, cleaned == text);
+  }
 }
 
 }  // namespace
