@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       ->each([](const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); });
   int exit_code = kExitOk;
   add_doctor_command(app, exit_code);
+  add_eval_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,251 @@
+// `crl eval`: judge candidate programs against the task suite: compile, verify, time, verdict.
+//   crl eval --task level1/019_relu cand.crl        one candidate against one task
+//   crl eval candidates/                            every <dir>/<level>/<task>/*.crl (or --task for all)
+//   crl eval rollouts.jsonl                         lines {"task": ..., "program": ..., "id": ...}
+// A table on the terminal, --json for scripts, --h5 for a results file; exit 0 when every verdict
+// is ok, 1 when some is not, 3 for bad input.
+#include <dirent.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "apps/crl/commands.h"
+#include "compile/compiler.h"
+#include "core/error.h"
+#include "core/text_table.h"
+#include "eval/evaluator.h"
+#include "eval/verdict_table.h"
+#include "program/program_text.h"
+#include "suite/suite.h"
+
+#if CRL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace crl::cli {
+namespace {
+
+struct EvalCommandOptions {
+  std::string task;
+  std::string suite_dir;
+  std::string backend;
+  std::string scale;
+  int trials = 5;
+  double time_budget = -1;
+  uint64_t seed = 1;
+  bool json = false;
+  bool no_timing = false;
+  std::string h5;
+  std::string cache_dir;
+  std::vector<std::string> inputs;
+};
+
+struct Candidate {
+  std::string task_id;
+  std::string name;
+  ProgramText program;
+};
+
+bool gpu_visible() {
+#if CRL_HAVE_CUDA
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return false;
+#endif
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Every .crl under `dir`, as paths relative to it, sorted.
+void list_programs(const std::string& dir, const std::string& relative, std::vector<std::string>& out) {
+  DIR* d = opendir((dir + relative).c_str());
+  if (d == nullptr) throw_io_error("cannot list the candidate folder", dir + relative);
+  while (dirent* entry = readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string rel = relative + "/" + name;
+    if (is_directory(dir + rel)) {
+      list_programs(dir, rel, out);
+    } else if (ends_with(name, ".crl")) {
+      out.push_back(rel.substr(1));
+    }
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+}
+
+// The task of a candidate at `relative` in a folder: level<N>/<NNN>_<name>/<file>.crl or
+// level<N>/<NNN>_<name>.crl.
+std::string task_of_path(const std::string& relative, const std::string& folder) {
+  const auto first = relative.find('/');
+  if (first == std::string::npos) {
+    throw InputError(fmt::format("{}/{}: give --task, or place candidates at <folder>/level<N>/<task>/<name>.crl",
+                                 folder, relative));
+  }
+  const auto second = relative.find('/', first + 1);
+  std::string id = second == std::string::npos ? relative.substr(0, relative.size() - 4) : relative.substr(0, second);
+  return id;
+}
+
+std::vector<Candidate> read_jsonl(const std::string& path, const std::string& default_task) {
+  std::ifstream in(path);
+  if (!in) throw_io_error("cannot read the candidates file", path);
+  std::vector<Candidate> out;
+  std::string line;
+  int line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", path, line_number);
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object()) throw InputError(where + ": not a JSON object");
+    if (!j.contains("program") || !j["program"].is_string()) throw InputError(where + ": field 'program' (string) is missing");
+    Candidate c;
+    c.task_id = j.contains("task") && j["task"].is_string() ? j["task"].get<std::string>() : default_task;
+    if (c.task_id.empty()) throw InputError(where + ": field 'task' is missing (or give --task)");
+    if (j.contains("id")) {
+      c.name = j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();
+    } else {
+      c.name = fmt::format("line {}", line_number);
+    }
+    c.program = parse_program_text(j["program"].get<std::string>(), where);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<Candidate> collect_candidates(const EvalCommandOptions& o) {
+  std::vector<Candidate> out;
+  for (const std::string& input : o.inputs) {
+    if (is_directory(input)) {
+      std::vector<std::string> files;
+      list_programs(input, "", files);
+      for (const auto& rel : files) {
+        out.push_back({o.task.empty() ? task_of_path(rel, input) : o.task, rel, load_program_file(input + "/" + rel)});
+      }
+    } else if (ends_with(input, ".jsonl")) {
+      auto lines = read_jsonl(input, o.task);
+      for (auto& c : lines) out.push_back(std::move(c));
+    } else {
+      if (o.task.empty()) throw InputError(input + ": give the task it is a candidate for with --task");
+      out.push_back({o.task, input, load_program_file(input)});
+    }
+  }
+  if (out.empty()) throw InputError("no candidates found in " + fmt::format("{}", fmt::join(o.inputs, ", ")));
+  // Candidates of one task together, so its reference outputs are computed once.
+  std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.task_id < b.task_id; });
+  return out;
+}
+
+void show_progress(size_t done, size_t total, const std::string& what) {
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done / std::max<size_t>(total, 1));
+  std::cerr << fmt::format("\r[{}{}] {}/{} {:<50.50}", std::string(static_cast<size_t>(filled), '#'),
+                           std::string(static_cast<size_t>(kWidth - filled), ' '), done, total, what)
+            << std::flush;
+}
+
+std::string times_text(const eval::TimeSummary& t) {
+  return t.samples > 0 ? fmt::format("{:.1f} ±{:.1f}", t.median_us, t.iqr_us / 2) : "-";
+}
+
+void print_table(const std::vector<eval::Verdict>& verdicts) {
+  TextTable table({"task", "candidate", "status", "speedup", "95% CI", "ref us", "cand us", "reward", "message"});
+  for (const auto& v : verdicts) {
+    const bool timed = v.reference_time.samples > 0;
+    table.add_row({v.task_id, v.candidate, v.status_text(), timed ? fmt::format("{:.3f}", v.speedup) : "-",
+                   timed ? fmt::format("{:.3f}..{:.3f}", v.speedup_ci_low, v.speedup_ci_high) : "-",
+                   times_text(v.reference_time), times_text(v.candidate_time), fmt::format("{:.2f}", v.reward),
+                   v.message.substr(0, v.message.find('\n')).substr(0, 100)});
+  }
+  std::cout << table.str();
+}
+
+int run_eval(const EvalCommandOptions& o) {
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  if (!o.task.empty()) suite.find(o.task);
+  std::vector<Candidate> candidates = collect_candidates(o);
+  for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
+
+  eval::EvalOptions options;
+  options.backend = o.backend.empty() ? (gpu_visible() ? Backend::cuda : Backend::cpu) : parse_backend(o.backend);
+  options.scale = o.scale.empty() ? (options.backend == Backend::cuda ? "full" : "small") : o.scale;
+  options.trials = o.trials;
+  options.seed = o.seed;
+  options.timing = !o.no_timing;
+  if (o.time_budget >= 0) {
+    options.time_budget_seconds = o.time_budget;
+  } else {
+    options.time_budget_seconds = options.backend == Backend::cuda ? 10 : 3;
+  }
+  CompilerOptions compiler_options;
+  compiler_options.cache_dir = o.cache_dir;
+  Compiler compiler(compiler_options);
+  eval::Evaluator evaluator(options, compiler);
+
+  const bool progress = isatty(STDERR_FILENO) && candidates.size() > 1;
+  std::vector<eval::Verdict> verdicts;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (progress) show_progress(i, candidates.size(), candidates[i].task_id + " " + candidates[i].name);
+    verdicts.push_back(evaluator.evaluate(suite.find(candidates[i].task_id), candidates[i].program, candidates[i].name));
+  }
+  if (progress) {
+    show_progress(candidates.size(), candidates.size(), "done");
+    std::cerr << "\n";
+  }
+  if (!o.h5.empty()) {
+    results::ResultsWriter writer(o.h5);
+    eval::append_verdicts(writer, verdicts);
+    writer.close();
+  }
+  if (o.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : verdicts) out.push_back(eval::to_json(v));
+    std::cout << out.dump(2) << "\n";
+  } else {
+    print_table(verdicts);
+  }
+  const bool all_ok = std::all_of(verdicts.begin(), verdicts.end(), [](const eval::Verdict& v) { return v.ok(); });
+  return all_ok ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("eval", "Judge candidate programs: compile, verify against the reference, time, verdict");
+  static EvalCommandOptions o;
+  cmd->add_option("candidates", o.inputs, "A .crl file (with --task), a folder of them, or a .jsonl of {task, program, id}")
+      ->required();
+  cmd->add_option("--task", o.task, "The task every candidate is for (e.g. level1/019_relu)");
+  cmd->add_option("--suite", o.suite_dir, "The task suite folder (default: $CRL_SUITE_DIR or the source tree's)");
+  cmd->add_option("--backend", o.backend, "cpu or cuda (default: cuda when a GPU is visible)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--scale", o.scale, "small or full (default: small on cpu, full on cuda)");
+  cmd->add_option("--trials", o.trials, "Correctness trials, each on inputs from a new seed")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--time-budget", o.time_budget, "Seconds of timing per candidate (default: 3 on cpu, 10 on cuda)")
+      ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--seed", o.seed, "Seed of the trial and timing inputs")->capture_default_str();
+  cmd->add_flag("--no-timing", o.no_timing, "Check correctness only");
+  cmd->add_flag("--json", o.json, "Print the verdicts as a JSON array");
+  cmd->add_option("--h5", o.h5, "Append the verdicts to this HDF5 results file (table 'verdicts')");
+  cmd->add_option("--cache-dir", o.cache_dir, "Compile cache folder (default: $CRL_CACHE_DIR or ~/.cache/crl/compile)");
+  cmd->callback([&exit_code] { exit_code = run_eval(o); });
+}
+
+}  // namespace crl::cli
