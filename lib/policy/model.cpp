@@ -1,0 +1,296 @@
+// The Qwen2 / Llama causal LM: modules, forward pass, state loading and random initialisation.
+#include "policy/model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "policy/safetensors.h"
+
+namespace crl::policy {
+
+namespace F = torch::nn::functional;
+
+RmsNormImpl::RmsNormImpl(int64_t size, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", torch::ones({size}));
+}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  const auto input_dtype = x.scalar_type();
+  const torch::Tensor h = x.to(torch::kFloat32);
+  const torch::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
+  return weight * (h * torch::rsqrt(variance + eps)).to(input_dtype);
+}
+
+namespace {
+
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+// [..., D] -> cat(-x[..., D/2:], x[..., :D/2]) (transformers' rotate_half).
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+AttentionImpl::AttentionImpl(const ModelConfig& config, int64_t layer)
+    : layer_index(layer),
+      heads(config.num_attention_heads),
+      kv_heads(config.num_key_value_heads),
+      head_dim(config.head_dim),
+      scale(1.0 / std::sqrt(static_cast<double>(config.head_dim))) {
+  q_proj = register_module("q_proj", make_linear(config.hidden_size, heads * head_dim, config.attention_bias));
+  k_proj = register_module("k_proj", make_linear(config.hidden_size, kv_heads * head_dim, config.attention_bias));
+  v_proj = register_module("v_proj", make_linear(config.hidden_size, kv_heads * head_dim, config.attention_bias));
+  o_proj = register_module("o_proj", make_linear(heads * head_dim, config.hidden_size, config.attention_output_bias));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInputs& in) {
+  const int64_t batch = x.size(0);
+  const int64_t steps = x.size(1);
+  torch::Tensor q = q_proj(x).view({batch, steps, heads, head_dim}).transpose(1, 2);
+  torch::Tensor k = k_proj(x).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+  torch::Tensor v = v_proj(x).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+  const torch::Tensor cos = in.cos.unsqueeze(1);
+  const torch::Tensor sin = in.sin.unsqueeze(1);
+  q = q * cos + rotate_half(q) * sin;
+  k = k * cos + rotate_half(k) * sin;
+  torch::Tensor keys = k;
+  torch::Tensor values = v;
+  if (in.cache != nullptr) {
+    torch::Tensor& cache_k = in.cache->keys[layer_index];
+    torch::Tensor& cache_v = in.cache->values[layer_index];
+    cache_k.index_copy_(2, in.cache_slots, k);
+    cache_v.index_copy_(2, in.cache_slots, v);
+    keys = cache_k.narrow(2, 0, in.kv_length);
+    values = cache_v.narrow(2, 0, in.kv_length);
+  }
+  // Grouped-query attention without copying keys: the G query heads that share a kv head become
+  // G*S query rows of that head. Query head h uses kv head h / G, as transformers' repeat_kv does.
+  const int64_t groups = heads / kv_heads;
+  const int64_t key_count = keys.size(2);
+  const torch::Tensor grouped_q = q.reshape({batch, kv_heads, groups * steps, head_dim});
+  torch::Tensor mask = in.mask;  // [B, 1, S, K]
+  if (groups > 1) {
+    mask = mask.unsqueeze(2).expand({batch, 1, groups, steps, key_count}).reshape({batch, 1, groups * steps, key_count});
+  }
+  const torch::Tensor out = at::scaled_dot_product_attention(grouped_q, keys, values, mask, 0.0, false, scale);
+  const torch::Tensor merged = out.view({batch, heads, steps, head_dim}).transpose(1, 2).reshape({batch, steps, heads * head_dim});
+  return o_proj(merged);
+}
+
+MlpImpl::MlpImpl(const ModelConfig& config) {
+  gate_proj = register_module("gate_proj", make_linear(config.hidden_size, config.intermediate_size, config.mlp_bias));
+  up_proj = register_module("up_proj", make_linear(config.hidden_size, config.intermediate_size, config.mlp_bias));
+  down_proj = register_module("down_proj", make_linear(config.intermediate_size, config.hidden_size, config.mlp_bias));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return down_proj(F::silu(gate_proj(x)) * up_proj(x)); }
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, int64_t layer_index) {
+  input_layernorm = register_module("input_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));
+  self_attn = register_module("self_attn", Attention(config, layer_index));
+  post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));
+  mlp = register_module("mlp", Mlp(config));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionInputs& in) {
+  const torch::Tensor h = x + self_attn(input_layernorm(x), in);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+DecoderImpl::DecoderImpl(const ModelConfig& config) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(DecoderLayer(config, i));
+  norm = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps));
+}
+
+CausalLmImpl::CausalLmImpl(const ModelConfig& config) : config_(config) {
+  config_.validate("model config");
+  model = register_module("model", Decoder(config_));
+  if (!config_.tie_word_embeddings) {
+    lm_head = register_module("lm_head", make_linear(config_.hidden_size, config_.vocab_size, false));
+  }
+  const RopeFrequencies rope = rope_frequencies(config_);
+  attention_scaling_ = rope.attention_scaling;
+  inv_freq = torch::tensor(rope.inv_freq, torch::kFloat32);
+}
+
+torch::ScalarType CausalLmImpl::dtype() const { return model->embed_tokens->weight.scalar_type(); }
+torch::Device CausalLmImpl::device() const { return model->embed_tokens->weight.device(); }
+
+std::pair<torch::Tensor, torch::Tensor> CausalLmImpl::rotary_tables(const torch::Tensor& position_ids,
+                                                                    torch::ScalarType dtype) const {
+  // [B, S, 1] * [D/2] in fp32: each element one product, as transformers' K=1 matmul computes it.
+  if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != position_ids.device()) {
+    inv_freq_on_device_ = inv_freq.to(position_ids.device());  // once per device, before any graph capture
+  }
+  const torch::Tensor freqs = position_ids.to(torch::kFloat32).unsqueeze(-1) * inv_freq_on_device_;
+  const torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+  torch::Tensor cos = emb.cos();
+  torch::Tensor sin = emb.sin();
+  if (attention_scaling_ != 1.0) {
+    cos = cos * attention_scaling_;
+    sin = sin * attention_scaling_;
+  }
+  return {cos.to(dtype), sin.to(dtype)};
+}
+
+torch::Tensor CausalLmImpl::forward(const torch::Tensor& input_ids) {
+  ForwardInputs in;
+  in.input_ids = input_ids;
+  return forward(in);
+}
+
+torch::Tensor CausalLmImpl::forward(const ForwardInputs& in) {
+  if (!in.input_ids.defined() || in.input_ids.dim() != 2) {
+    throw InputError("CausalLm::forward: input_ids must be a [batch, steps] int64 tensor");
+  }
+  const int64_t batch = in.input_ids.size(0);
+  const int64_t steps = in.input_ids.size(1);
+  const auto device = in.input_ids.device();
+  const auto long_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  AttentionInputs attn;
+  torch::Tensor position_ids = in.position_ids;
+  if (in.cache == nullptr) {
+    if (!position_ids.defined()) {
+      if (in.padding_mask.defined()) {
+        // Left padding: real tokens count positions from 0, as transformers' cumsum(mask) - 1.
+        position_ids = (in.padding_mask.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
+      } else {
+        position_ids = torch::arange(steps, long_options).unsqueeze(0).expand({batch, steps});
+      }
+    }
+    if (in.attention_mask.defined()) {
+      attn.mask = in.attention_mask;
+    } else {
+      torch::Tensor mask = torch::ones({steps, steps}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
+      mask = mask.view({1, 1, steps, steps}).expand({batch, 1, steps, steps});
+      if (in.padding_mask.defined()) {
+        const torch::Tensor keys_real = in.padding_mask.to(torch::kBool).view({batch, 1, 1, steps});
+        // A padding query row would see no key at all (SDPA gives NaN); let it see itself instead.
+        const torch::Tensor self = torch::eye(steps, torch::TensorOptions().dtype(torch::kBool).device(device)).view({1, 1, steps, steps});
+        mask = (mask & keys_real) | self;
+      }
+      attn.mask = mask;
+    }
+  } else {
+    if (!position_ids.defined() || !in.attention_mask.defined() || !in.cache_slots.defined() || in.kv_length <= 0) {
+      throw InputError("CausalLm::forward: a cached pass needs position_ids, attention_mask, cache_slots and kv_length");
+    }
+    attn.mask = in.attention_mask;
+    attn.cache = in.cache;
+    attn.cache_slots = in.cache_slots;
+    attn.kv_length = in.kv_length;
+  }
+  torch::Tensor h = model->embed_tokens(in.input_ids);
+  std::tie(attn.cos, attn.sin) = rotary_tables(position_ids, h.scalar_type());
+  for (const auto& layer : *model->layers) h = layer->as<DecoderLayer>()->forward(h, attn);
+  if (in.last_position_only) h = h.narrow(1, steps - 1, 1);
+  h = model->norm(h);
+  if (lm_head) return lm_head(h);
+  return F::linear(h, model->embed_tokens->weight);
+}
+
+void load_state(CausalLm& model, const std::map<std::string, torch::Tensor>& tensors, const std::string& origin) {
+  torch::NoGradGuard no_grad;
+  std::set<std::string> used;
+  for (auto& item : model->named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    torch::Tensor& param = item.value();
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) {
+      throw InputError(fmt::format("{}: tensor \"{}\" is missing (the config's architecture needs it)", origin, name));
+    }
+    const torch::Tensor& source = it->second;
+    if (source.sizes() != param.sizes()) {
+      throw InputError(fmt::format("{}: tensor \"{}\" has shape {} but the config needs {}", origin, name,
+                                   fmt::join(source.sizes(), "x"), fmt::join(param.sizes(), "x")));
+    }
+    if (!source.is_floating_point()) {
+      throw InputError(fmt::format("{}: tensor \"{}\" has dtype {}; a floating-point dtype is needed", origin, name,
+                                   std::string(c10::toString(source.scalar_type()))));
+    }
+    param.copy_(source);
+    used.insert(name);
+  }
+  for (const auto& [name, tensor] : tensors) {
+    if (used.contains(name)) continue;
+    if (name.ends_with("rotary_emb.inv_freq")) continue;  // older checkpoints saved the (recomputed) buffer
+    if (name == "lm_head.weight" && model->config().tie_word_embeddings) {
+      const torch::Tensor& embed = model->model->embed_tokens->weight;
+      if (tensor.sizes() != embed.sizes() || !torch::equal(tensor.to(embed.device(), embed.scalar_type()), embed)) {
+        throw InputError(fmt::format("{}: tensor \"lm_head.weight\" differs from model.embed_tokens.weight, but "
+                                     "config.json says tie_word_embeddings", origin));
+      }
+      continue;
+    }
+    throw InputError(fmt::format("{}: tensor \"{}\" is not part of this architecture (check config.json)", origin, name));
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> state_tensors(const CausalLm& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : model->named_parameters(true)) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+torch::ScalarType parse_dtype(const std::string& name) {
+  if (name == "fp32" || name == "float32") return torch::kFloat32;
+  if (name == "bf16" || name == "bfloat16") return torch::kBFloat16;
+  if (name == "fp16" || name == "float16") return torch::kFloat16;
+  throw InputError(fmt::format("dtype \"{}\" is not one of fp32, bf16, fp16", name));
+}
+
+torch::Device parse_device(const std::string& name) {
+  try {
+    torch::Device device(name);
+    if (device.is_cuda() && !torch::cuda::is_available()) {
+      throw InputError(fmt::format("device \"{}\": this machine has no CUDA device (crl doctor says more)", name));
+    }
+    if (!device.is_cpu() && !device.is_cuda()) throw InputError(fmt::format("device \"{}\": expected cpu or cuda[:N]", name));
+    return device;
+  } catch (const c10::Error&) {
+    throw InputError(fmt::format("device \"{}\": expected cpu or cuda[:N]", name));
+  }
+}
+
+CausalLm load_causal_lm(const std::filesystem::path& dir, torch::ScalarType dtype, torch::Device device) {
+  const ModelConfig config = load_model_config(dir);
+  CausalLm model(config);
+  model->eval();
+  const SafetensorsCheckpoint checkpoint(dir);
+  load_state(model, checkpoint.load_all(), dir.string());
+  model->to(device, dtype);
+  return model;
+}
+
+void init_weights(CausalLm& model, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const double std_dev = model->config().initializer_range > 0 ? model->config().initializer_range : 0.02;
+  for (auto& item : model->named_parameters(true)) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    torch::Tensor value;
+    if (name.ends_with("norm.weight")) {
+      value = torch::ones(p.sizes());
+    } else if (name.ends_with(".bias")) {
+      value = torch::zeros(p.sizes());
+    } else {
+      value = at::normal(0.0, std_dev, p.sizes(), generator);
+    }
+    p.copy_(value);
+  }
+  if (const auto pad = model->config().pad_token_id) model->model->embed_tokens->weight[*pad].zero_();
+}
+
+}  // namespace crl::policy

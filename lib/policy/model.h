@@ -1,0 +1,142 @@
+// The Qwen2 / Llama causal language model in LibTorch: RMSNorm, rotary embeddings, grouped-query
+// attention, SwiGLU MLP, tied or untied embeddings, biases as the config says; fp32/bf16, CPU/CUDA.
+//
+// Parameter names equal Hugging Face's (model.embed_tokens.weight,
+// model.layers.N.self_attn.q_proj.weight, ..., model.norm.weight, lm_head.weight when untied), so a
+// state dict moves 1:1 through safetensors. The arithmetic follows transformers' modeling_qwen2 /
+// modeling_llama step by step (norms in fp32, rotary tables in fp32 cast to the model dtype,
+// scaled-dot-product attention with scale head_dim^-0.5), which is what keeps fp32 logits within
+// 1e-4 relative error of transformers on the same weights.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "policy/config.h"
+#include "policy/kv_cache.h"
+
+namespace crl::policy {
+
+// x * rsqrt(mean(x^2) + eps) in fp32, cast back, times the weight (transformers' Qwen2RMSNorm).
+struct RmsNormImpl : torch::nn::Module {
+  RmsNormImpl(int64_t size, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(RmsNorm);
+
+// Where a forward pass reads and writes: the cache (if any), the slots of this step's tokens in it,
+// how many cache slots the attention reads, and which of them each query may see.
+struct AttentionInputs {
+  torch::Tensor cos, sin;          // [B, S, head_dim] rotary tables in the model dtype
+  torch::Tensor mask;              // [B, 1, S, K] bool, true = may attend; K keys (cache slots or S)
+  KvCache* cache = nullptr;        // null: attend over this step's keys only
+  torch::Tensor cache_slots;       // [S] int64: cache slot of each of this step's tokens
+  int64_t kv_length = 0;           // K when a cache is used: slots [0, K) are read
+};
+
+struct AttentionImpl : torch::nn::Module {
+  AttentionImpl(const ModelConfig& config, int64_t layer_index);
+  torch::Tensor forward(const torch::Tensor& x, const AttentionInputs& in);
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  int64_t layer_index, heads, kv_heads, head_dim;
+  double scale;
+};
+TORCH_MODULE(Attention);
+
+struct MlpImpl : torch::nn::Module {
+  explicit MlpImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);  // down(silu(gate(x)) * up(x))
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+struct DecoderLayerImpl : torch::nn::Module {
+  DecoderLayerImpl(const ModelConfig& config, int64_t layer_index);
+  torch::Tensor forward(const torch::Tensor& x, const AttentionInputs& in);
+  RmsNorm input_layernorm{nullptr};
+  Attention self_attn{nullptr};
+  RmsNorm post_attention_layernorm{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// The decoder stack, registered as "model" so names carry transformers' "model." prefix.
+struct DecoderImpl : torch::nn::Module {
+  explicit DecoderImpl(const ModelConfig& config);
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RmsNorm norm{nullptr};
+};
+TORCH_MODULE(Decoder);
+
+// One forward pass. Without a cache: positions default to 0..S-1 and the mask to causal (plus
+// `padding_mask` if given). With a cache: the caller gives positions, slots and the mask.
+struct ForwardInputs {
+  torch::Tensor input_ids;      // [B, S] int64
+  torch::Tensor position_ids;   // [B, S] int64 rotary positions; undefined: 0..S-1 for every row
+  torch::Tensor attention_mask; // [B, 1, S, K] bool; undefined: causal (no cache only)
+  torch::Tensor padding_mask;   // [B, S] bool/int, 1 = real token (no cache only; left or right padding)
+  KvCache* cache = nullptr;
+  torch::Tensor cache_slots;    // [S] int64
+  int64_t kv_length = 0;
+  bool last_position_only = false;  // logits only for column S-1 (prefill: saves a [B,S,V] tensor)
+};
+
+struct CausalLmImpl : torch::nn::Module {
+  explicit CausalLmImpl(const ModelConfig& config);
+
+  // Logits [B, S, V] (or [B, 1, V] with last_position_only), in the model dtype.
+  torch::Tensor forward(const ForwardInputs& in);
+  // Full causal pass over `input_ids` [B, S] with no cache.
+  torch::Tensor forward(const torch::Tensor& input_ids);
+
+  // Rotary cos/sin [B, S, head_dim] for `position_ids` [B, S], computed in fp32 as transformers
+  // does (positions times inverse frequencies, cos/sin, times the attention scaling), then cast.
+  std::pair<torch::Tensor, torch::Tensor> rotary_tables(const torch::Tensor& position_ids, torch::ScalarType dtype) const;
+
+  const ModelConfig& config() const { return config_; }
+  torch::ScalarType dtype() const;
+  torch::Device device() const;
+
+  Decoder model{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // null when tie_word_embeddings: logits use embed_tokens
+  // [head_dim/2] fp32 on the CPU; not a registered buffer, so module.to(dtype) never rounds it
+  // (transformers keeps it fp32 too) and it is never saved.
+  torch::Tensor inv_freq;
+
+ private:
+  ModelConfig config_;
+  mutable torch::Tensor inv_freq_on_device_;
+  double attention_scaling_ = 1.0;
+};
+TORCH_MODULE(CausalLm);
+
+// Copies `tensors` into the model's parameters, converting dtype and device. Every parameter must
+// be present with its exact shape; names the model does not have are refused, except lm_head.weight
+// of a tied model (it must equal the embedding) and the rotary inv_freq buffers older checkpoints
+// carry. Errors name `origin` and the tensor.
+void load_state(CausalLm& model, const std::map<std::string, torch::Tensor>& tensors, const std::string& origin);
+
+// The parameters by their Hugging Face names (what save_pretrained writes: no lm_head when tied).
+std::vector<std::pair<std::string, torch::Tensor>> state_tensors(const CausalLm& model);
+
+torch::ScalarType parse_dtype(const std::string& name);  // "fp32"/"float32", "bf16"/"bfloat16", "fp16"/"float16"
+torch::Device parse_device(const std::string& name);     // "cpu", "cuda", "cuda:N"
+
+// Loads DIR/config.json and DIR's safetensors weights into a model on `device` in `dtype`.
+CausalLm load_causal_lm(const std::filesystem::path& dir, torch::ScalarType dtype, torch::Device device);
+
+// Random initialisation as transformers does: linear and embedding weights ~ normal(0,
+// initializer_range), biases zero, norm weights one; deterministic from `seed` (CPU generator).
+void init_weights(CausalLm& model, uint64_t seed);
+
+}  // namespace crl::policy

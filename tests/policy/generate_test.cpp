@@ -1,0 +1,210 @@
+// Generation: reproducible from the seed, cached decoding consistent with a full forward pass,
+// log-probabilities as documented, warpers as transformers defines them, stop tokens and strings.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "policy/generate.h"
+#include "policy/model.h"
+#include "policy/sampling.h"
+
+namespace crl::policy {
+namespace {
+
+const std::filesystem::path kModels = std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models";
+
+CausalLm tiny_model(const std::string& name = "qwen2_gqa2_tied") {
+  return load_causal_lm(kModels / name, torch::kFloat32, torch::kCPU);
+}
+
+const std::vector<std::vector<int64_t>> kPrompts = {{5, 17, 42, 9, 100, 3, 77}, {11, 12}, {250, 1, 2, 3}};
+
+// Tokens as "<id>" text: enough to exercise stop strings without a tokenizer.
+std::string toy_decode(const std::vector<int64_t>& ids) {
+  std::string text;
+  for (int64_t id : ids) text += "<" + std::to_string(id) + ">";
+  return text;
+}
+
+// Full-forward log_softmax at each generated position of prompt + completion (no cache, no padding).
+torch::Tensor full_forward_log_probs(CausalLm& model, const std::vector<int64_t>& prompt, const std::vector<int64_t>& completion) {
+  std::vector<int64_t> ids = prompt;
+  ids.insert(ids.end(), completion.begin(), completion.end());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->forward(torch::tensor(ids, torch::kInt64).view({1, -1}))[0];
+  return logits.narrow(0, static_cast<int64_t>(prompt.size()) - 1, static_cast<int64_t>(completion.size())).log_softmax(-1);
+}
+
+TEST(Generate, SameSeedSameTokensOtherSeedOtherTokens) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 12;
+  options.sampling.temperature = 1.0;
+  options.sampling.seed = 42;
+  const auto a = generate(model, kPrompts, options);
+  const auto b = generate(model, kPrompts, options);
+  options.sampling.seed = 43;
+  const auto c = generate(model, kPrompts, options);
+  bool any_difference = false;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(a.sequences[i].tokens, b.sequences[i].tokens);
+    EXPECT_EQ(a.sequences[i].logprobs, b.sequences[i].logprobs);
+    EXPECT_EQ(a.sequences[i].tokens.size(), 12u);
+    any_difference |= a.sequences[i].tokens != c.sequences[i].tokens;
+  }
+  EXPECT_TRUE(any_difference);
+}
+
+TEST(Generate, GreedyCachedDecodingEqualsArgmaxOfFullForward) {
+  CausalLm model = tiny_model("llama3_gqa4_rope_llama3");
+  GenerationOptions options;
+  options.max_new_tokens = 10;
+  options.sampling.temperature = 0;
+  options.sync_every = 3;
+  const auto result = generate(model, kPrompts, options);
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const auto& seq = result.sequences[i];
+    ASSERT_EQ(seq.tokens.size(), 10u);
+    const torch::Tensor log_probs = full_forward_log_probs(model, kPrompts[i], seq.tokens);
+    for (size_t t = 0; t < seq.tokens.size(); ++t) {
+      EXPECT_EQ(log_probs[t].argmax().item<int64_t>(), seq.tokens[t]) << "prompt " << i << " step " << t;
+      EXPECT_NEAR(seq.model_logprobs[t], log_probs[t][seq.tokens[t]].item<float>(), 1e-4);
+      EXPECT_EQ(seq.logprobs[t], 0.0f);  // greedy: the sampling distribution is a point mass
+    }
+    EXPECT_EQ(seq.finish_reason, FinishReason::kLength);
+  }
+}
+
+TEST(Generate, SampledLogprobsAreUnderTheFilteredTemperedDistribution) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 8;
+  options.sampling.temperature = 0.7;
+  options.sampling.top_k = 20;
+  options.sampling.top_p = 0.9;
+  options.sampling.seed = 3;
+  const auto result = generate(model, kPrompts, options);
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const auto& seq = result.sequences[i];
+    const torch::Tensor model_log_probs = full_forward_log_probs(model, kPrompts[i], seq.tokens);
+    for (size_t t = 0; t < seq.tokens.size(); ++t) {
+      const torch::Tensor filtered = filter_logits(model_log_probs[t].unsqueeze(0), options.sampling).log_softmax(-1)[0];
+      const float expected = filtered[seq.tokens[t]].item<float>();
+      ASSERT_TRUE(std::isfinite(expected)) << "sampled a token the filters removed";
+      EXPECT_NEAR(seq.logprobs[t], expected, 1e-4);
+      EXPECT_NEAR(seq.model_logprobs[t], model_log_probs[t][seq.tokens[t]].item<float>(), 1e-4);
+      EXPECT_LE(seq.logprobs[t], 0.0f);
+    }
+  }
+}
+
+TEST(Generate, StopTokenEndsTheSequenceAndIsKept) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 10;
+  options.sampling.temperature = 0;
+  const auto free_run = generate(model, {kPrompts[0]}, options);
+  const int64_t stop = free_run.sequences[0].tokens[3];
+  options.stop_token_ids = {stop};
+  const auto stopped = generate(model, {kPrompts[0]}, options);
+  const auto& tokens = stopped.sequences[0].tokens;
+  const auto first = std::find(free_run.sequences[0].tokens.begin(), free_run.sequences[0].tokens.end(), stop);
+  const size_t expected_length = static_cast<size_t>(first - free_run.sequences[0].tokens.begin()) + 1;
+  ASSERT_EQ(tokens.size(), expected_length);
+  EXPECT_EQ(tokens.back(), stop);
+  EXPECT_EQ(stopped.sequences[0].finish_reason, FinishReason::kStopToken);
+  EXPECT_EQ(stopped.sequences[0].logprobs.size(), expected_length);
+}
+
+TEST(Generate, StopStringCutsTokensAndText) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 12;
+  options.sampling.temperature = 0;
+  options.sync_every = 4;
+  const auto free_run = generate(model, kPrompts, options, toy_decode);
+  const auto& reference = free_run.sequences[1].tokens;
+  // Stop at the text of tokens 4 and 5 together, which first appears there (or earlier).
+  const std::string stop = toy_decode({reference[4], reference[5]});
+  options.stop_strings = {stop};
+  const auto result = generate(model, kPrompts, options, toy_decode);
+  const auto& seq = result.sequences[1];
+  EXPECT_EQ(seq.finish_reason, FinishReason::kStopString);
+  ASSERT_LE(seq.tokens.size(), 6u);
+  EXPECT_TRUE(std::equal(seq.tokens.begin(), seq.tokens.end(), reference.begin()));
+  EXPECT_NE(toy_decode(seq.tokens).find(stop), std::string::npos);
+  EXPECT_TRUE(seq.text.ends_with(stop)) << seq.text;
+  EXPECT_EQ(seq.text, toy_decode(seq.tokens));  // toy tokens end exactly at the stop string
+  // A stop string without a decoder is refused up front.
+  EXPECT_THROW(generate(model, kPrompts, options), InputError);
+}
+
+TEST(Generate, RejectsBadInputs) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  EXPECT_THROW(generate(model, {{1, 2}, {}}, options), InputError);
+  EXPECT_THROW(generate(model, {{1, 99999}}, options), InputError);
+  options.max_new_tokens = 0;
+  EXPECT_THROW(generate(model, {{1}}, options), InputError);
+  options.max_new_tokens = 4;
+  options.sampling.top_p = 0;
+  EXPECT_THROW(generate(model, {{1}}, options), InputError);
+  options.sampling.top_p = 1;
+  options.sampling.temperature = -1;
+  EXPECT_THROW(generate(model, {{1}}, options), InputError);
+}
+
+TEST(Sampling, TopPAndTopKFollowTransformersWarpers) {
+  const torch::Tensor probs = torch::tensor({0.5f, 0.3f, 0.15f, 0.05f});
+  const torch::Tensor logits = probs.log().view({1, 4});
+  auto kept = [&](SamplingOptions o) {
+    const torch::Tensor f = filter_logits(logits, o)[0];
+    std::vector<bool> k;
+    for (int i = 0; i < 4; ++i) k.push_back(std::isfinite(f[i].item<float>()));
+    return k;
+  };
+  SamplingOptions o;
+  o.top_p = 0.8;  // cumulative ascending 0.05, 0.2, 0.5, 1.0: drop those <= 0.2
+  EXPECT_EQ(kept(o), (std::vector<bool>{true, true, false, false}));
+  o.top_p = 0.85;  // drop those <= 0.15
+  EXPECT_EQ(kept(o), (std::vector<bool>{true, true, true, false}));
+  o.top_p = 0.01;  // the most likely token always stays
+  EXPECT_EQ(kept(o), (std::vector<bool>{true, false, false, false}));
+  o = SamplingOptions{};
+  o.top_k = 2;
+  EXPECT_EQ(kept(o), (std::vector<bool>{true, true, false, false}));
+  o.temperature = 2.0;
+  EXPECT_NEAR(filter_logits(logits, o)[0][0].item<float>(), std::log(0.5f) / 2, 1e-6);
+}
+
+TEST(Sampling, CounterNoiseIsUniformAndDrawsMatchSoftmax) {
+  const torch::Tensor keys = sequence_keys(11, 4, torch::kCPU);
+  const torch::Tensor u = counter_uniform(keys, torch::tensor({int64_t{5}}), 50000);
+  EXPECT_GT(u.min().item<float>(), 0.0f);
+  EXPECT_LT(u.max().item<float>(), 1.0f);
+  EXPECT_NEAR(u.mean().item<double>(), 0.5, 0.005);
+  EXPECT_NEAR(u.var().item<double>(), 1.0 / 12, 0.002);
+  // Same inputs, same noise; another step, other noise.
+  EXPECT_TRUE(torch::equal(u, counter_uniform(keys, torch::tensor({int64_t{5}}), 50000)));
+  EXPECT_FALSE(torch::equal(u, counter_uniform(keys, torch::tensor({int64_t{6}}), 50000)));
+  // Draw 4000 times from a fixed distribution (1000 steps x 4 sequences): frequencies match.
+  const torch::Tensor probs = torch::tensor({0.5f, 0.25f, 0.15f, 0.1f});
+  const torch::Tensor logits = probs.log().view({1, 4}).expand({4, 4}).contiguous();
+  std::vector<int> counts(4, 0);
+  SamplingOptions o;
+  for (int64_t step = 0; step < 1000; ++step) {
+    const auto s = sample_tokens(logits, o, keys, torch::tensor({step}));
+    for (int b = 0; b < 4; ++b) counts[s.tokens[b].item<int64_t>()]++;
+    EXPECT_NEAR(s.logprobs[0].item<float>(), probs[s.tokens[0].item<int64_t>()].log().item<float>(), 1e-5);
+  }
+  for (int v = 0; v < 4; ++v) {
+    const double expected = 4000 * probs[v].item<double>();
+    EXPECT_NEAR(counts[v], expected, 5 * std::sqrt(expected)) << "token " << v;
+  }
+}
+
+}  // namespace
+}  // namespace crl::policy

@@ -1,0 +1,188 @@
+// The policy model against transformers: fp32 logits of tiny random models (made by
+// tools/golden/make_model_golden.py) within 1e-4 relative error, through a plain forward, a
+// left-padded batch, and the KV-cached prefill + decode path; plus state round trips.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/subprocess.h"
+#include "policy/generate.h"
+#include "policy/model.h"
+#include "policy/safetensors.h"
+
+namespace crl::policy {
+namespace {
+
+// rm -rf: the std::filesystem::remove_all that libtorch.so exports crashes in processes linking it.
+void remove_tree(const std::filesystem::path& path) { run_command({"rm", "-rf", path.string()}); }
+
+const std::filesystem::path kModels = std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models";
+
+// max|a - b| / max|b|: relative to the logits' scale, so single logits near zero do not dominate.
+double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor b32 = b.to(torch::kFloat32).cpu();
+  return ((a.to(torch::kFloat32).cpu() - b32).abs().max() / b32.abs().max()).item<double>();
+}
+
+struct Golden {
+  torch::Tensor input_ids, logits_fp32;
+};
+
+Golden read_golden(const std::string& name) {
+  const SafetensorsFile file(kModels / name / "golden.safetensors");
+  return {file.tensor("input_ids").clone(), file.tensor("logits_fp32").clone()};
+}
+
+class GoldenModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenModel, Fp32LogitsMatchTransformers) {
+  const Golden golden = read_golden(GetParam());
+  CausalLm model = load_causal_lm(kModels / GetParam(), torch::kFloat32, torch::kCPU);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->forward(golden.input_ids);
+  ASSERT_EQ(logits.sizes(), golden.logits_fp32.sizes());
+  EXPECT_LE(relative_error(logits, golden.logits_fp32), 1e-4) << GetParam();
+}
+
+TEST_P(GoldenModel, LeftPaddedRowMatchesTransformersUnpadded) {
+  const Golden golden = read_golden(GetParam());
+  CausalLm model = load_causal_lm(kModels / GetParam(), torch::kFloat32, torch::kCPU);
+  torch::NoGradGuard no_grad;
+  const int64_t steps = golden.input_ids.size(1);
+  const int64_t pad = 4;
+  // Row 1 becomes 4 padding tokens then its first steps-4 tokens; causal logits at those tokens
+  // must equal transformers' logits for the unpadded prefix.
+  torch::Tensor ids = golden.input_ids.clone();
+  ids[1].narrow(0, pad, steps - pad).copy_(golden.input_ids[1].narrow(0, 0, steps - pad));
+  ids[1].narrow(0, 0, pad).fill_(0);
+  torch::Tensor padding = torch::ones({2, steps}, torch::kInt64);
+  padding[1].narrow(0, 0, pad).fill_(0);
+  ForwardInputs in;
+  in.input_ids = ids;
+  in.padding_mask = padding;
+  const torch::Tensor logits = model->forward(in);
+  EXPECT_LE(relative_error(logits[0], golden.logits_fp32[0]), 1e-4);
+  EXPECT_LE(relative_error(logits[1].narrow(0, pad, steps - pad), golden.logits_fp32[1].narrow(0, 0, steps - pad)), 1e-4);
+}
+
+TEST_P(GoldenModel, CachedPrefillAndDecodeMatchTransformers) {
+  const Golden golden = read_golden(GetParam());
+  CausalLm model = load_causal_lm(kModels / GetParam(), torch::kFloat32, torch::kCPU);
+  const int64_t steps = golden.input_ids.size(1);
+  // Prompts of different lengths (5 and 3 tokens), then the golden tokens fed one at a time.
+  const std::vector<int64_t> lengths = {5, 3};
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t b = 0; b < 2; ++b) {
+    const torch::Tensor row = golden.input_ids[b].contiguous();
+    prompts.emplace_back(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + lengths[b]);
+  }
+  BatchedDecoder decoder(model, prompts, /*capacity=*/steps + 2, /*pad=*/0, /*use_cuda_graph=*/false);
+  torch::Tensor logits = decoder.prefill();
+  for (int64_t t = 0; t + lengths[0] <= steps; ++t) {
+    for (int64_t b = 0; b < 2; ++b) {
+      const int64_t position = lengths[b] - 1 + t;  // position of the token whose logits these are
+      if (position >= steps) continue;
+      EXPECT_LE(relative_error(logits[b], golden.logits_fp32[b][position]), 1e-4)
+          << GetParam() << " row " << b << " position " << position;
+    }
+    if (t + lengths[0] == steps) break;
+    std::vector<int64_t> next;
+    for (int64_t b = 0; b < 2; ++b) next.push_back(golden.input_ids[b][std::min(lengths[b] + t, steps - 1)].item<int64_t>());
+    logits = decoder.step(torch::tensor(next, torch::kInt64)).clone();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, GoldenModel,
+                         ::testing::Values("qwen2_gqa2_tied", "qwen2_mha_untied", "llama3_gqa4_rope_llama3",
+                                           "llama_mqa_bias_linear", "llama_yarn"));
+
+TEST(CausalLm, ParameterNamesAreHuggingFaces) {
+  const ModelConfig config = load_model_config(kModels / "llama_mqa_bias_linear");
+  CausalLm model(config);
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : state_tensors(model)) names.insert(name);
+  for (const char* expected : {"model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
+                               "model.layers.0.self_attn.q_proj.bias", "model.layers.1.self_attn.o_proj.bias",
+                               "model.layers.1.mlp.down_proj.bias", "model.layers.0.input_layernorm.weight",
+                               "model.layers.0.post_attention_layernorm.weight", "model.norm.weight"}) {
+    EXPECT_TRUE(names.contains(expected)) << expected;
+  }
+  EXPECT_FALSE(names.contains("lm_head.weight"));  // tied
+  // Exactly the tensors transformers saved, no more, no fewer.
+  const SafetensorsCheckpoint saved(kModels / "llama_mqa_bias_linear");
+  const auto saved_names = saved.names();
+  EXPECT_EQ(std::set<std::string>(saved_names.begin(), saved_names.end()), names);
+}
+
+TEST(CausalLm, LoadStateRejectsMissingMisshapenAndUnknownTensors) {
+  const auto dir = kModels / "qwen2_mha_untied";
+  CausalLm model(load_model_config(dir));
+  const SafetensorsCheckpoint checkpoint(dir);
+  auto tensors = checkpoint.load_all();
+  auto expect_error_naming = [&](const std::map<std::string, torch::Tensor>& t, const std::string& name) {
+    try {
+      load_state(model, t, "ckpt");
+      ADD_FAILURE() << "no error for " << name;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  };
+  auto missing = tensors;
+  missing.erase("model.layers.1.mlp.up_proj.weight");
+  expect_error_naming(missing, "model.layers.1.mlp.up_proj.weight");
+  auto misshapen = tensors;
+  misshapen["model.norm.weight"] = torch::ones({7});
+  expect_error_naming(misshapen, "model.norm.weight");
+  auto extra = tensors;
+  extra["model.layers.9.mlp.up_proj.weight"] = torch::ones({1});
+  expect_error_naming(extra, "model.layers.9.mlp.up_proj.weight");
+  EXPECT_NO_THROW(load_state(model, tensors, "ckpt"));
+}
+
+TEST(CausalLm, SavedStateReloadsToIdenticalLogits) {
+  const auto dir = kModels / "qwen2_gqa2_tied";
+  CausalLm model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
+  const auto out = std::filesystem::temp_directory_path() / "crl_model_roundtrip";
+  std::filesystem::create_directories(out);
+  save_model_config(model->config(), out / "config.json");
+  NamedTensors named;
+  for (const auto& [name, tensor] : state_tensors(model)) named.emplace_back(name, tensor);
+  write_safetensors(out / "model.safetensors", named);
+  CausalLm again = load_causal_lm(out, torch::kFloat32, torch::kCPU);
+  const torch::Tensor ids = torch::arange(10).view({1, 10});
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(model->forward(ids), again->forward(ids)));
+  remove_tree(out);
+}
+
+TEST(CausalLm, InitWeightsIsSeededAndFollowsInitializerRange) {
+  ModelConfig config = load_model_config(kModels / "qwen2_gqa2_tied");
+  config.initializer_range = 0.02;
+  CausalLm a(config), b(config), c(config);
+  init_weights(a, 7);
+  init_weights(b, 7);
+  init_weights(c, 8);
+  const torch::Tensor wa = a->model->layers[0]->as<DecoderLayer>()->mlp->up_proj->weight;
+  EXPECT_TRUE(torch::equal(wa, b->model->layers[0]->as<DecoderLayer>()->mlp->up_proj->weight));
+  EXPECT_FALSE(torch::equal(wa, c->model->layers[0]->as<DecoderLayer>()->mlp->up_proj->weight));
+  EXPECT_NEAR(wa.std().item<double>(), 0.02, 0.002);
+  EXPECT_TRUE(torch::equal(a->model->norm->weight, torch::ones_like(a->model->norm->weight)));
+  EXPECT_EQ(a->model->layers[0]->as<DecoderLayer>()->self_attn->q_proj->bias.abs().sum().item<double>(), 0.0);
+}
+
+TEST(CausalLm, Bf16RunsOnCpuCloseToFp32) {
+  const Golden golden = read_golden("qwen2_gqa2_tied");
+  CausalLm model = load_causal_lm(kModels / "qwen2_gqa2_tied", torch::kBFloat16, torch::kCPU);
+  EXPECT_EQ(model->dtype(), torch::kBFloat16);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->forward(golden.input_ids);
+  EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
+  // Loose: bf16 keeps ~3 significant digits; the GPU test holds bf16 to transformers' own bf16 drift.
+  EXPECT_LE(relative_error(logits, golden.logits_fp32), 0.1);
+}
+
+}  // namespace
+}  // namespace crl::policy
