@@ -27,6 +27,12 @@ using nlohmann::json;
 constexpr size_t kMaxCachedPieceBytes = 256;
 constexpr size_t kCacheCapacity = 1 << 18;
 
+// Lets the piece cache be searched with a string_view, without building a key string.
+struct StringViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
@@ -122,7 +128,7 @@ struct Tokenizer::Impl {
   std::vector<int32_t> template_prefix, template_suffix;
 
   mutable std::mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, StringViewHash, std::equal_to<>> cache;
 
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
     throw InputError(fmt::format("tokenizer {}: {}: {}", source, field, what));
@@ -547,7 +553,7 @@ void Tokenizer::Impl::bpe_piece(std::string_view piece, std::vector<int32_t>& ou
   const bool cacheable = piece.size() <= kMaxCachedPieceBytes;
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex);
-    const auto it = cache.find(std::string(piece));
+    const auto it = cache.find(piece);
     if (it != cache.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;

@@ -167,6 +167,49 @@ std::string utf8_lossy(std::string_view bytes) {
   return out;
 }
 
+namespace {
+
+std::string normalize_all(std::string_view text, NormalForm form);
+
+// True when the code point starting at byte `pos` is below U+0300: such characters are starters
+// that are NFC_Quick_Check=Yes and compose with nothing before them, so NFC of a text equals the
+// concatenation of NFC of the parts when it is cut just before one of them.
+bool is_nfc_boundary(std::string_view s, size_t pos) {
+  const uint8_t b = static_cast<uint8_t>(s[pos]);
+  return b < 0x80 || (b >= 0xC2 && b < 0xCC);
+}
+
+// NFC that runs utf8proc only over the stretches that hold a character from U+0300 up (with the
+// character before each, which a combining mark may compose with); source code, which is nearly
+// all ASCII, is then copied rather than decomposed and recomposed.
+std::string nfc_by_stretches(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t done = 0, pos = 0;
+  while (pos < text.size()) {
+    if (is_nfc_boundary(text, pos)) {
+      pos += static_cast<uint8_t>(text[pos]) < 0x80 ? 1 : 2;
+      continue;
+    }
+    // Start the stretch at the last boundary before pos (the previous character's start).
+    size_t start = pos;
+    if (start > done) {
+      size_t prev = start - 1;
+      while (prev > done && (static_cast<uint8_t>(text[prev]) & 0xC0) == 0x80) --prev;
+      start = prev;
+    }
+    size_t end = pos;
+    while (end < text.size() && !is_nfc_boundary(text, end)) ++end;
+    out.append(text.substr(done, start - done));
+    out += normalize_all(text.substr(start, end - start), NormalForm::NFC);
+    done = pos = end;
+  }
+  out.append(text.substr(done));
+  return out;
+}
+
+}  // namespace
+
 std::string normalize(std::string_view text, NormalForm form) {
   bool ascii = true;
   for (char c : text) {
@@ -176,6 +219,13 @@ std::string normalize(std::string_view text, NormalForm form) {
     }
   }
   if (ascii) return std::string(text);  // every normal form of ASCII is itself
+  if (form == NormalForm::NFC) return nfc_by_stretches(text);
+  return normalize_all(text, form);
+}
+
+namespace {
+
+std::string normalize_all(std::string_view text, NormalForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::NFC: options |= UTF8PROC_COMPOSE; break;
@@ -194,6 +244,8 @@ std::string normalize(std::string_view text, NormalForm form) {
   }
   return std::string(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
 }
+
+}  // namespace
 
 char32_t byte_to_unicode(uint8_t byte) {
   static const std::array<char32_t, 256> table = make_byte_to_unicode();

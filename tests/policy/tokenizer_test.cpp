@@ -279,6 +279,16 @@ TEST(UnicodeTest, Utf8) {
   EXPECT_EQ(normalize("e\xCC\x81", NormalForm::NFC), "\xC3\xA9");
   EXPECT_EQ(normalize("\xC3\xA9", NormalForm::NFD), "e\xCC\x81");
   EXPECT_EQ(normalize("\xEF\xAC\x81", NormalForm::NFKC), "fi");
+  // NFC runs utf8proc only on stretches around characters from U+0300 up; the result must equal
+  // NFC of the whole text (here NFD of mixed text, recomposed): A+ring, e+acute, Hangul jamo,
+  // a mark after an ASCII letter, an Angstrom sign, marks in non-canonical order.
+  const std::string mixed =
+      "int x; // A\xCC\x8A e\xCC\x81t\xC3\xA9 \xE1\x84\x80\xE1\x85\xA1 \xE2\x84\xAB q\xCC\xA3\xCC\x87 "
+      "\xC3\xA9\xCC\x81 \xE6\xB7\xB1 x\xCC\x81";
+  EXPECT_EQ(normalize(mixed, NormalForm::NFC),
+            normalize(normalize(mixed, NormalForm::NFD), NormalForm::NFC));
+  EXPECT_EQ(normalize("A\xCC\x8A", NormalForm::NFC), "\xC3\x85");
+  EXPECT_EQ(normalize("ab\xE1\x84\x80\xE1\x85\xA1" "cd", NormalForm::NFC), "ab\xEA\xB0\x80" "cd");
 }
 
 }  // namespace
