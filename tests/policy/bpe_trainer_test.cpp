@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "policy/unicode.h"
 
 namespace crl::policy {
@@ -137,6 +138,30 @@ TEST(BpeTrainerTest, WritesATokenizerThatLoadsAndRoundTrips) {
   EXPECT_EQ(chat.back(), 2);
   EXPECT_EQ(tok.decode(chat), "<|im_start|>user\n深度 🚀 \xC3\xA9<|im_end|>");
   EXPECT_EQ(tok.decode(chat, true), "user\n深度 🚀 \xC3\xA9");
+}
+
+// Hugging Face loaded the tokenizer.json this trainer writes for train_corpus.txt at vocab 1000
+// and encoded the golden cases (crl_trained/hf_ids.json, see tools/golden/); crl must agree.
+TEST(BpeTrainerTest, HuggingFaceEncodesItsOutputAsCrlDoes) {
+  const std::string data = std::string(CRL_TEST_DATA_DIR) + "/policy/tokenizers";
+  const auto hf = nlohmann::json::parse(read_text(data + "/crl_trained/hf_ids.json"));
+  BpeTrainerOptions options;
+  options.vocab_size = 1000;
+  const BpeTrainingResult result = train_byte_level_bpe(read_text(kCorpusPath), options);
+  ASSERT_EQ(sha256_hex(result.tokenizer_json), hf["tokenizer_sha256"].get<std::string>())
+      << "the trainer's output changed: regenerate crl_trained/hf_ids.json as "
+         "tools/golden/make_tokenizer_golden.py says";
+  const Tokenizer tok = Tokenizer::from_json(result.tokenizer_json, "trained");
+  const auto cases = nlohmann::json::parse(read_text(data + "/qwen2_like/golden.json"))["cases"];
+  size_t compared = 0;
+  for (const auto& c : cases) {
+    const std::string name = c["name"];
+    ASSERT_TRUE(hf["ids"].contains(name)) << name;
+    EXPECT_EQ(tok.encode(c["text"].get<std::string>()), hf["ids"][name].get<std::vector<int32_t>>())
+        << "case " << name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 30u);
 }
 
 TEST(BpeTrainerTest, DeterministicAndStopsWhenPairsRunOut) {

@@ -17,11 +17,15 @@ bench/tokenizer_bench.cpp times (compare the two figures).
 Usage (the committed files come from the default --out):
   ~/.local/share/crl/golden-venv/bin/python tools/golden/make_tokenizer_golden.py
   python3 tools/golden/make_tokenizer_golden.py --out $OUT      # on the GPU machine, to compare
-  python3 tools/golden/make_tokenizer_golden.py --check-crl-tokenizer DIR/tokenizer.json
-      (loads a tokenizer.json written by crl's BPE trainer with HF and encodes the cases)
+  CRL_KEEP_TRAINED_TOKENIZER=/tmp/t.json build/tests/policy/policy_bpe_trainer_test && \
+  python3 tools/golden/make_tokenizer_golden.py --check-crl-tokenizer /tmp/t.json \
+      > tests/data/policy/tokenizers/crl_trained/hf_ids.json
+      (HF loads the tokenizer.json crl's BPE trainer wrote and encodes the cases; the test then
+      checks crl's ids equal HF's)
 Needs tokenizers==0.23.2 (the GPU machine's version; others may train differently).
 """
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -172,19 +176,23 @@ def golden_for(tok):
 
 
 def bench_hf(tok, text, repeats=20):
+    """Encode throughput in MB/s, by wall clock and by this process's CPU time (Google Benchmark
+    reports CPU time, so compare cpu figures with bench_tokenizer's bytes_per_second)."""
     data = text.encode("utf-8")
-    t0 = time.perf_counter()
-    tok.encode(text, add_special_tokens=False)
-    cold = time.perf_counter() - t0
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+
+    def timed():
+        w0, c0 = time.perf_counter(), time.process_time()
         tok.encode(text, add_special_tokens=False)
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    median = times[len(times) // 2]
-    return {"bytes": len(data), "cold_s": cold, "median_s": median,
-            "cold_mb_per_s": len(data) / cold / 1e6, "warm_mb_per_s": len(data) / median / 1e6}
+        return time.perf_counter() - w0, time.process_time() - c0
+
+    cold_wall, cold_cpu = timed()
+    runs = sorted(timed() for _ in range(repeats))
+    wall = runs[len(runs) // 2][0]
+    cpu = sorted(r[1] for r in runs)[len(runs) // 2]
+    mb = len(data) / 1e6
+    return {"bytes": len(data), "cold_wall_mb_per_s": mb / cold_wall,
+            "cold_mb_per_s": mb / max(cold_cpu, 1e-9), "warm_wall_mb_per_s": mb / wall,
+            "warm_mb_per_s": mb / max(cpu, 1e-9)}
 
 
 def main():
@@ -197,8 +205,13 @@ def main():
               file=sys.stderr)
 
     if args.check_crl_tokenizer:
+        # HF's ids for every case under a tokenizer.json that crl's BPE trainer wrote; committed
+        # as crl_trained/hf_ids.json, which tests/policy/bpe_trainer_test.cpp compares with crl.
+        with open(args.check_crl_tokenizer, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
         tok = Tokenizer.from_file(args.check_crl_tokenizer)
-        result = {name: tok.encode(text).ids for name, text in CASES}
+        result = {"tokenizers_version": tokenizers.__version__, "tokenizer_sha256": digest,
+                  "ids": {name: tok.encode(text).ids for name, text in CASES}}
         json.dump(result, sys.stdout)
         return
 
@@ -225,8 +238,9 @@ def main():
         with open(os.path.join(folder, "golden.json"), "w", encoding="utf-8") as f:
             json.dump(golden, f, ensure_ascii=False, indent=1)
         bench[kind] = bench_hf(reloaded, corpus)
-        print(f"{kind}: vocab {reloaded.get_vocab_size()}, {len(CASES)} cases, "
-              f"HF encode {bench[kind]['warm_mb_per_s']:.2f} MB/s warm")
+        print(f"{kind}: vocab {reloaded.get_vocab_size()}, {len(CASES)} cases, HF encode "
+              f"{bench[kind]['warm_mb_per_s']:.2f} MB/s warm (CPU time), "
+              f"{bench[kind]['warm_wall_mb_per_s']:.2f} MB/s (wall)")
     out_bench = os.path.join(os.environ.get("OUT", args.out), "hf_encode_bench.json")
     with open(out_bench, "w") as f:
         json.dump(bench, f, indent=1)
