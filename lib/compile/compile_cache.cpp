@@ -2,6 +2,7 @@
 #include "compile/compile_cache.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <fmt/format.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -53,6 +54,14 @@ FileLock::~FileLock() {
   }
 }
 
+void remove_tree(const std::string& path) {
+  const auto remove_one = [](const char* file, const struct stat*, int, struct FTW*) {
+    ::remove(file);
+    return 0;
+  };
+  ::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = fmt::format("{}.tmp{}.{}", path, static_cast<long>(getpid()), std::rand());
   {
@@ -93,7 +102,7 @@ void CompileCache::remove_stale_build_dirs(std::chrono::seconds age) const {
   const auto now = fs::file_time_type::clock::now();
   for (const auto& entry : fs::directory_iterator(fs::path(root_) / "tmp", ec)) {
     const auto written = entry.last_write_time(ec);
-    if (!ec && now - written > age) fs::remove_all(entry.path(), ec);
+    if (!ec && now - written > age) remove_tree(entry.path().string());
   }
 }
 
@@ -143,12 +152,12 @@ CompileResult CompileCache::publish(const std::string& build_dir, const std::str
   if (std::rename(build_dir.c_str(), dir.c_str()) != 0) {
     const int err = errno;
     if (err != EEXIST && err != ENOTEMPTY) {
-      fs::remove_all(build_dir, ec);
+      remove_tree(build_dir);
       errno = err;
       throw_io_error("cannot publish compile cache entry", dir);
     }
     // Someone published this key first: theirs is identical in content, keep it.
-    fs::remove_all(build_dir, ec);
+    remove_tree(build_dir);
   }
   result.key = key;
   result.library_path = result.ok ? dir + "/" + kLibraryName : "";

@@ -55,6 +55,10 @@ class CompileCache {
   std::string root_;
 };
 
+// rm -rf `path`, best effort. (Not std::filesystem::remove_all: libtorch.so exports its own copy
+// of the std::filesystem symbols, and in a process that links it remove_all crashes.)
+void remove_tree(const std::string& path);
+
 // Writes `text` to `path` through a temporary file and rename (IoError on failure).
 void write_file_atomically(const std::string& path, const std::string& text);
 

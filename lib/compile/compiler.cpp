@@ -301,8 +301,17 @@ struct Compiler::Impl {
       const CommandResult host = run_tool(host_argv, dir);
       const CommandResult device = device_run.valid() ? device_run.get() : CommandResult{0, 0, false, "", 0};
       std::string log;
-      const auto describe = [](const char* what, const CommandResult& r) {
-        return r.timed_out ? fmt::format("[crl: {} compile timed out]\n", what) : std::string();
+      // A compiler killed by the timeout or a signal (the OOM killer, a loaded node) says nothing
+      // certain about the program, so such a failure is reported but not cached.
+      bool transient = false;
+      const auto describe = [&transient](const char* what, const CommandResult& r) {
+        if (r.exit_code == -1 && r.signal == 0 && !r.timed_out) {
+          throw Error(fmt::format("the {} compiler could not be started: {}", what, r.output));
+        }
+        if (r.timed_out || r.signal != 0) transient = true;
+        if (r.timed_out) return fmt::format("[crl: {} compile timed out]\n", what);
+        if (r.signal != 0) return fmt::format("[crl: {} compiler killed by signal {}]\n", what, r.signal);
+        return std::string();
       };
       if (!host.ok() || !device.ok()) {
         result.stage = !device.ok() ? "device" : "host";
@@ -325,9 +334,14 @@ struct Compiler::Impl {
       std::error_code ec;
       fs::remove(dir + "/host.o", ec);
       fs::remove(dir + "/device.o", ec);
+      if (transient) {
+        remove_tree(dir);
+        result.key = key;
+        return result;
+      }
     } catch (...) {
       std::error_code ec;
-      fs::remove_all(dir, ec);
+      remove_tree(dir);
       throw;
     }
     return cache->publish(dir, key, request.program.origin, result);

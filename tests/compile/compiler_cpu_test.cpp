@@ -150,6 +150,24 @@ TEST(CompilerCpu, LongCompilerLogsAreCutAndSaySo) {
   EXPECT_NE(result.log.find("long.crl:4:"), std::string::npos) << result.log;  // the first error survives
 }
 
+TEST(CompilerCpu, TimedOutCompilesFailWithoutBeingCached) {
+  CompilerOptions options = test_options(1);
+  options.timeout_seconds = 1;
+  Compiler compiler(options);
+  // Constant evaluation of 10^9 steps: minutes for g++, so the 1 s timeout kills it.
+  const std::string text = "// crl:host\n// " + unique_tag() +
+                           "\nconstexpr long slow() { long s = 0; for (long i = 0; i < 1000000000; ++i) s += i % 7; return s; }\n"
+                           "static_assert(slow() > 0);\n"
+                           "at::Tensor forward(const at::Tensor& x) { return x; }\n";
+  const CompileResult result = compiler.compile(request_for(text, 1, Backend::cpu));
+  EXPECT_FALSE(result.ok);
+  EXPECT_EQ(result.stage, "host");
+  EXPECT_NE(result.log.find("[crl: host compile timed out]"), std::string::npos) << result.log;
+  EXPECT_LT(result.seconds, 30);
+  const CompileResult again = compiler.compile(request_for(text, 1, Backend::cpu));
+  EXPECT_FALSE(again.cache_hit);
+}
+
 TEST(CompilerCpu, DeviceErrorsNameTheCrlFileLine) {
   const std::string text =
       "// crl:device\n"                                        // 1

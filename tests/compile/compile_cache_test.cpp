@@ -1,0 +1,77 @@
+// Tests of the compile cache's directory protocol: publish races, damaged entries, stale build dirs.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "compile/compile_cache.h"
+#include "compile_test_util.h"
+
+namespace crl {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fresh_root() {
+  const std::string root = testing::test_cache_dir() + "-protocol/" + testing::unique_tag();
+  remove_tree(root);
+  return root;
+}
+
+TEST(CompileCache, SecondPublisherOfAKeyKeepsTheFirstEntry) {
+  const std::string root = fresh_root();
+  const CompileCache cache(root);
+  const std::string key(64, 'a');
+  EXPECT_FALSE(cache.lookup(key, "x.crl").has_value());
+  const std::string first = cache.make_build_dir(), second = cache.make_build_dir();
+  std::ofstream(first + "/program.so") << "first";
+  std::ofstream(second + "/program.so") << "second";
+  CompileResult ok;
+  ok.ok = true;
+  ok.log = "warning in one.crl:3";
+  const CompileResult a = cache.publish(first, key, "one.crl", ok);
+  const CompileResult b = cache.publish(second, key, "two.crl", ok);
+  EXPECT_EQ(a.library_path, b.library_path);
+  EXPECT_FALSE(fs::exists(first));
+  EXPECT_FALSE(fs::exists(second));
+  std::ifstream in(a.library_path);
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "first");
+  const auto hit = cache.lookup(key, "three.crl");
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_TRUE(hit->cache_hit);
+  EXPECT_EQ(hit->log, "warning in three.crl:3");
+  remove_tree(root);
+  EXPECT_FALSE(fs::exists(root));
+}
+
+TEST(CompileCache, DamagedEntriesAreMisses) {
+  const std::string root = fresh_root();
+  const CompileCache cache(root);
+  const std::string key(64, 'b');
+  fs::create_directories(cache.entry_dir(key));
+  std::ofstream(cache.entry_dir(key) + "/result.json") << "{not json";
+  EXPECT_FALSE(cache.lookup(key, "x").has_value());
+  std::ofstream(cache.entry_dir(key) + "/result.json") << R"({"ok": true, "log": "", "stage": "", "origin": "o"})";
+  EXPECT_FALSE(cache.lookup(key, "x").has_value());  // ok, but its library is missing
+  remove_tree(root);
+}
+
+TEST(CompileCache, StaleBuildDirsAreRemoved) {
+  const std::string root = fresh_root();
+  const CompileCache cache(root);
+  const std::string old_dir = cache.make_build_dir(), new_dir = cache.make_build_dir();
+  std::ofstream(old_dir + "/host.cpp") << "x";
+  const struct timespec times[2] = {{0, UTIME_OMIT}, {1000000000, 0}};  // mtime in 2001
+  ASSERT_EQ(utimensat(AT_FDCWD, old_dir.c_str(), times, 0), 0);
+  cache.remove_stale_build_dirs(std::chrono::hours(1));
+  EXPECT_FALSE(fs::exists(old_dir));
+  EXPECT_TRUE(fs::exists(new_dir));
+  remove_tree(root);
+}
+
+}  // namespace
+}  // namespace crl
