@@ -82,6 +82,35 @@ TEST(ResultsFile, RoundTripsEveryColumnType) {
   EXPECT_THROW(reader.rows("nope"), InputError);
 }
 
+TEST(ResultsFile, ADeclaredTableWithoutRowsReadsAsEmpty) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  { ResultsWriter(path).declare_table("tasks", kSchema); }
+  const ResultsReader reader(path);
+  EXPECT_EQ(reader.schema("tasks"), kSchema);
+  EXPECT_EQ(reader.rows("tasks"), 0);
+  EXPECT_TRUE(column_of<std::string>(reader, "tasks", "task").empty());
+  EXPECT_TRUE(column_of<bool>(reader, "tasks", "correct").empty());
+  EXPECT_TRUE(reader.meta_keys().empty());
+  EXPECT_TRUE(reader.text_stores().empty());
+}
+
+TEST(ResultsFile, AMovedWriterKeepsWriting) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  ResultsWriter first(path);
+  first.declare_table("steps", kSchema);
+  ResultsWriter second = std::move(first);
+  RowBatch batch(kSchema);
+  batch.add_row({std::int64_t{1}, 1.0, true, "moved"});
+  second.append("steps", batch);
+  second.close();
+  second.close();  // idempotent
+  EXPECT_THROW(second.append("steps", batch), Error);
+  EXPECT_EQ(column_of<std::string>(ResultsReader(path), "steps", "task"),
+            (std::vector<std::string>{"moved"}));
+}
+
 TEST(ResultsFile, NanSurvivesTheRoundTrip) {
   ScratchDir dir;
   const auto path = dir.file("run.h5");
@@ -176,6 +205,37 @@ TEST(ResultsFile, SchemaMismatchOnReopenNamesTheColumn) {
   EXPECT_THROW(writer.declare_table("steps", retyped), InputError);
   // The file still holds its row, and the right schema still appends.
   EXPECT_EQ(writer.declare_table("steps", kSchema), 1);
+}
+
+TEST(ResultsFile, ColumnsOfUnequalLengthAreReadToTheShortestAndNotAppendedTo) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    RowBatch batch(kSchema);
+    batch.add_row({std::int64_t{1}, 1.0, true, "a"});
+    batch.add_row({std::int64_t{2}, 2.0, false, "b"});
+    writer.append("steps", batch);
+  }
+  {
+    // As if a write had failed after growing one column.
+    const hid_t file = CRL_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    const hid_t reward = CRL_H5_CHECK(H5Dopen2(file, "steps/reward", H5P_DEFAULT));
+    const hsize_t three = 3;
+    CRL_H5_CHECK(H5Dset_extent(reward, &three));
+    CRL_H5_CHECK(H5Dclose(reward));
+    CRL_H5_CHECK(H5Fclose(file));
+  }
+  {
+    const ResultsReader reader(path);
+    EXPECT_EQ(reader.rows("steps"), 2);
+    EXPECT_EQ(column_of<double>(reader, "steps", "reward"), (std::vector<double>{1.0, 2.0}));
+  }
+  ResultsWriter writer(path);
+  const auto msg = message_of([&] { writer.declare_table("steps", kSchema); });
+  EXPECT_NE(msg.find("'reward' has 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
 }
 
 TEST(ResultsFile, AppendChecksTableAndBatchSchema) {
