@@ -69,7 +69,7 @@ bool starts_with_word(std::string_view s) {
   const uint8_t lead = static_cast<uint8_t>(s[0]);
   const size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
   const auto cps = decode_utf8(s.substr(0, std::min(length, s.size())));
-  return !cps.empty() && is_alphanumeric(cps.front().value);
+  return !cps.empty() && is_word_char(cps.front().value);
 }
 
 bool ends_with_word(std::string_view s) {
@@ -77,7 +77,7 @@ bool ends_with_word(std::string_view s) {
   size_t start = s.size() - 1;
   while (start > 0 && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80) --start;
   const auto cps = decode_utf8(s.substr(start));
-  return !cps.empty() && is_alphanumeric(cps.back().value);
+  return !cps.empty() && is_word_char(cps.back().value);
 }
 
 // Byte index where the trailing whitespace of `s` begins.

@@ -20,9 +20,11 @@ CharClass char_class(char32_t cp);
 
 // White_Space property (Rust's char::is_whitespace, Oniguruma's \s).
 bool is_unicode_whitespace(char32_t cp);
-// Rust's char::is_alphanumeric, approximated as general category L* or N* (the Alphabetic
-// property also holds some marks; only the single_word flag of added tokens uses this).
-bool is_alphanumeric(char32_t cp);
+// A character of \w in Rust's regex crate, which decides where words end for the single_word
+// flag of added tokens: Alphabetic, marks (M*), decimal digits (Nd), connector punctuation (Pc,
+// e.g. '_') and the joiners U+200C/U+200D. Alphabetic is taken as L*, Nl and the letter-like
+// symbols of Other_Alphabetic outside M* (circled and squared Latin letters).
+bool is_word_char(char32_t cp);
 
 // One decoded code point and where it sits in the UTF-8 text.
 struct CodePoint {

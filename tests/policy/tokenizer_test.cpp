@@ -260,6 +260,12 @@ TEST(UnicodeTest, Classes) {
   EXPECT_EQ(char_class(U'\u200B'), CharClass::Other);  // zero-width space is not White_Space
   EXPECT_EQ(char_class(U'\u0301'), CharClass::Other);
   EXPECT_EQ(char_class(U'🚀'), CharClass::Other);
+  EXPECT_TRUE(is_word_char(U'_'));
+  EXPECT_TRUE(is_word_char(U'\u200D'));
+  EXPECT_TRUE(is_word_char(U'\u0301'));
+  EXPECT_TRUE(is_word_char(U'Ⅻ'));
+  EXPECT_FALSE(is_word_char(U'①'));
+  EXPECT_FALSE(is_word_char(U'-'));
 }
 
 TEST(UnicodeTest, Utf8) {
