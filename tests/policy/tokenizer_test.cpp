@@ -80,8 +80,10 @@ TEST_P(GoldenTokenizerTest, EncodesTheTrainingCorpusAndRoundTrips) {
   // The BPE learnt on this text compresses it well; every id is in range.
   EXPECT_LT(ids.size(), corpus.size() / 2);
   for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.vocab_size());
-  const std::string expected =
-      tok.split_pattern() == SplitPattern::Qwen2 ? normalize(corpus, NormalForm::NFC) : corpus;
+  // Qwen2-like normalises to NFC; GPT-2-like adds a prefix space.
+  std::string expected = corpus;
+  if (tok.split_pattern() == SplitPattern::Qwen2) expected = normalize(corpus, NormalForm::NFC);
+  if (tok.split_pattern() == SplitPattern::Gpt2) expected = " " + corpus;
   EXPECT_EQ(tok.decode(ids), expected);
   // Second pass comes from the cache and must agree with the first.
   EXPECT_GT(tok.cache_size(), 0u);
@@ -103,7 +105,7 @@ TEST_P(GoldenTokenizerTest, ConcurrentEncodesAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenTokenizerTest,
-                         ::testing::Values("qwen2_like", "llama3_like"));
+                         ::testing::Values("qwen2_like", "llama3_like", "gpt2_like"));
 
 TEST(TokenizerTest, SpecialTokensAndTemplate) {
   const Tokenizer llama = Tokenizer::from_file(kGoldenDir + "/llama3_like/tokenizer.json");

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Golden files for crl's tokenizer, made with Hugging Face `tokenizers` (the reference).
 
-Trains two small byte-level BPEs on tests/data/policy/tokenizers/train_corpus.txt:
+Trains three small byte-level BPEs on tests/data/policy/tokenizers/train_corpus.txt:
   qwen2_like   NFC normaliser + the Qwen2 split regex, merges saved as "a b" strings
   llama3_like  no normaliser + the Llama 3 split regex, ignore_merges, a <|begin_of_text|>
                template, merges saved as ["a", "b"] pairs
+  gpt2_like    ByteLevel pre-tokenizer alone (use_regex: the GPT-2 pattern, add_prefix_space)
 both with special tokens <|endoftext|>, <|im_start|>, <|im_end|> and non-special added tokens
 that exercise the lstrip / rstrip / single_word / normalized flags. Then encodes a corpus of
 hard cases (sources, CRLF, runs of whitespace, digits, apostrophes, CJK, emoji, combining marks,
@@ -134,13 +135,18 @@ def train(kind, corpus_lines):
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
     else:
         regex = LLAMA3_REGEX
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-    ])
+    if kind == "gpt2_like":
+        # ByteLevel alone, splitting with its own GPT-2 regex, and a prefix space.
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ])
     tok.decoder = decoders.ByteLevel()
     special = (["<|begin_of_text|>"] if kind == "llama3_like" else []) + SPECIAL
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=special,
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE if kind != "gpt2_like" else 1000,
+                                  special_tokens=special,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train_from_iterator(corpus_lines, trainer)
@@ -241,7 +247,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     bench = {"tokenizers_version": tokenizers.__version__, "python": platform.python_version(),
              "machine": platform.machine(), "text": "tests/data/policy/tokenizers/train_corpus.txt"}
-    for kind in ("qwen2_like", "llama3_like"):
+    for kind in ("qwen2_like", "llama3_like", "gpt2_like"):
         tok = train(kind, lines)
         text = tok.to_str(pretty=True)
         if kind == "qwen2_like":
