@@ -46,8 +46,18 @@ void require_map(const SpecContext& ctx, const YAML::Node& node, const std::stri
   if (!node.IsMap()) ctx.fail(node, fmt::format("expected {} to be a mapping (found '{}')", what, dump(node)));
 }
 
+// yaml-cpp keeps one of two equal keys silently; a repeated key is almost always a mistake.
+void reject_duplicate_keys(const SpecContext& ctx, const YAML::Node& map, const std::string& what) {
+  std::set<std::string> seen;
+  for (const auto& entry : map) {
+    const std::string key = entry.first.as<std::string>();
+    if (!seen.insert(key).second) ctx.fail(entry.first, fmt::format("key '{}' appears twice in {}", key, what));
+  }
+}
+
 void reject_unknown_keys(const SpecContext& ctx, const YAML::Node& map, const std::set<std::string>& known,
                          const std::string& what) {
+  reject_duplicate_keys(ctx, map, what);
   for (const auto& entry : map) {
     const std::string key = entry.first.as<std::string>();
     if (known.count(key) == 0) {
@@ -431,6 +441,7 @@ TaskSpec parse_task_spec(const SourceSection& section, const std::string& origin
   if (!scales) ctx.fail(root, "missing field 'scales'");
   require_map(ctx, scales, "'scales'");
   if (scales.size() == 0) ctx.fail(scales, "expected at least one scale");
+  reject_duplicate_keys(ctx, scales, "'scales'");
   for (const auto& entry : scales) {
     const std::string scale = entry.first.as<std::string>();
     if (!is_identifier(scale)) ctx.fail(entry.first, fmt::format("expected an identifier as scale name (found '{}')", scale));
@@ -440,6 +451,7 @@ TaskSpec parse_task_spec(const SourceSection& section, const std::string& origin
       continue;
     }
     require_map(ctx, vars, fmt::format("scale '{}'", scale));
+    reject_duplicate_keys(ctx, vars, fmt::format("scale '{}'", scale));
     ScaleVariables values;
     for (const auto& v : vars) {
       const std::string var = v.first.as<std::string>();

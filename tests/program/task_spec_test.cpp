@@ -93,6 +93,37 @@ TEST(TaskSpec, ToleranceDefaultsAndOverride) {
   EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kInt).atol, 0);
 }
 
+TEST(TaskSpec, BlockStyleEntriesAndTheirLines) {
+  const std::string text =
+      "task: level1/007_matmul\n"          // file line 10
+      "category: matmul\n"                 // 11
+      "inputs:\n"                          // 12
+      "  - name: a\n"                      // 13
+      "    shape: [m, k]\n"                // 14
+      "    dtype: float16\n"               // 15
+      "  - name: b\n"                      // 16
+      "    shape: [k, 2 * n // 2]\n"       // 17
+      "    dtype: float16\n"               // 18
+      "    init: 'normal(0, 1 / 8)'\n"     // 19
+      "scales:\n"
+      "  small: {m: 4, k: 8, n: 3}\n"
+      "flops: 2 * m * n * k\n"
+      "bytes: 2 * (m * k + k * n + m * n)\n";
+  const TaskSpec spec = parse_task_spec({true, text, 10}, "mm.crl");
+  EXPECT_EQ(spec.inputs[1].where, "mm.crl:16");
+  EXPECT_EQ(spec.shape_at(spec.inputs[1], "small"), (std::vector<int64_t>{8, 3}));
+  std::string bad = text;
+  bad.replace(bad.find("'normal(0, 1 / 8)'"), 18, "'normal(0, -1)'");
+  EXPECT_EQ(spec_error(bad, 10), "t.crl:16 (scale 'small'): tensor 'b': init 'normal(0, -1)' needs std >= 0");
+}
+
+TEST(TaskSpec, RepeatedKeysAreErrors) {
+  EXPECT_EQ(spec_error(kBase + "flops: 2 * n\n"), "t.crl:11: key 'flops' appears twice in the spec");
+  std::string s = kBase;
+  s.replace(s.find("{n: 8}"), 6, "{n: 8, n: 9}");
+  EXPECT_EQ(spec_error(s), "t.crl:8: key 'n' appears twice in scale 'small'");
+}
+
 TEST(TaskSpec, InitDefaultsToRandnForFloats) {
   const TaskSpec spec = parse_task_spec({true,
       "task: level1/001_relu\ncategory: a\ninputs: [{name: x, shape: [n], dtype: float16}]\n"
