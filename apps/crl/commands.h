@@ -17,5 +17,6 @@ enum ExitCode : int {
 // Each adds its subcommand; the callback it installs sets `exit_code`.
 void add_doctor_command(CLI::App& app, int& exit_code);
 void add_eval_command(CLI::App& app, int& exit_code);
+void add_tasks_command(CLI::App& app, int& exit_code);
 
 }  // namespace crl::cli

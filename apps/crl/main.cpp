@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   int exit_code = kExitOk;
   add_doctor_command(app, exit_code);
   add_eval_command(app, exit_code);
+  add_tasks_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,195 @@
+// `crl tasks list|show|check`: the task suite's tasks, one task's reference program, and the check that
+// every reference compiles, is deterministic, is not degenerate on its inputs, and how fast it runs.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "apps/crl/commands.h"
+#include "core/error.h"
+#include "core/text_table.h"
+#include "machine/machine_probe.h"
+#include "suite/reference_check.h"
+#include "suite/suite.h"
+
+namespace crl::cli {
+namespace {
+
+struct TasksOptions {
+  std::string suite_dir;
+  int level = 0;  // 0: every level
+  std::string category, id, scale = "small", backend, out;
+  bool json = false;
+  uint64_t seed = 1;
+  int timed_calls = 5;
+  size_t jobs = 0;
+  std::string cache_dir;
+};
+
+TaskFilter filter_of(const TasksOptions& o) {
+  TaskFilter f;
+  if (o.level > 0) f.level = o.level;
+  f.category = o.category;
+  f.id = o.id;
+  return f;
+}
+
+std::string si(double value, const char* unit) {
+  if (value >= 1e12) return fmt::format("{:.2f} T{}", value / 1e12, unit);
+  if (value >= 1e9) return fmt::format("{:.2f} G{}", value / 1e9, unit);
+  if (value >= 1e6) return fmt::format("{:.2f} M{}", value / 1e6, unit);
+  if (value >= 1e3) return fmt::format("{:.2f} k{}", value / 1e3, unit);
+  return fmt::format("{:.0f} {}", value, unit);
+}
+
+std::string time_text(double ms) {
+  if (ms >= 1000) return fmt::format("{:.2f} s", ms / 1000);
+  if (ms >= 1) return fmt::format("{:.3f} ms", ms);
+  return fmt::format("{:.1f} us", ms * 1000);
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw_io_error("cannot write", tmp);
+    out << text;
+    if (!out.flush()) throw_io_error("cannot write", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw IoError(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+}
+
+void run_list(const TasksOptions& o, int& exit_code) {
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  const auto tasks = suite.select(filter_of(o));
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const Task* t : tasks) j.push_back(task_metadata_json(*t));
+    std::cout << j.dump(2) << "\n";
+  } else {
+    TextTable table({"id", "category", "name", "full flops", "full bytes"});
+    for (const Task* t : tasks) {
+      const bool has_full = t->spec.scales.count("full") > 0;
+      table.add_row({t->id, t->spec.category, t->spec.name, has_full ? si(t->spec.flops_at("full"), "FLOP") : "-",
+                     has_full ? si(t->spec.bytes_at("full"), "B") : "-"});
+    }
+    std::cout << table.str() << fmt::format("{} tasks in {}\n", tasks.size(), suite.dir());
+  }
+  exit_code = kExitOk;
+}
+
+void run_show(const TasksOptions& o, int& exit_code) {
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  const Task& task = suite.find(o.id);
+  if (o.json) {
+    nlohmann::json j = task_metadata_json(task);
+    j["program"] = task.text;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    const TaskSpec& s = task.spec;
+    std::cout << fmt::format("{}  ({}, level {})\n{}\n", task.id, s.category, task.level, s.name);
+    if (!s.description.empty()) std::cout << s.description << "\n";
+    for (const auto& scale : s.scale_names()) {
+      std::cout << fmt::format("scale {}: {}, {} per call\n", scale, si(s.flops_at(scale), "FLOP"),
+                               si(s.bytes_at(scale), "B"));
+    }
+    const Tolerance tol = s.tolerance_for(at::ScalarType::Float);
+    std::cout << fmt::format("tolerance: atol {} rtol {}{}\n", tol.atol, tol.rtol,
+                             s.tolerance ? "" : " (the float32 default)");
+    if (!s.notes.empty()) std::cout << "notes: " << s.notes << "\n";
+    std::cout << fmt::format("\n--- {} (as the policy sees it) ---\n{}", task.path, task.text);
+  }
+  exit_code = kExitOk;
+}
+
+void run_check(const TasksOptions& o, int& exit_code) {
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  const auto tasks = suite.select(filter_of(o));
+  if (tasks.empty()) throw InputError("no task matches the given --level, --category and --task");
+  ReferenceCheckOptions options;
+  options.scale = o.scale;
+  const MachineReport machine = probe_machine();
+  options.backend = o.backend.empty() ? (machine.gpus.empty() ? Backend::cpu : Backend::cuda) : parse_backend(o.backend);
+  options.seed = o.seed;
+  options.timed_calls = o.timed_calls;
+  options.compiler.jobs = o.jobs;
+  options.compiler.cache_dir = o.cache_dir;
+  spdlog::info("checking {} reference(s) at scale '{}' on {} (compiling in parallel first)", tasks.size(), o.scale,
+               backend_name(options.backend));
+  size_t done = 0;
+  ReferenceCheckReport report = check_references(tasks, options, [&](const ReferenceCheckResult& r) {
+    ++done;
+    spdlog::info("[{}/{}] {} {} {}", done, tasks.size(), r.id, r.status, r.ok() ? time_text(r.median_ms) : "");
+  });
+  report.device_name = options.backend == Backend::cuda && !machine.gpus.empty() ? machine.gpus.front().name : "cpu";
+  const nlohmann::json j = to_json(report);
+  if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n");
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    TextTable table({"id", "category", "status", "median", "GFLOP/s", "GB/s", "compile"});
+    for (const auto& r : report.results) {
+      const bool timed = r.median_ms > 0;
+      table.add_row({r.id, r.category, r.status + (r.degenerate_declared ? " (declared degenerate)" : ""),
+                     timed ? time_text(r.median_ms) : "-", timed ? fmt::format("{:.1f}", r.gflops_per_s) : "-",
+                     timed ? fmt::format("{:.1f}", r.gbytes_per_s) : "-",
+                     r.cache_hit ? "cached" : fmt::format("{:.1f} s", r.compile_seconds)});
+    }
+    std::cout << table.str();
+    for (const auto& r : report.results) {
+      if (!r.ok()) std::cout << fmt::format("\n{} {}:\n{}\n", r.id, r.status, r.message);
+    }
+    std::cout << fmt::format("\n{} of {} tasks ok at scale '{}' on {} ({}) in {:.1f} s\n",
+                             report.results.size() - report.failures(), report.results.size(), report.scale,
+                             report.backend, report.device_name, report.seconds);
+  }
+  exit_code = report.failures() == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+void add_tasks_command(CLI::App& app, int& exit_code) {
+  auto* tasks = app.add_subcommand("tasks", "The task suite: list tasks, show one, check the references");
+  tasks->require_subcommand(1);
+  static TasksOptions o;
+  const auto add_suite_dir = [](CLI::App* cmd) {
+    cmd->add_option("--suite-dir", o.suite_dir, "Suite folder (default: $CRL_SUITE_DIR, else the source tree's jobs/suite)");
+  };
+
+  auto* list = tasks->add_subcommand("list", "List the tasks (id, category, name, full-scale cost)");
+  add_suite_dir(list);
+  list->add_option("--level", o.level, "Only this level")->check(CLI::PositiveNumber);
+  list->add_option("--category", o.category, "Only this category");
+  list->add_flag("--json", o.json, "Print every task's metadata as a JSON array");
+  list->callback([&exit_code] { run_list(o, exit_code); });
+
+  auto* show = tasks->add_subcommand("show", "Show one task: metadata and its reference program");
+  add_suite_dir(show);
+  show->add_option("id", o.id, "Task id, e.g. level1/019_relu")->required();
+  show->add_flag("--json", o.json, "Print metadata and program text as JSON");
+  show->callback([&exit_code] { run_show(o, exit_code); });
+
+  auto* check = tasks->add_subcommand(
+      "check", "Compile and run every selected reference: deterministic, not degenerate, timed; exit 1 if any fails");
+  add_suite_dir(check);
+  check->add_option("--scale", o.scale, "Scale to run at")->capture_default_str();
+  check->add_option("--level", o.level, "Only this level")->check(CLI::PositiveNumber);
+  check->add_option("--category", o.category, "Only this category");
+  check->add_option("--task", o.id, "Only this task id");
+  check->add_option("--backend", o.backend, "cpu or cuda (default: cuda when a GPU is visible)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  check->add_option("--seed", o.seed, "Seed of runs 1 and 2 (run 3 uses seed + 1)")->capture_default_str();
+  check->add_option("--timed-calls", o.timed_calls, "Calls timed per task (median reported)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  check->add_option("--jobs", o.jobs, "Parallel compiles (default: hardware threads)");
+  check->add_option("--cache-dir", o.cache_dir, "Compile cache (default: $CRL_CACHE_DIR, else ~/.cache/crl/compile)");
+  check->add_flag("--json", o.json, "Print the report as JSON");
+  check->add_option("--out", o.out, "Also write the JSON report to this file (e.g. results/baselines/...)");
+  check->callback([&exit_code] { run_check(o, exit_code); });
+}
+
+}  // namespace crl::cli
