@@ -34,7 +34,9 @@ struct CompileResult {
 };
 
 struct CompilerOptions {
-  std::string cache_dir;          // empty: $CRL_CACHE_DIR, else ~/.cache/crl/compile
+  // Empty: $CRL_CACHE_DIR, else ~/.cache/crl/compile. Best on a node-local disk: each backend's
+  // precompiled prelude is ~400 MB, read by every host compile.
+  std::string cache_dir;
   size_t jobs = 0;                // pool threads; 0: the machine's hardware threads
   std::string cuda_arch;          // default for requests; empty: the local GPU's (sm_90a without one)
   double timeout_seconds = 300;   // per compiler invocation; longer fails (not cached: may be the node)

@@ -108,11 +108,11 @@ const std::string& local_cuda_arch() {
   static const std::string arch = [] {
     std::string result = "sm_90a";
 #ifdef CRL_HAVE_CUDA
-    int count = 0;
-    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
+    int count = 0, device = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0 && cudaGetDevice(&device) == cudaSuccess) {
       int major = 0, minor = 0;
-      if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
-          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess) {
+      if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess) {
         result = fmt::format("sm_{}{}{}", major, minor, major >= 9 ? "a" : "");
       }
     } else {

@@ -27,7 +27,7 @@ std::string compiler_version(const std::string& compiler, const std::string& cac
 // CPUs like it, so the CPU backend's cache key carries it). Memoised.
 const std::string& cpu_fingerprint();
 
-// "sm_XY[a]" of GPU 0 (the 'a' suffix for sm_90 and later, whose arch-specific features such as
+// "sm_XY[a]" of the current GPU (the 'a' suffix for sm_90 and later, whose arch-specific features such as
 // wgmma need it); "sm_90a" (the H200) when no GPU is visible. Memoised.
 const std::string& local_cuda_arch();
 
