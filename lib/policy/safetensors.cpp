@@ -547,6 +547,13 @@ void AtomicFileWriter::commit() {
     errno = saved;
     throw_io_error("cannot rename the temporary file onto", path_.string());
   }
+  // Make the rename itself durable; a failure here leaves a complete file, so it is not fatal.
+  const std::filesystem::path dir = path_.has_parent_path() ? path_.parent_path() : ".";
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
 }
 
 void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,

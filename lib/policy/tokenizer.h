@@ -35,6 +35,8 @@ struct AddedToken {
                              // encode(parse_special_tokens = false)
 };
 
+// Cheap to copy (copies share one loaded vocabulary and piece cache); safe to use from several
+// threads at once.
 class Tokenizer {
  public:
   // Reads tokenizer.json (or a directory holding one).
