@@ -37,24 +37,52 @@ uint64_t pair_key(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
-// Added tokens of one kind (matched on raw or on normalised text), indexed by first byte, longest
-// first, so a scan finds the leftmost-longest match as Hugging Face's Aho-Corasick automaton does.
-struct AddedTokenMatcher {
-  struct Pattern {
-    std::string text;
-    size_t token;  // index into Impl::added
-  };
-  std::array<std::vector<Pattern>, 256> by_first_byte;
-  bool empty = true;
+// Added tokens of one kind (matched on raw or on normalised text) in a byte trie, so a scan finds
+// the leftmost-longest match, as Hugging Face's Aho-Corasick automaton does, in time linear in
+// the match length however many tokens share a prefix (Llama 3 has 256 "<|reserved_...").
+class AddedTokenMatcher {
+ public:
+  bool empty() const { return nodes_.size() == 1; }
 
-  void add(std::string text, size_t token) {
+  void add(const std::string& text, size_t token) {
     if (text.empty()) return;
-    auto& bucket = by_first_byte[static_cast<uint8_t>(text[0])];
-    bucket.push_back({std::move(text), token});
-    std::stable_sort(bucket.begin(), bucket.end(),
-                     [](const Pattern& a, const Pattern& b) { return a.text.size() > b.text.size(); });
-    empty = false;
+    int32_t node = 0;
+    for (unsigned char b : text) {
+      auto& children = nodes_[node].children;
+      auto it = std::lower_bound(children.begin(), children.end(), std::make_pair(b, int32_t{-1}));
+      if (it == children.end() || it->first != b) {
+        const int32_t child = static_cast<int32_t>(nodes_.size());
+        it = children.insert(it, {b, child});
+        nodes_.emplace_back();  // may reallocate: `children` is not used after this
+        node = child;
+      } else {
+        node = it->second;
+      }
+    }
+    if (nodes_[node].token < 0) nodes_[node].token = static_cast<int64_t>(token);  // first wins
   }
+
+  // The longest token starting at `pos`: {index into Impl::added, byte length}, or {-1, 0}.
+  std::pair<int64_t, size_t> longest_at(std::string_view s, size_t pos) const {
+    std::pair<int64_t, size_t> best{-1, 0};
+    int32_t node = 0;
+    for (size_t i = pos; i < s.size(); ++i) {
+      const auto& children = nodes_[node].children;
+      const unsigned char b = static_cast<unsigned char>(s[i]);
+      const auto it = std::lower_bound(children.begin(), children.end(), std::make_pair(b, int32_t{-1}));
+      if (it == children.end() || it->first != b) break;
+      node = it->second;
+      if (nodes_[node].token >= 0) best = {nodes_[node].token, i + 1 - pos};
+    }
+    return best;
+  }
+
+ private:
+  struct Node {
+    std::vector<std::pair<unsigned char, int32_t>> children;  // sorted by byte
+    int64_t token = -1;
+  };
+  std::vector<Node> nodes_ = std::vector<Node>(1);
 };
 
 // A piece of the input on its way through the pipeline: text not yet tokenized, or an added
@@ -451,26 +479,20 @@ void Tokenizer::Impl::split_added(std::vector<Segment>& segments, const AddedTok
       continue;
     }
     if (normalize_first && normal_form) seg.text = normalize(seg.text, *normal_form);
-    if (matcher.empty) {
+    if (matcher.empty()) {
       out.push_back(std::move(seg));
       continue;
     }
     const std::string_view s = seg.text;
     size_t start_offset = 0, pos = 0;
     while (pos < s.size()) {
-      const AddedTokenMatcher::Pattern* found = nullptr;
-      for (const auto& p : matcher.by_first_byte[static_cast<uint8_t>(s[pos])]) {
-        if (s.compare(pos, p.text.size(), p.text) == 0) {
-          found = &p;
-          break;
-        }
-      }
-      if (!found) {
+      const auto [found, length] = matcher.longest_at(s, pos);
+      if (found < 0) {
         ++pos;
         continue;
       }
-      const AddedToken& token = added[found->token];
-      size_t start = pos, stop = pos + found->text.size();
+      const AddedToken& token = added[static_cast<size_t>(found)];
+      size_t start = pos, stop = pos + length;
       pos = stop;
       if (token.special && !parse_special) continue;
       if (token.single_word) {

@@ -127,6 +127,28 @@ TEST(TokenizerTest, SpecialTokensAndTemplate) {
   EXPECT_EQ(qwen.encode("x", true).size(), qwen.encode("x", false).size());  // no template
 }
 
+TEST(TokenizerTest, ManyAddedTokensWithACommonPrefixMatchLongestFirst) {
+  // As Llama 3's 256 <|reserved_special_token_N|>: N=1 must not win inside N=12.
+  nlohmann::json j = read_json(kGoldenDir + "/llama3_like/tokenizer.json");
+  const int32_t first_id = 5000;
+  for (int n = 0; n < 256; ++n) {
+    j["added_tokens"].push_back({{"id", first_id + n},
+                                 {"content", "<|reserved_special_token_" + std::to_string(n) + "|>"},
+                                 {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                                 {"normalized", false}, {"special", true}});
+  }
+  const Tokenizer tok = Tokenizer::from_json(j.dump(), "reserved.json");
+  const auto ids = tok.encode("<|reserved_special_token_12|><|reserved_special_token_1|>x "
+                              "<|reserved_special_token_2", false);
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids[0], first_id + 12);
+  EXPECT_EQ(ids[1], first_id + 1);
+  EXPECT_EQ(tok.decode(ids), "<|reserved_special_token_12|><|reserved_special_token_1|>x "
+                             "<|reserved_special_token_2");
+  EXPECT_EQ(tok.decode(ids, true), "x <|reserved_special_token_2");
+  EXPECT_EQ(tok.vocab_size(), first_id + 256);
+}
+
 TEST(TokenizerTest, DecodeBytesKeepsPartialCharacters) {
   const Tokenizer tok = Tokenizer::from_file(kGoldenDir + "/qwen2_like/tokenizer.json");
   const auto ids = tok.encode("🚀", false);
