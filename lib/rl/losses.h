@@ -1,0 +1,54 @@
+// SFT and GRPO losses over per-token log-probabilities, as sums with token counts so that data
+// parallel ranks can divide by the global number of loss tokens (token-level aggregation).
+//
+// Conventions: logits [B, S, V] come from a causal pass over input_ids [B, S]; column t predicts
+// token t+1. `loss_mask` [B, S] marks the tokens that are targets (completion tokens: 1, prompt
+// and padding: 0); its column 0 is never a target. Every loss returns the SUM over target tokens
+// and the number of target tokens; mean = sum / tokens, or sum / (tokens over all ranks).
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace crl::rl {
+
+// A loss as a differentiable sum over target tokens, plus what was counted.
+struct LossSum {
+  torch::Tensor sum;        // fp32 scalar with autograd history
+  int64_t tokens = 0;       // target tokens in the sum
+  double clipped_tokens = 0;  // GRPO: tokens whose ratio was clipped (the min took the clipped side)
+  double kl_sum = 0;        // GRPO: sum of the k3 KL estimate over target tokens (0 without a reference)
+};
+
+// log p(input_ids[:, t+1] | prefix) for t = 0..S-2, placed at column t+1: [B, S] fp32, column 0
+// is zero. Computed in fp32 (log_softmax of fp32 logits) whatever the logits' dtype.
+torch::Tensor next_token_log_probs(const torch::Tensor& logits, const torch::Tensor& input_ids);
+
+// Cross-entropy on the masked (completion) tokens: sum over targets of -log p(token).
+LossSum sft_loss(const torch::Tensor& logits, const torch::Tensor& input_ids, const torch::Tensor& loss_mask);
+
+// Group-normalised advantages: rewards [N] in consecutive groups of `group_size` completions of
+// one prompt; (r - mean_group) / (std_group + eps), std with Bessel's correction (torch.std, as
+// TRL's GRPO). A group of equal rewards gets advantage 0. Throws InputError unless N is a
+// positive multiple of group_size and group_size >= 2.
+torch::Tensor group_advantages(const torch::Tensor& rewards, int64_t group_size, double eps = 1e-4);
+
+struct GrpoOptions {
+  double clip_epsilon_low = 0.2;   // ratio floor 1 - eps_low
+  double clip_epsilon_high = 0.28; // ratio ceiling 1 + eps_high (DAPO's clip-higher)
+  double kl_beta = 0.0;            // weight of the k3 KL penalty to the reference; 0 = off
+};
+
+// GRPO's clipped surrogate per target token:
+//   ratio = exp(logp - old_logp)
+//   loss_t = -min(ratio * A, clamp(ratio, 1 - eps_low, 1 + eps_high) * A)
+//            + beta * (exp(ref_logp - logp) - (ref_logp - logp) - 1)      (k3 estimator)
+// summed over target tokens. logp [B, S] (with autograd), old_logp and ref_logp [B, S] (no grad;
+// ref only when kl_beta > 0), advantages [B], loss_mask [B, S]; all shapes are checked.
+LossSum grpo_loss(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& advantages,
+                  const torch::Tensor& loss_mask, const GrpoOptions& options,
+                  const std::optional<torch::Tensor>& ref_logp = std::nullopt);
+
+}  // namespace crl::rl
