@@ -5,6 +5,8 @@
 // committed tests/data/policy/tokenizers/hf_encode_bench.json; to measure both in one session:
 //   python3 tools/golden/make_tokenizer_golden.py --out /tmp/g && \
 //   CRL_HF_BENCH_JSON=/tmp/g/hf_encode_bench.json build/bench/bench_tokenizer)
+// Counters: bytes_per_second is crl's rate in MiB/s of CPU time; hf_MB_per_s is HF's in MB/s of
+// CPU time; x_hf is crl's rate over HF's (Google Benchmark prints rate counters with "/s").
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>

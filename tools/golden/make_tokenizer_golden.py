@@ -274,7 +274,7 @@ def main():
         print(f"{kind}: vocab {reloaded.get_vocab_size()}, {len(CASES)} cases, HF encode "
               f"{bench[kind]['warm_mb_per_s']:.2f} MB/s warm (CPU time), "
               f"{bench[kind]['warm_wall_mb_per_s']:.2f} MB/s (wall)")
-    out_bench = os.path.join(os.environ.get("OUT", args.out), "hf_encode_bench.json")
+    out_bench = os.path.join(args.out, "hf_encode_bench.json")
     with open(out_bench, "w") as f:
         json.dump(bench, f, indent=1)
     print(f"wrote {args.out} and {out_bench}")
