@@ -2,14 +2,17 @@
 #include "compile/compiler.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -215,9 +218,10 @@ struct Compiler::Impl {
     return h.hex();
   }
 
-  CommandResult run_tool(const std::vector<std::string>& argv, const std::string& dir) const {
+  CommandResult run_tool(const std::vector<std::string>& argv, const std::string& dir, double timeout_seconds = 0) const {
     CommandOptions o;
-    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+    if (timeout_seconds <= 0) timeout_seconds = options.timeout_seconds;
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
     o.working_dir = dir;
     o.max_output = std::max<size_t>(options.max_log_bytes * 4, 65536);
     // Compilers write localized, coloured messages otherwise.
@@ -242,7 +246,8 @@ struct Compiler::Impl {
         std::vector<std::string> argv = {toolchain.cxx};
         for (auto& f : host_flags(backend)) argv.push_back(f);
         for (const auto& f : {"-x", "c++-header", header.c_str(), "-o", tmp.c_str()}) argv.push_back(f);
-        const CommandResult r = run_tool(argv, dir);
+        // The prelude takes tens of seconds; a program's short timeout must not fail it.
+        const CommandResult r = run_tool(argv, dir, std::max(options.timeout_seconds, 1800.0));
         if (!r.ok()) {
           std::error_code ec;
           fs::remove(tmp, ec);
