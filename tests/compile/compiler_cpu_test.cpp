@@ -154,6 +154,7 @@ TEST(CompilerCpu, TimedOutCompilesFailWithoutBeingCached) {
   CompilerOptions options = test_options(1);
   options.timeout_seconds = 1;
   Compiler compiler(options);
+  compiler.prepare(Backend::cpu);  // the prelude (built here on a fresh cache) has its own timeout
   // Constant evaluation of 10^9 steps: minutes for g++, so the 1 s timeout kills it.
   const std::string text = "// crl:host\n// " + unique_tag() +
                            "\nconstexpr long slow() { long s = 0; for (long i = 0; i < 1000000000; ++i) s += i % 7; return s; }\n"
