@@ -193,6 +193,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     v.status = status;
     v.message = std::move(message);
     v.reward = status == VerdictStatus::kOk ? reward_from_speedup(v.speedup) : 0.0;
+    if (!spare_ || !spare_->running()) spare_ = start_worker(fmt::format("candidate-{}.log", workers_started_++));
     v.seconds = seconds_since(start);
     return v;
   };
@@ -215,7 +216,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
 
   // 2. A fresh worker for this candidate; the reference runs beside it only for timing.
   t = Clock::now();
-  auto worker = start_worker(fmt::format("candidate-{}.log", evaluations_++));
+  std::unique_ptr<WorkerProcess> worker = std::move(spare_);
+  if (!worker || !worker->running()) worker = start_worker(fmt::format("candidate-{}.log", workers_started_++));
   auto fail = [&](const WorkerFailure& f) {
     worker->kill();
     v.worker_log = worker->log(options_.max_log_bytes);

@@ -75,7 +75,10 @@ class Evaluator {
   std::string worker_executable_;
   std::unique_ptr<class ScratchDir> scratch_;
   std::unique_ptr<ReferenceState> reference_;
-  int evaluations_ = 0;
+  // A candidate worker started at the end of the previous evaluation: it loads LibTorch while
+  // the next candidate compiles, not while anything is timed.
+  std::unique_ptr<WorkerProcess> spare_;
+  int workers_started_ = 0;
 };
 
 }  // namespace crl::eval

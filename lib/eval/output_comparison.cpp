@@ -60,36 +60,49 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     }
     if (ref.numel() == 0) continue;
     const Tolerance tol = tolerance_for(ref.scalar_type());
-    const at::Tensor r = ref.to(at::kDouble).flatten();
-    const at::Tensor c = cand.to(at::kDouble).flatten();
-    const at::Tensor r_nan = r.isnan();
-    const at::Tensor c_nan = c.isnan();
-    const at::Tensor both_nan = r_nan.logical_and(c_nan);
-    const at::Tensor r_inf = r.isinf();
-    const at::Tensor c_inf = c.isinf();
-    const at::Tensor abs_err = (c - r).abs();
-    const at::Tensor allowed = r.abs().mul(tol.rtol).add(tol.atol);
-    // How far outside its tolerance each element is: > 1 fails; NaN and Inf rules make it huge.
-    at::Tensor excess = abs_err / allowed.clamp_min(1e-300);
-    const at::Tensor nan_mismatch = r_nan.logical_xor(c_nan);
-    const at::Tensor inf_mismatch = r_inf.logical_or(c_inf).logical_and(r.ne(c)).logical_and(nan_mismatch.logical_not())
-                                        .logical_and(both_nan.logical_not());
-    excess = excess.masked_fill(both_nan, 0.0);
-    excess = excess.masked_fill(r_inf.logical_and(r.eq(c)), 0.0);
-    excess = excess.masked_fill(nan_mismatch.logical_or(inf_mismatch), INFINITY);
-    const at::Tensor bad = excess.gt(1.0);
-    const at::Tensor finite_err = abs_err.masked_fill(abs_err.isnan().logical_or(abs_err.isinf()), 0.0);
-    result.max_abs_error = std::max(result.max_abs_error, finite_err.max().item<double>());
-    const int64_t n_bad = bad.sum().item<int64_t>();
-    if (n_bad == 0) continue;
-    const int64_t worst = excess.argmax().item<int64_t>();
+    // Compared in float64 in chunks, so full-scale outputs (gigabytes) need no whole-size temporaries.
+    const at::Tensor ref_flat = ref.contiguous().view(-1);
+    const at::Tensor cand_flat = cand.contiguous().view(-1);
+    constexpr int64_t kChunk = int64_t{1} << 22;
+    int64_t n_bad = 0;
+    double worst_excess = -1;
+    for (int64_t begin = 0; begin < ref_flat.numel(); begin += kChunk) {
+      const int64_t length = std::min(kChunk, ref_flat.numel() - begin);
+      const at::Tensor r = ref_flat.narrow(0, begin, length).to(at::kDouble);
+      const at::Tensor c = cand_flat.narrow(0, begin, length).to(at::kDouble);
+      const at::Tensor r_nan = r.isnan();
+      const at::Tensor c_nan = c.isnan();
+      const at::Tensor both_nan = r_nan.logical_and(c_nan);
+      const at::Tensor nan_mismatch = r_nan.logical_xor(c_nan);
+      const at::Tensor any_inf = r.isinf().logical_or(c.isinf());
+      const at::Tensor abs_err = (c - r).abs();
+      const at::Tensor allowed = r.abs().mul(tol.rtol).add(tol.atol);
+      // How far outside its tolerance each element is (> 1 fails); NaN and Inf rules override.
+      at::Tensor excess = abs_err / allowed.clamp_min(1e-300);
+      excess.masked_fill_(both_nan.logical_or(any_inf.logical_and(r.eq(c))), 0.0);
+      excess.masked_fill_(nan_mismatch.logical_or(any_inf.logical_and(r.ne(c)).logical_and(both_nan.logical_not())),
+                          INFINITY);
+      const at::Tensor finite_err = abs_err.masked_fill(abs_err.isnan().logical_or(abs_err.isinf()), 0.0);
+      result.max_abs_error = std::max(result.max_abs_error, finite_err.max().item<double>());
+      n_bad += excess.gt(1.0).sum().item<int64_t>();
+      const int64_t local_worst = excess.argmax().item<int64_t>();
+      const double local_excess = excess[local_worst].item<double>();
+      if (local_excess > worst_excess) {
+        worst_excess = local_excess;
+        result.worst_index = begin + local_worst;
+        result.worst_reference = r[local_worst].item<double>();
+        result.worst_candidate = c[local_worst].item<double>();
+      }
+    }
+    if (n_bad == 0) {
+      result.worst_index = -1;
+      continue;
+    }
     result.mismatched_elements = n_bad;
-    result.worst_index = worst;
-    result.worst_reference = r[worst].item<double>();
-    result.worst_candidate = c[worst].item<double>();
     return fail(fmt::format(
         "{} of {} elements outside atol {:g} + rtol {:g}; worst at flat index {}: got {:.8g}, expected {:.8g}",
-        n_bad, r.numel(), tol.atol, tol.rtol, worst, result.worst_candidate, result.worst_reference));
+        n_bad, ref_flat.numel(), tol.atol, tol.rtol, result.worst_index, result.worst_candidate,
+        result.worst_reference));
   }
   result.ok = true;
   return result;

@@ -110,6 +110,7 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
 
 WorkerProcess::~WorkerProcess() {
   kill();
+  unlink(options_.log_path.c_str());  // the log is the worker's; callers copy what they keep
   if (request_fd_ >= 0) close(request_fd_);
   if (reply_fd_ >= 0) close(reply_fd_);
 }

@@ -42,7 +42,7 @@ class WorkerProcess {
  public:
   // Starts the worker; throws ApiError when it cannot be started.
   explicit WorkerProcess(WorkerOptions options);
-  ~WorkerProcess();  // kills the group if it still runs
+  ~WorkerProcess();  // kills the group if it still runs and removes the log file
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 

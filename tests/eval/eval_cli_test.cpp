@@ -1,0 +1,76 @@
+// `crl eval` as a script sees it: JSON verdicts, exit codes 0 / 1 / 3, and the --h5 file.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/subprocess.h"
+#include "eval/scratch_dir.h"
+#include "eval/verdict_table.h"
+
+namespace crl::eval {
+namespace {
+
+const std::string kFixtures = std::string(CRL_TEST_DATA_DIR) + "/eval";
+
+CommandResult crl_eval(std::vector<std::string> args, const std::string& cache_dir) {
+  std::vector<std::string> argv = {CRL_EXE, "eval", "--suite", kFixtures + "/suite", "--backend", "cpu",
+                                   "--trials", "2", "--time-budget", "0.5", "--cache-dir", cache_dir};
+  argv.insert(argv.end(), args.begin(), args.end());
+  CommandOptions options;
+  options.env["CRL_WORKER"] = CRL_WORKER_EXE;
+  return run_command(argv, options);
+}
+
+nlohmann::json json_of(const CommandResult& r) {
+  const auto begin = r.output.find("[\n");
+  EXPECT_NE(begin, std::string::npos) << r.output;
+  return nlohmann::json::parse(r.output.substr(begin));
+}
+
+const std::string kCache = std::string(CRL_BINARY_DIR) + "/test-cache/eval_cli_test";
+
+TEST(CrlEvalCli, OkCandidateExitsZeroWithAJsonVerdict) {
+  const auto r = crl_eval({"--task", "level1/019_relu", "--json", kFixtures + "/relu/same_as_reference.crl"}, kCache);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = json_of(r);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["status"], "ok");
+  EXPECT_EQ(j[0]["task"], "level1/019_relu");
+  EXPECT_EQ(j[0]["trials_run"], 2);
+}
+
+TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
+  ScratchDir dir("crl_eval_cli_test_");
+  const std::string jsonl = dir.file("candidates.jsonl");
+  {
+    std::ofstream out(jsonl);
+    out << nlohmann::json{{"task", "level1/019_relu"}, {"id", "good"},
+                          {"program", "// crl:host\nat::Tensor forward(const at::Tensor& x) { return at::relu(x); }\n"}}
+               .dump()
+        << "\n";
+    out << nlohmann::json{{"task", "level1/019_relu"}, {"id", "bad"},
+                          {"program", "// crl:host\nat::Tensor forward(const at::Tensor& x) { return x.abs(); }\n"}}
+               .dump()
+        << "\n";
+  }
+  const std::string h5 = dir.file("verdicts.h5");
+  const auto r = crl_eval({"--h5", h5, jsonl}, kCache);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("mismatch"), std::string::npos) << r.output;
+  const auto verdicts = read_verdicts(results::ResultsReader(h5));
+  ASSERT_EQ(verdicts.size(), 2u);
+  EXPECT_EQ(verdicts[0].candidate, "good");
+  EXPECT_EQ(verdicts[0].status, VerdictStatus::kOk);
+  EXPECT_EQ(verdicts[1].candidate, "bad");
+  EXPECT_EQ(verdicts[1].status, VerdictStatus::kMismatch);
+}
+
+TEST(CrlEvalCli, BadInputExitsThree) {
+  EXPECT_EQ(crl_eval({"--task", "level1/999_nothing", kFixtures + "/relu/same_as_reference.crl"}, kCache).exit_code, 3);
+  EXPECT_EQ(crl_eval({kFixtures + "/relu/same_as_reference.crl"}, kCache).exit_code, 3);  // no --task
+  EXPECT_EQ(crl_eval({"--task", "level1/019_relu", kFixtures + "/no-such-file.crl"}, kCache).exit_code, 3);
+}
+
+}  // namespace
+}  // namespace crl::eval

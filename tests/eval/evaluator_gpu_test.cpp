@@ -1,0 +1,80 @@
+// The evaluator on the CUDA backend at full scale (label gpu; skipped without a GPU): the
+// reference as its own candidate is ok with a CI containing 1.00 and narrower than +-2%; a
+// kernel candidate is ok; wrong values, a crash, a hang and an illegal memory access get their
+// status, and the same evaluator then judges the next candidate correctly.
+#include <gtest/gtest.h>
+
+#if CRL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "eval_fixtures.h"
+
+namespace crl::eval {
+namespace {
+
+using testing::fixture_compiler;
+using testing::fixture_suite;
+using testing::quick_options;
+using testing::relu_candidate;
+
+bool have_gpu() {
+#if CRL_HAVE_CUDA
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return false;
+#endif
+}
+
+class GpuEvaluatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU visible: the CUDA backend cannot run here";
+  }
+  static Evaluator& evaluator() {
+    static Evaluator e(quick_options(Backend::cuda), fixture_compiler("evaluator_gpu_test"));
+    return e;
+  }
+  static Verdict evaluate(const std::string& fixture) {
+    return evaluator().evaluate(fixture_suite().find("level1/019_relu"), relu_candidate(fixture), fixture);
+  }
+};
+
+std::string explain(const Verdict& v) { return to_json(v).dump(2); }
+
+TEST_F(GpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithANarrowCiContainingOne) {
+  const Verdict v = evaluate("same_as_reference");
+  ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  EXPECT_LE(v.speedup_ci_low, 1.0) << explain(v);
+  EXPECT_GE(v.speedup_ci_high, 1.0) << explain(v);
+  EXPECT_LT((v.speedup_ci_high - v.speedup_ci_low) / 2 / v.speedup, 0.02) << explain(v);
+  std::cout << "reference vs itself: " << v.message << ", " << v.reference_time.median_us << " us, "
+            << v.steps.back().detail << "\n";
+}
+
+TEST_F(GpuEvaluatorTest, KernelCandidateIsOk) {
+  const Verdict v = evaluate("device_loop");
+  EXPECT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  std::cout << "device_loop: " << v.message << "\n";
+}
+
+TEST_F(GpuEvaluatorTest, WrongValuesAreAMismatch) {
+  EXPECT_EQ(evaluate("wrong_values").status, VerdictStatus::kMismatch);
+}
+
+TEST_F(GpuEvaluatorTest, IllegalMemoryAccessIsARuntimeErrorAndTheWorkerIsReplaced) {
+  const Verdict v = evaluate("illegal_address");
+  EXPECT_EQ(v.status, VerdictStatus::kRuntimeError) << explain(v);
+  EXPECT_NE(v.message.find("illegal"), std::string::npos) << v.message;
+  EXPECT_EQ(evaluate("device_loop").status, VerdictStatus::kOk);
+}
+
+TEST_F(GpuEvaluatorTest, SegfaultAndHangDoNotTakeTheEvaluatorDown) {
+  EXPECT_EQ(evaluate("segfault").status, VerdictStatus::kCrash);
+  EXPECT_EQ(evaluate("infinite_loop").status, VerdictStatus::kTimeout);
+  EXPECT_EQ(evaluate("same_as_reference").status, VerdictStatus::kOk);
+}
+
+}  // namespace
+}  // namespace crl::eval
