@@ -93,29 +93,30 @@ struct Segment {
 };
 
 bool starts_with_word(std::string_view s) {
-  if (s.empty()) return false;
-  const uint8_t lead = static_cast<uint8_t>(s[0]);
-  const size_t length = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-  const auto cps = decode_utf8(s.substr(0, std::min(length, s.size())));
-  return !cps.empty() && is_word_char(cps.front().value);
+  char32_t cp = 0;
+  return decode_utf8_at(s, 0, cp) > 0 && is_word_char(cp);
+}
+
+// Byte index where the code point ending at `end` starts.
+size_t previous_char_start(std::string_view s, size_t end) {
+  size_t start = end - 1;
+  while (start > 0 && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80) --start;
+  return start;
 }
 
 bool ends_with_word(std::string_view s) {
   if (s.empty()) return false;
-  size_t start = s.size() - 1;
-  while (start > 0 && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80) --start;
-  const auto cps = decode_utf8(s.substr(start));
-  return !cps.empty() && is_word_char(cps.back().value);
+  char32_t cp = 0;
+  return decode_utf8_at(s, previous_char_start(s, s.size()), cp) > 0 && is_word_char(cp);
 }
 
 // Byte index where the trailing whitespace of `s` begins.
 size_t trailing_whitespace_start(std::string_view s) {
   size_t end = s.size();
   while (end > 0) {
-    size_t start = end - 1;
-    while (start > 0 && (static_cast<uint8_t>(s[start]) & 0xC0) == 0x80) --start;
-    const auto cps = decode_utf8(s.substr(start, end - start));
-    if (cps.empty() || !is_unicode_whitespace(cps[0].value)) break;
+    const size_t start = previous_char_start(s, end);
+    char32_t cp = 0;
+    if (decode_utf8_at(s, start, cp) == 0 || !is_unicode_whitespace(cp)) break;
     end = start;
   }
   return end;
@@ -124,9 +125,10 @@ size_t trailing_whitespace_start(std::string_view s) {
 // Byte length of the leading whitespace of `s`.
 size_t leading_whitespace_length(std::string_view s) {
   size_t pos = 0;
-  for (const CodePoint& c : decode_utf8(s)) {
-    if (!is_unicode_whitespace(c.value)) return c.byte_offset;
-    pos = s.size();
+  char32_t cp = 0;
+  while (size_t n = decode_utf8_at(s, pos, cp)) {
+    if (!is_unicode_whitespace(cp)) break;
+    pos += n;
   }
   return pos;
 }

@@ -147,6 +147,12 @@ bool is_valid_utf8(std::string_view text) {
   return true;
 }
 
+size_t decode_utf8_at(std::string_view text, size_t pos, char32_t& cp) {
+  if (pos >= text.size()) return 0;
+  const int n = utf8_step(text, pos, cp);
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
 void append_utf8(std::string& out, char32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);

@@ -35,6 +35,9 @@ struct CodePoint {
 // Decodes UTF-8; throws InputError naming the byte offset of the first malformed sequence.
 std::vector<CodePoint> decode_utf8(std::string_view text);
 bool is_valid_utf8(std::string_view text);
+// Decodes the code point at byte `pos`: returns its length in bytes and stores it in `cp`, or
+// returns 0 for a malformed sequence.
+size_t decode_utf8_at(std::string_view text, size_t pos, char32_t& cp);
 // Appends the UTF-8 encoding of `cp`.
 void append_utf8(std::string& out, char32_t cp);
 // Replaces malformed UTF-8 with U+FFFD, one per maximal ill-formed subpart (what Rust's
