@@ -101,7 +101,10 @@ set(CRL_FMT_FIRST_DIR ${PROJECT_BINARY_DIR}/crl_fmt_first)
 file(MAKE_DIRECTORY ${CRL_FMT_FIRST_DIR})
 file(CREATE_LINK ${CRL_SYSTEM_FMT_DIR}/fmt ${CRL_FMT_FIRST_DIR}/fmt SYMBOLIC)
 add_library(crl_torch INTERFACE)
-target_link_libraries(crl_torch INTERFACE ${TORCH_LIBRARIES})
+# libstdc++ comes first: the PyPI LibTorch wheel exports std::filesystem functions of its own
+# (its remove_all jumps to a null pointer on a non-empty directory), and whichever library is
+# listed first supplies them to every crl binary.
+target_link_libraries(crl_torch INTERFACE stdc++ ${TORCH_LIBRARIES})
 target_include_directories(crl_torch BEFORE INTERFACE ${CRL_FMT_FIRST_DIR})
 target_include_directories(crl_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 

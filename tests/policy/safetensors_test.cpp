@@ -297,5 +297,17 @@ TEST_F(SafetensorsTest, RejectsBadTensorsOnWrite) {
   EXPECT_EQ(files, 1u);
 }
 
+// Regression: this binary links LibTorch, whose PyPI wheel exports a std::filesystem::remove_all
+// that crashed here until cmake/CrlDependencies.cmake put libstdc++ first on the link line.
+TEST(TorchLinkTest, StdFilesystemRemoveAllWorks) {
+  const fs::path dir = fs::temp_directory_path() / ("crl_remove_all_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "sub" / "file") << "x";
+  std::error_code ec;
+  EXPECT_EQ(fs::remove_all(dir, ec), 3u);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(fs::exists(dir));
+}
+
 }  // namespace
 }  // namespace crl::policy
