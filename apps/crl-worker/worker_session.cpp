@@ -67,6 +67,8 @@ eval::Message WorkerSession::load(const nlohmann::json& request) {
   if (device == "cuda") {
 #if CRL_HAVE_CUDA
     device_ = at::Device(at::kCUDA, 0);
+    // A first allocation initialises CUDA and the caching allocator, which the cap applies to.
+    at::empty({1}, at::TensorOptions().device(device_));
     const double fraction = request.value("gpu_memory_fraction", 0.0);
     if (fraction > 0) c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, 0);
 #else
@@ -191,7 +193,13 @@ eval::Message WorkerSession::time(const nlohmann::json& request) {
       const auto wall_start = std::chrono::steady_clock::now();
       cudaStream_t stream = at::cuda::getCurrentCUDAStream();
       cudaEventRecord(start_event, stream);
-      auto outputs = prog(args);
+      std::vector<at::Tensor> outputs;
+      try {
+        outputs = prog(args);
+      } catch (const std::exception&) {
+        check_device(prog.which() + "'s timed forward");  // a sticky error explains it better
+        throw;
+      }
       cudaEventRecord(end_event, stream);
       check_device(prog.which() + "'s timed forward");
       *wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wall_start).count();
