@@ -5,8 +5,10 @@
 #include <ftw.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -132,7 +134,39 @@ std::optional<CompileResult> CompileCache::lookup(const std::string& key, const 
     result.library_path = dir + "/" + kLibraryName;
     if (access(result.library_path.c_str(), R_OK) != 0) return std::nullopt;
   }
+  // Mark the entry used, for prune() (best effort: a read-only cache still serves hits).
+  ::utimensat(AT_FDCWD, (dir + "/" + kResultName).c_str(), nullptr, 0);
   return result;
+}
+
+size_t CompileCache::prune(uint64_t max_bytes, std::chrono::seconds min_age) const {
+  struct Entry {
+    fs::file_time_type used;
+    uint64_t bytes;
+    std::string dir;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& shard : fs::directory_iterator(fs::path(root_) / "objects", ec)) {
+    for (const auto& entry : fs::directory_iterator(shard.path(), ec)) {
+      Entry e{fs::last_write_time(entry.path() / kResultName, ec), 0, entry.path().string()};
+      if (ec) continue;  // no result.json: not a published entry
+      for (const auto& file : fs::directory_iterator(entry.path(), ec)) e.bytes += file.file_size(ec);
+      total += e.bytes;
+      entries.push_back(std::move(e));
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  const auto now = fs::file_time_type::clock::now();
+  size_t removed = 0;
+  for (const Entry& e : entries) {
+    if (total <= max_bytes || now - e.used < min_age) break;
+    remove_tree(e.dir);
+    total -= e.bytes;
+    ++removed;
+  }
+  return removed;
 }
 
 std::string CompileCache::make_build_dir() const {

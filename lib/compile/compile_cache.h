@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -43,6 +44,10 @@ class CompileCache {
 
   // Removes build directories under tmp/ older than `age` (left by processes that died mid-compile).
   void remove_stale_build_dirs(std::chrono::seconds age) const;
+  // Removes the least recently used entries (a hit refreshes an entry's result.json mtime) until
+  // the objects take at most `max_bytes`, sparing entries used within `min_age` (another process
+  // may be about to load them). Returns the number removed. A library already loaded stays usable.
+  size_t prune(uint64_t max_bytes, std::chrono::seconds min_age = std::chrono::hours(1)) const;
   // A fresh private directory under tmp/ for building an entry.
   std::string make_build_dir() const;
   // Writes result.json into `build_dir` (which holds program.so when result.ok) and renames it to

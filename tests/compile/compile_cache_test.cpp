@@ -60,6 +60,35 @@ TEST(CompileCache, DamagedEntriesAreMisses) {
   remove_tree(root);
 }
 
+TEST(CompileCache, PruneRemovesTheLeastRecentlyUsedEntriesFirst) {
+  const std::string root = fresh_root();
+  const CompileCache cache(root);
+  CompileResult ok;
+  ok.ok = true;
+  std::vector<std::string> keys;
+  for (char c : {'c', 'd', 'e'}) {
+    const std::string key(64, c), dir = cache.make_build_dir();
+    std::ofstream(dir + "/program.so") << std::string(10000, 'x');
+    cache.publish(dir, key, "o", ok);
+    keys.push_back(key);
+  }
+  // Every entry was used within the hour: none may go, whatever the size.
+  EXPECT_EQ(cache.prune(0, std::chrono::hours(1)), 0u);
+  const auto set_used = [&](const std::string& key, time_t when) {
+    const struct timespec times[2] = {{when, 0}, {when, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, (cache.entry_dir(key) + "/result.json").c_str(), times, 0), 0);
+  };
+  set_used(keys[0], 1000000000);  // c: 2001
+  set_used(keys[1], 1020000000);  // d: 2002
+  set_used(keys[2], 1030000000);  // e: 2002 (later)
+  ASSERT_TRUE(cache.lookup(keys[0], "o").has_value());  // a hit: c is now the most recently used
+  EXPECT_EQ(cache.prune(25000, std::chrono::hours(1)), 1u);  // 3 x ~10 kB -> one must go: d
+  EXPECT_TRUE(cache.lookup(keys[0], "o").has_value());
+  EXPECT_FALSE(cache.lookup(keys[1], "o").has_value());
+  EXPECT_TRUE(cache.lookup(keys[2], "o").has_value());
+  remove_tree(root);
+}
+
 TEST(CompileCache, StaleBuildDirsAreRemoved) {
   const std::string root = fresh_root();
   const CompileCache cache(root);
