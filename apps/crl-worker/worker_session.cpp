@@ -219,8 +219,10 @@ eval::Message WorkerSession::time(const nlohmann::json& request) {
   nlohmann::json reference_wall_us = nlohmann::json::array();
   nlohmann::json candidate_wall_us = nlohmann::json::array();
   for (int i = 0; i < pairs; ++i) {
-    // A fresh input set for each call of the pair; which program goes first is a coin flip.
-    const auto& ref_args = pool_[next_input++ % pool_.size()];
+    // Both calls of a pair get the same input set (so neither program is always timed on other
+    // buffers than the other), each pair the next set: consecutive calls of a program never see
+    // the same inputs. Which program goes first is a coin flip.
+    const auto& ref_args = pool_[next_input % pool_.size()];
     const auto& cand_args = pool_[next_input++ % pool_.size()];
     double ref_wall = 0;
     double cand_wall = 0;
