@@ -248,6 +248,8 @@ GenerationResult generate(CausalLm& model, const std::vector<std::vector<int64_t
   result.prefill_seconds = seconds_since(start);
   start = std::chrono::steady_clock::now();
   int64_t produced = 0;
+  // Without stop tokens or strings every sequence runs to max_new_tokens: no host check at all.
+  const bool can_stop_early = !options.stop_token_ids.empty() || !options.stop_strings.empty();
   for (int64_t t = 0; t < options.max_new_tokens; ++t) {
     const SampledTokens sampled = sample_tokens(logits, options.sampling, keys, step);
     const torch::Tensor tokens = torch::where(finished, pad, sampled.tokens);
@@ -258,7 +260,7 @@ GenerationResult generate(CausalLm& model, const std::vector<std::vector<int64_t
     step.add_(1);
     produced = t + 1;
     if (produced == options.max_new_tokens) break;
-    if (produced % options.sync_every == 0) {
+    if (can_stop_early && produced % options.sync_every == 0) {
       // One host round trip every sync_every steps: stop strings, and early exit when all are done.
       if (!options.stop_strings.empty()) {
         const torch::Tensor host_tokens = all_tokens.narrow(1, 0, produced).cpu();

@@ -13,8 +13,10 @@ logits' largest magnitude), which stays meaningful where single logits are near 
 
 Usage (CPU goldens committed under tests/data/policy/models, made with the golden venv):
   ~/.local/share/crl/golden-venv/bin/python tools/golden/make_model_golden.py --out tests/data/policy/models
-On the GPU machine (bf16 and fp32 on CUDA, for the gpu-labelled test):
-  python3 tools/golden/make_model_golden.py --device cuda --out $OUT/model_golden
+On the GPU machine (transformers' fp32 and bf16 on CUDA for the committed models; the gpu-labelled
+test reads the bf16 drift from there when CRL_MODEL_GOLDEN_CUDA_DIR=$OUT/model_golden):
+  python3 tools/golden/make_model_golden.py --device cuda --reuse-models tests/data/policy/models \
+      --out $OUT/model_golden
 """
 import argparse
 import json
@@ -90,8 +92,8 @@ def main():
     parser.add_argument("--out", required=True, help="folder; one sub-folder per model is written")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--reuse-models", action="store_true",
-                        help="read the models already in --out (e.g. the committed ones) instead of making new ones")
+    parser.add_argument("--reuse-models", metavar="DIR",
+                        help="read the models from DIR (e.g. the committed ones) instead of making new ones")
     args = parser.parse_args()
     device = torch.device(args.device)
     summary = {}
@@ -99,7 +101,7 @@ def main():
         folder = os.path.join(args.out, name)
         os.makedirs(folder, exist_ok=True)
         if args.reuse_models:
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(os.path.join(args.reuse_models, name), dtype=torch.float32)
         else:
             torch.manual_seed(args.seed + index)
             model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
