@@ -103,7 +103,7 @@ std::string task_of_path(const std::string& relative, const std::string& folder)
 
 std::vector<Candidate> read_jsonl(const std::string& path, const std::string& default_task) {
   std::ifstream in(path);
-  if (!in) throw_io_error("cannot read the candidates file", path);
+  if (!in) throw InputError(path + ": cannot read the candidates file");
   std::vector<Candidate> out;
   std::string line;
   int line_number = 0;
@@ -141,6 +141,8 @@ std::vector<Candidate> collect_candidates(const EvalCommandOptions& o) {
       auto lines = read_jsonl(input, o.task);
       for (auto& c : lines) out.push_back(std::move(c));
     } else {
+      // A candidate that cannot be read is bad input (exit 3), like one that does not parse.
+      if (access(input.c_str(), R_OK) != 0) throw InputError(input + ": no such candidate file (or it is unreadable)");
       if (o.task.empty()) throw InputError(input + ": give the task it is a candidate for with --task");
       out.push_back({o.task, input, load_program_file(input)});
     }
