@@ -182,7 +182,7 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   check->add_option("--task", o.id, "Only this task id");
   check->add_option("--backend", o.backend, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  check->add_option("--seed", o.seed, "Seed of runs 1 and 2 (run 3 uses seed + 1)")->capture_default_str();
+  check->add_option("--seed", o.seed, "Seed of runs 1 and 2 (run 3 uses a seed far from it)")->capture_default_str();
   check->add_option("--timed-calls", o.timed_calls, "Calls timed per task (median reported)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   check->add_option("--jobs", o.jobs, "Parallel compiles (default: hardware threads)");

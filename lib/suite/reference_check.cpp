@@ -98,7 +98,8 @@ ReferenceCheckResult check_compiled_reference(const Task& task, const std::strin
   // Run 3: another seed, for the rule's "same output whatever the inputs" part.
   std::vector<OutputFinding> findings;
   {
-    const std::vector<at::Tensor> other_args = make_arguments(spec, options.scale, options.seed + 1, device);
+    const std::vector<at::Tensor> other_args =
+        make_arguments(spec, options.scale, options.seed + options.other_seed_offset, device);
     const std::vector<at::Tensor> other = program.forward(other_args);
     findings = degenerate_findings(spec, args, outputs, other, options.rule);
   }
