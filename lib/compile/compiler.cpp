@@ -390,7 +390,7 @@ Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
   }
   d.cache = std::make_unique<CompileCache>(d.options.cache_dir);
   d.cache->remove_stale_build_dirs(std::chrono::hours(6));
-  d.use_gold = !find_on_path("ld.gold").empty();
+  d.use_gold = gold_links_cxx(d.toolchain.cxx, d.options.cache_dir);
   d.cxx_version = compiler_version(d.toolchain.cxx, d.options.cache_dir);
   if (!d.toolchain.nvcc.empty()) d.nvcc_version = compiler_version(d.toolchain.nvcc, d.options.cache_dir);
   d.pool = std::make_unique<ThreadPool>(d.options.jobs);

@@ -52,43 +52,82 @@ Toolchain default_toolchain() {
   return t;
 }
 
-std::string compiler_version(const std::string& compiler, const std::string& cache_dir) {
+namespace {
+
+// Memoises `compute()` for one compiler binary, in this process and on disk under
+// `cache_dir`/toolchains, keyed by the binary's path, size and mtime plus `what`.
+// Returns "" (and memoises nothing) when the binary is missing.
+template <typename Compute>
+std::string memoised_for_compiler(const std::string& compiler, const std::string& what,
+                                  const std::string& cache_dir, Compute compute) {
   static std::mutex mutex;
   static std::map<std::string, std::string> memo;
   std::error_code ec;
   const std::string real = fs::canonical(compiler, ec).string();
   struct stat st {};
   if (ec || stat(real.c_str(), &st) != 0) return "";
-  const std::string identity = fmt::format("{}|{}|{}.{}", real, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  const std::string identity = fmt::format("{}|{}|{}.{}|{}", real, st.st_size, st.st_mtim.tv_sec,
+                                           st.st_mtim.tv_nsec, what);
   {
     std::lock_guard lock(mutex);
     if (const auto it = memo.find(identity); it != memo.end()) return it->second;
   }
-  const fs::path memo_file = fs::path(cache_dir) / "toolchains" / (sha256_hex(identity) + ".version");
-  std::string version;
-  if (std::ifstream in(memo_file); in) std::getline(in, version);
-  if (version.empty()) {
-    const CommandResult r = run_command({real, "--version"}, {.timeout = std::chrono::seconds(60)});
-    if (!r.ok()) return "";
-    // nvcc's useful line is its last ("Build cuda_13.0.r13.0/..."); g++'s is its first.
-    std::istringstream lines(r.output);
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (line.empty()) continue;
-      version += (version.empty() ? "" : " | ") + line;
-      if (version.size() > 400) break;
-    }
+  const fs::path memo_file = fs::path(cache_dir) / "toolchains" / (sha256_hex(identity) + "." + what);
+  std::string value;
+  if (std::ifstream in(memo_file); in) std::getline(in, value);
+  if (value.empty()) {
+    value = compute(real);
+    if (value.empty()) return "";
     fs::create_directories(memo_file.parent_path(), ec);
     const fs::path tmp = memo_file.string() + fmt::format(".tmp{}", static_cast<long>(getpid()));
     if (std::ofstream out(tmp); out) {
-      out << version << "\n";
+      out << value << "\n";
       out.close();
       fs::rename(tmp, memo_file, ec);
     }
   }
   std::lock_guard lock(mutex);
-  memo[identity] = version;
-  return version;
+  memo[identity] = value;
+  return value;
+}
+
+}  // namespace
+
+std::string compiler_version(const std::string& compiler, const std::string& cache_dir) {
+  return memoised_for_compiler(compiler, "version", cache_dir, [](const std::string& real) {
+    const CommandResult r = run_command({real, "--version"}, {.timeout = std::chrono::seconds(60)});
+    if (!r.ok()) return std::string();
+    // nvcc's useful line is its last ("Build cuda_13.0.r13.0/..."); g++'s is its first.
+    std::istringstream lines(r.output);
+    std::string line, version;
+    while (std::getline(lines, line)) {
+      if (line.empty()) continue;
+      version += (version.empty() ? "" : " | ") + line;
+      if (version.size() > 400) break;
+    }
+    return version;
+  });
+}
+
+bool gold_links_cxx(const std::string& cxx, const std::string& cache_dir) {
+  if (find_on_path("ld.gold").empty()) return false;
+  // Seen on the GPU machine: its g++ (installed under /opt/gcc) passes gold a libstdc++ path that
+  // does not exist, so every link fails. Link a small C++ library once to find out.
+  const std::string answer = memoised_for_compiler(cxx, "gold", cache_dir, [&](const std::string& real) {
+    std::error_code ec;
+    const fs::path dir = fs::path(cache_dir) / "toolchains" / fmt::format("gold-probe-{}", static_cast<long>(getpid()));
+    fs::create_directories(dir, ec);
+    const fs::path source = dir / "probe.cpp";
+    if (std::ofstream out(source); out) out << "#include <string>\nstd::string crl_probe() { return std::string(64, 'x'); }\n";
+    const CommandResult r = run_command({real, "-shared", "-fPIC", "-fuse-ld=gold", source.string(), "-o",
+                                         (dir / "probe.so").string()},
+                                        {.timeout = std::chrono::seconds(60)});
+    fs::remove(dir / "probe.so", ec);
+    fs::remove(source, ec);
+    fs::remove(dir, ec);
+    return std::string(r.ok() ? "yes" : "no");
+  });
+  return answer == "yes";
 }
 
 const std::string& cpu_fingerprint() {

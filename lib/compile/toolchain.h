@@ -23,6 +23,10 @@ Toolchain default_toolchain();
 // `cache_dir`/toolchains keyed by the binary's path, size and mtime. "" if it does not run.
 std::string compiler_version(const std::string& compiler, const std::string& cache_dir);
 
+// Whether `cxx -fuse-ld=gold` links a C++ shared library here (gold links against LibTorch's
+// large libraries about twice as fast as bfd). Memoised like compiler_version.
+bool gold_links_cxx(const std::string& cxx, const std::string& cache_dir);
+
 // A hash of this CPU's model and feature flags (code built with -march=native is only valid on
 // CPUs like it, so the CPU backend's cache key carries it). Memoised.
 const std::string& cpu_fingerprint();

@@ -82,7 +82,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
     mask = mask.unsqueeze(2).expand({batch, 1, groups, steps, key_count}).reshape({batch, 1, groups * steps, key_count});
   }
   const torch::Tensor out = at::scaled_dot_product_attention(grouped_q, keys, values, mask, 0.0, false, scale);
-  const torch::Tensor merged = out.view({batch, heads, steps, head_dim}).transpose(1, 2).reshape({batch, steps, heads * head_dim});
+  const torch::Tensor merged = out.reshape({batch, heads, steps, head_dim}).transpose(1, 2).reshape({batch, steps, heads * head_dim});
   return o_proj(merged);
 }
 
