@@ -14,6 +14,10 @@
 namespace crl::policy {
 namespace {
 
+// The models here are tiny: one intra-op thread is fastest and keeps a busy CI machine from
+// stalling in OpenMP spin-waits.
+const bool kSingleThreaded = (torch::set_num_threads(1), true);
+
 const std::filesystem::path kModels = std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models";
 
 CausalLm tiny_model(const std::string& name = "qwen2_gqa2_tied") {

@@ -16,6 +16,10 @@
 namespace crl::policy {
 namespace {
 
+// The models here are tiny: one intra-op thread is fastest and keeps a busy CI machine from
+// stalling in OpenMP spin-waits.
+const bool kSingleThreaded = (torch::set_num_threads(1), true);
+
 // rm -rf: the std::filesystem::remove_all that libtorch.so exports crashes in processes linking it.
 void remove_tree(const std::filesystem::path& path) { run_command({"rm", "-rf", path.string()}); }
 
