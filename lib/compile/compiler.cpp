@@ -157,8 +157,10 @@ struct Compiler::Impl {
 
   std::vector<std::string> device_flags(Backend backend, const std::string& arch) const {
     if (backend == Backend::cuda) {
-      return {"-O3", "-std=c++17", "-arch=" + arch, "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
-              "-DCRL_CUDA=1"};
+      // -ccbin: nvcc's host side uses the same g++ as the host half (not whichever g++ is first on
+      // PATH), so both objects agree on the C++ runtime they link with.
+      return {"-ccbin", toolchain.cxx, "-O3", "-std=c++17", "-arch=" + arch, "-Xcompiler", "-fPIC",
+              "-Xcompiler", "-fvisibility=hidden", "-DCRL_CUDA=1"};
     }
     return {"-std=c++20", "-O3", "-march=native", "-fopenmp", "-fPIC", "-fvisibility=hidden", "-DCRL_CUDA=0"};
   }
