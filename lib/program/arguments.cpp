@@ -43,7 +43,10 @@ at::ScalarType draw_dtype(at::ScalarType dtype) { return dtype; }
 uint64_t argument_stream_seed(const TaskSpec& spec, uint64_t seed, size_t index) {
   const bool is_param = index >= spec.inputs.size();
   const uint64_t within = is_param ? index - spec.inputs.size() : index;
-  return mix64(mix64(seed) ^ mix64((static_cast<uint64_t>(is_param) << 32) + within + 1));
+  // The tag is spread by a multiplication, not by mix64: mix64(seed) ^ mix64(tag) is symmetric, so
+  // seed 1's second tensor equalled seed 2's first.
+  const uint64_t tag = (static_cast<uint64_t>(is_param) << 32) + within + 1;
+  return mix64(mix64(seed) ^ (tag * 0xd1b54a32d192ed03ULL));
 }
 
 at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale,

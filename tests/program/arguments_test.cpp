@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <set>
+
 #include "program/arguments.h"
 
 namespace crl {
@@ -65,6 +67,23 @@ TEST(Arguments, DeterministicPerSeedAndIndependentStreams) {
   ASSERT_EQ(more.size(), 3u);
   EXPECT_TRUE(at::equal(first[0], more[0]));
   EXPECT_TRUE(at::equal(first[1], more[1]));
+}
+
+TEST(Arguments, StreamSeedsNeverRepeatAcrossSeedsAndTensors) {
+  // Trials use consecutive seeds: no tensor of one trial may reappear as another tensor of the next.
+  const TaskSpec spec = spec_from(
+      "inputs:\n  - {name: x, shape: [n], dtype: float32, init: randn}\n"
+      "  - {name: y, shape: [n], dtype: float32, init: randn}\n"
+      "params:\n  - {name: w, shape: [n], dtype: float32, init: randn}\n");
+  std::set<uint64_t> seen;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    for (size_t i = 0; i < spec.num_args(); ++i) {
+      EXPECT_TRUE(seen.insert(argument_stream_seed(spec, seed, i)).second) << "seed " << seed << " tensor " << i;
+    }
+  }
+  const auto one = make_arguments(spec, "small", 1, kCpu);
+  const auto two = make_arguments(spec, "small", 2, kCpu);
+  EXPECT_FALSE(at::equal(one[1], two[0]));
 }
 
 TEST(Arguments, DistributionsAreRoughlyRight) {
