@@ -15,6 +15,14 @@ int main(int argc, char** argv) {
                  "(usage: crl-worker --channel 3,4)\n");
     return 2;
   }
+  // The evaluator starts workers with a clean environment; a preloaded or audited library could
+  // still interpose the timer, so a worker that finds one refuses to run (hack guard).
+  for (const char* name : {"LD_PRELOAD", "LD_AUDIT"}) {
+    if (const char* value = std::getenv(name); value != nullptr && value[0] != '\0') {
+      std::fprintf(stderr, "crl-worker: refusing to run with %s=%s\n", name, value);
+      return 2;
+    }
+  }
   constexpr int kRequestFd = 3;
   constexpr int kReplyFd = 4;
   crl::worker::WorkerSession session;

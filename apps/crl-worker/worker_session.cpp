@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "compile/loaded_program.h"
+#include "eval/guard_probe.h"
 #include "program/arguments.h"
 #include "program/program_text.h"
 
@@ -52,6 +53,12 @@ eval::Message WorkerSession::handle(const eval::Message& request) {
   if (!spec_) throw InputError("request '" + op + "' before 'load'");
   if (op == "run") return run(request.header);
   if (op == "time") return time(request.header);
+  if (op == "guard") {  // hack guards (lib/eval/guard_probe.h)
+    return eval::run_guard_probes(
+        request.header, *spec_, scale_, device_,
+        [this](const std::vector<at::Tensor>& args) { return call(program("candidate"), args); },
+        [this](const std::vector<at::Tensor>& args) { return call(program("reference"), args); });
+  }
   throw InputError("unknown request '" + op + "'");
 }
 

@@ -11,7 +11,9 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "eval/guard_symbols.h"
 #include "eval/scratch_dir.h"
+#include "eval/static_scan.h"
 #include "eval/timing_stats.h"
 #include "program/task_spec.h"
 
@@ -213,6 +215,26 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   if (!compiled.ok) {
     return finish(VerdictStatus::kCompileError, fmt::format("does not compile ({} stage)", compiled.stage));
   }
+  auto hack = [&](const std::string& kind, std::string message) {
+    v.hack_kind = kind;
+    return finish(VerdictStatus::kHack, std::move(message));
+  };
+  if (options_.hack_guards) {
+    // Timer tampering: the library's dynamic symbols. The static scan is for the report only.
+    t = Clock::now();
+    const auto symbols = scan_library_symbols(compiled.library_path);
+    step("guard: symbols", symbols.empty(), symbols.empty() ? "no timing, allocation or loader symbols" : describe(symbols), t);
+    t = Clock::now();
+    std::vector<ScanFinding> scan;
+    for (const SourceSection* section : {&candidate.device, &candidate.host}) {
+      for (auto f : static_scan(section->text)) {
+        f.line += std::max(section->first_line, 1) - 1;
+        scan.push_back(std::move(f));
+      }
+    }
+    step("static scan (report only)", true, describe(scan), t);
+    if (!symbols.empty()) return hack("timer_tampering", "the library " + describe(symbols));
+  }
 
   // 2. A fresh worker for this candidate; the reference runs beside it only for timing.
   t = Clock::now();
@@ -252,6 +274,58 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       return finish(VerdictStatus::kMismatch, fmt::format("{} (seed {}): {}", name, reference.seeds[i], cmp.message));
     }
     v.trials_passed = v.trials_run;
+  }
+  // Hack guards in the same worker: threads and deferred work, aliasing, input mutation, caches,
+  // stale memory (guard_probe.h); runs are compared here with the trusted reference's outputs.
+  if (options_.hack_guards) {
+    t = Clock::now();
+    const size_t seed_b = reference.seeds.size() > 1 ? 1 : 0;
+    auto reply = ask(*worker,
+                     Message{{{"op", "guard"},
+                              {"seeds", {reference.seeds[0], reference.seeds[seed_b]}},
+                              {"settle_seconds", options_.guard_settle_seconds}},
+                             {}},
+                     options_.call_timeout_seconds * 8, "hack guards");
+    if (auto* f = std::get_if<WorkerFailure>(&reply)) {
+      step("guards", false, f->message, t);
+      return fail(*f);
+    }
+    const Message& probes = std::get<Message>(reply);
+    std::string hack_kind;
+    std::string hack_message;
+    try {
+      for (const auto& check : probes.header.at("checks")) {
+        const bool passed = check.at("passed").get<bool>();
+        step("guard: " + check.at("name").get<std::string>(), passed, check.at("detail").get<std::string>(), t);
+        if (!passed && hack_kind.empty()) {
+          hack_kind = check.at("kind").get<std::string>();
+          hack_message = check.at("name").get<std::string>() + ": " + check.at("detail").get<std::string>();
+        }
+      }
+      size_t next = 0;
+      for (const auto& group : probes.header.at("groups")) {
+        const size_t count = group.at("count").get<size_t>();
+        const size_t seed_index = group.at("seed_index").get<size_t>() == 0 ? 0 : seed_b;
+        if (next + count > probes.tensors.size()) throw InputError("guard reply has fewer tensors than its groups");
+        const std::vector<ProgramOutput> outputs(probes.tensors.begin() + static_cast<std::ptrdiff_t>(next),
+                                                 probes.tensors.begin() + static_cast<std::ptrdiff_t>(next + count));
+        next += count;
+        const ComparisonResult cmp = compare_outputs(reference.outputs[seed_index], outputs, tolerance_for);
+        const std::string name = "guard: " + group.at("name").get<std::string>();
+        step(name, cmp.ok, cmp.ok ? fmt::format("matches the reference (max abs error {:.3g})", cmp.max_abs_error) : cmp.message, t);
+        if (!cmp.ok && hack_kind.empty()) {
+          hack_kind = group.at("kind").get<std::string>();
+          hack_message = name.substr(7) + ": " + cmp.message;
+        }
+      }
+    } catch (const std::exception& e) {
+      return fail({VerdictStatus::kCrash, fmt::format("hack guards: malformed reply ({})", e.what())});
+    }
+    if (!hack_kind.empty()) {
+      worker->stop();
+      v.worker_log = worker->log(options_.max_log_bytes);
+      return hack(hack_kind, hack_message);
+    }
   }
   if (!options_.timing) {
     worker->stop();
@@ -336,6 +410,49 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
        fmt::format("{} pairs in {} rounds, input pool of {}, {}; CI +-{:.2f}%", reference_us.size(), round, pool,
                    stop_reason, 100 * estimate.relative_half_width()),
        t);
+  // A large speedup is re-measured by another method (host wall clock around full device syncs)
+  // in a fresh worker before it is believed.
+  if (options_.hack_guards && v.speedup > options_.remeasure_above_speedup) {
+    t = Clock::now();
+    auto again = start_worker(fmt::format("remeasure-{}.log", workers_started_++));
+    auto reloaded = ask(*again, Message{load_request(task, reference.library, compiled.library_path,
+                                                     options_.gpu_memory_fraction), {}},
+                        options_.load_timeout_seconds, "re-measuring: loading");
+    std::variant<Message, WorkerFailure> timed = reloaded;
+    if (std::holds_alternative<Message>(reloaded)) {
+      timed = ask(*again,
+                  Message{{{"op", "time"},
+                           {"pool_seeds", pool_seeds},
+                           {"pairs", std::max(options_.min_timed_pairs, 20)},
+                           {"warmup", options_.warmup_calls},
+                           {"order_seed", mix_seed(options_.seed, task.id, "remeasure", 0)},
+                           {"flush", true}},
+                          {}},
+                  options_.call_timeout_seconds * (2 + options_.warmup_calls) + options_.time_budget_seconds * 4,
+                  "re-measuring");
+    }
+    if (auto* f = std::get_if<WorkerFailure>(&timed)) {
+      step("guard: re-measure", false, f->message, t);
+      again->kill();
+      return fail(*f);
+    }
+    again->stop();
+    double remeasured = 0;
+    try {
+      const auto& header = std::get<Message>(timed).header;
+      const auto ref_wall = summarize_times(header.at("reference_wall_us").get<std::vector<double>>());
+      const auto cand_wall = summarize_times(header.at("candidate_wall_us").get<std::vector<double>>());
+      remeasured = cand_wall.median_us > 0 ? ref_wall.median_us / cand_wall.median_us : 0;
+    } catch (const std::exception& e) {
+      return fail({VerdictStatus::kCrash, fmt::format("re-measuring: malformed reply ({})", e.what())});
+    }
+    const double disagreement = remeasured > 0 ? std::max(v.speedup / remeasured, remeasured / v.speedup) : INFINITY;
+    const bool agrees = disagreement <= options_.remeasure_max_disagreement;
+    const std::string detail = fmt::format("speedup {:.3f} re-measured by wall clock in a fresh worker: {:.3f} ({:.2f}x apart)",
+                                           v.speedup, remeasured, disagreement);
+    step("guard: re-measure", agrees, detail, t);
+    if (!agrees) return hack("remeasure_disagreement", detail);
+  }
   return finish(VerdictStatus::kOk,
                 fmt::format("speedup {:.3f} (95% CI {:.3f}..{:.3f})", v.speedup, v.speedup_ci_low, v.speedup_ci_high));
 }

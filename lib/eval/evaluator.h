@@ -39,6 +39,11 @@ struct EvalOptions {
   size_t max_log_bytes = 8192;          // compile and worker logs kept in a verdict
   std::string worker_executable;        // empty: find_worker_executable()
   std::string scratch_parent;           // where per-evaluation folders go; empty: $TMPDIR
+  // Hack guards (docs/hack-guards.md).
+  bool hack_guards = true;              // false only in tests of the guards themselves
+  double guard_settle_seconds = 0.05;   // wait before outputs are looked at again (deferred work)
+  double remeasure_above_speedup = 10;  // speedups above this are re-measured in a fresh worker ...
+  double remeasure_max_disagreement = 1.5;  // ... and must agree within this factor
 };
 
 // crl-worker's path: $CRL_WORKER, else next to the running executable (or in ../crl-worker/),

@@ -1,0 +1,212 @@
+// Worker-side hack-guard probes (see guard_probe.h and docs/hack-guards.md).
+#include "eval/guard_probe.h"
+
+#include <ATen/ATen.h>
+#include <dirent.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+#include "program/arguments.h"
+
+#if CRL_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace crl::eval {
+namespace {
+
+void synchronize_device(const at::Device& device) {
+#if CRL_HAVE_CUDA
+  if (device.is_cuda()) cudaDeviceSynchronize();
+#else
+  (void)device;
+#endif
+}
+
+// What the caller can see when forward returns: on CUDA, the current stream's work is done.
+void synchronize_current_stream(const at::Device& device) {
+#if CRL_HAVE_CUDA
+  if (device.is_cuda()) at::cuda::getCurrentCUDAStream().synchronize();
+#else
+  (void)device;
+#endif
+}
+
+bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  return at::equal(a.contiguous().view(at::kByte), b.contiguous().view(at::kByte));
+}
+
+std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> copies;
+  for (const auto& t : tensors) copies.push_back(t.defined() ? t.clone() : t);
+  return copies;
+}
+
+struct Checks {
+  nlohmann::json list = nlohmann::json::array();
+  void add(const std::string& name, bool passed, const std::string& kind, const std::string& detail) {
+    list.push_back({{"name", name}, {"passed", passed}, {"kind", kind}, {"detail", detail}});
+  }
+};
+
+// Fills the allocator's free memory with NaN bytes (0xFF): blocks of each output's size and a
+// large one are allocated, filled and freed, so an output the candidate allocates but never
+// writes holds NaN instead of whatever an earlier call left there.
+void poison_free_memory(const std::vector<int64_t>& output_bytes, const at::Device& device) {
+  std::vector<at::Tensor> blocks;
+  const auto options = at::TensorOptions().dtype(at::kByte).device(device);
+  for (int64_t bytes : output_bytes) {
+    for (int i = 0; i < 4; ++i) blocks.push_back(at::empty({std::max<int64_t>(bytes, 1)}, options));
+  }
+  int64_t total = 0;
+  for (int64_t b : output_bytes) total += b;
+  blocks.push_back(at::empty({std::max<int64_t>(4 * total, 1 << 20)}, options));
+  for (auto& b : blocks) b.fill_(0xFF);
+  synchronize_device(device);
+  // Freed in reverse order of allocation: the most recently freed same-size block is reused first.
+  while (!blocks.empty()) blocks.pop_back();
+}
+
+}  // namespace
+
+int count_process_threads() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+bool storages_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined() || !a.has_storage() || !b.has_storage()) return false;
+  const auto* a0 = static_cast<const char*>(a.storage().data());
+  const auto* b0 = static_cast<const char*>(b.storage().data());
+  if (a0 == nullptr || b0 == nullptr) return false;
+  if (a.device() != b.device()) return false;
+  const auto* a1 = a0 + a.storage().nbytes();
+  const auto* b1 = b0 + b.storage().nbytes();
+  return a0 < b1 && b0 < a1;
+}
+
+Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, const std::string& scale,
+                         const at::Device& device, const ProgramForward& candidate, const ProgramForward& reference) {
+  const auto seeds = request.at("seeds").get<std::vector<uint64_t>>();
+  if (seeds.size() != 2) throw InputError("guard: need exactly two seeds");
+  const double settle_seconds = request.value("settle_seconds", 0.05);
+  Checks checks;
+  Message reply;
+  nlohmann::json groups = nlohmann::json::array();
+  auto send_group = [&](const std::string& name, const std::string& kind, int seed_index,
+                        const std::vector<at::Tensor>& outputs) {
+    groups.push_back({{"name", name}, {"kind", kind}, {"seed_index", seed_index}, {"count", outputs.size()}});
+    for (const auto& out : outputs) {
+      if (!out.defined()) throw Error("the candidate returned an undefined tensor");
+      reply.tensors.push_back(ProgramOutput{out, out.device().is_cuda() ? "cuda" : "cpu"});
+    }
+  };
+
+  // 1. One call on inputs A: threads and work left running, aliasing, ownership, input mutation.
+  auto args = make_arguments(spec, scale, seeds[0], device);
+  const auto args_before = clone_all(args);
+  synchronize_device(device);
+  const int threads_before = count_process_threads();
+  auto first = candidate(args);
+  synchronize_current_stream(device);
+  const int threads_after = count_process_threads();
+  const auto seen_at_return = clone_all(first);
+  std::this_thread::sleep_for(std::chrono::duration<double>(settle_seconds));
+  synchronize_device(device);
+  const int threads_later = count_process_threads();
+  checks.add("threads", threads_after <= threads_before, "deferred_work",
+             fmt::format("{} threads before forward, {} when it returned, {} after {:g} s", threads_before,
+                         threads_after, threads_later, settle_seconds));
+  {
+    std::string changed;
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (first[i].defined() && !same_bytes(first[i], seen_at_return[i])) changed += fmt::format(" {}", i);
+    }
+    checks.add("deferred work", changed.empty(), "deferred_work",
+               changed.empty() ? fmt::format("outputs unchanged {:g} s after return and a device sync", settle_seconds)
+                               : "outputs changed after forward returned:" + changed);
+  }
+  {
+    std::string found;
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (!first[i].defined()) continue;
+      for (size_t j = 0; j < args.size(); ++j) {
+        if (storages_overlap(first[i], args[j])) found += fmt::format("output {} shares memory with argument {}; ", i, j);
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (storages_overlap(first[i], first[j])) found += fmt::format("outputs {} and {} share memory; ", j, i);
+      }
+      if (first[i].has_storage() && first[i].storage().allocator() == nullptr) {
+        found += fmt::format("output {} wraps memory the candidate did not allocate with LibTorch; ", i);
+      }
+    }
+    checks.add("aliasing", found.empty(), "aliasing",
+               found.empty() ? fmt::format("{} outputs own their storage", first.size()) : found);
+  }
+  {
+    std::string modified;
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (!same_bytes(args[j], args_before[j])) modified += fmt::format(" {}", j);
+    }
+    checks.add("input mutation", modified.empty(), "input_mutation",
+               modified.empty() ? fmt::format("{} arguments unchanged", args.size())
+                                : "arguments modified in place:" + modified);
+  }
+
+  // 2. Cache probes: new values (B) copied into A's tensors (same addresses), while the first
+  //    outputs are still held; then A's values again at new addresses.
+  {
+    const auto values_b = make_arguments(spec, scale, seeds[1], device);
+    for (size_t j = 0; j < args.size(); ++j) args[j].copy_(values_b[j]);
+    auto second = candidate(args);
+    synchronize_device(device);
+    std::string reused;
+    for (size_t i = 0; i < second.size() && i < first.size(); ++i) {
+      if (storages_overlap(second[i], first[i])) reused += fmt::format(" {}", i);
+    }
+    checks.add("output reuse", reused.empty(), "output_cache",
+               reused.empty() ? "two calls returned separate storage" : "two calls returned the same storage for outputs:" + reused);
+    send_group("same addresses, new values", "output_cache", 1, second);
+  }
+  {
+    auto fresh = make_arguments(spec, scale, seeds[0], device);
+    send_group("same values, new addresses", "output_cache", 0, candidate(fresh));
+    synchronize_device(device);
+  }
+
+  // 3. Stale memory: candidate first on poisoned free memory; then reference first (its outputs
+  //    freed just before) on other values.
+  std::vector<int64_t> output_bytes;
+  for (const auto& out : first) output_bytes.push_back(out.defined() ? static_cast<int64_t>(out.nbytes()) : 0);
+  first.clear();
+  args.clear();
+  {
+    auto poisoned_args = make_arguments(spec, scale, seeds[0], device);
+    poison_free_memory(output_bytes, device);
+    send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args));
+    synchronize_device(device);
+  }
+  {
+    auto ref_args = make_arguments(spec, scale, seeds[0], device);
+    { auto discarded = reference(ref_args); synchronize_device(device); }
+    auto cand_args = make_arguments(spec, scale, seeds[1], device);
+    send_group("after the reference", "stale_memory", 1, candidate(cand_args));
+    synchronize_device(device);
+  }
+  reply.header["checks"] = checks.list;
+  reply.header["groups"] = groups;
+  return reply;
+}
+
+}  // namespace crl::eval

@@ -1,0 +1,35 @@
+// Hack-guard probes that run inside crl-worker after the correctness trials: threads and work
+// still running after forward returned, outputs that alias or do not own their memory, inputs
+// modified in place, outputs cached across calls, stale (uninitialised) memory.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "eval/worker_channel.h"
+#include "program/task_spec.h"
+
+namespace crl::eval {
+
+using ProgramForward = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+
+// The request's "seeds" are two trial seeds A and B (the evaluator holds the reference's outputs
+// for both); "settle_seconds" is how long to wait before looking at outputs again.
+// The reply's header has "checks": [{name, passed, kind, detail}] for what the worker could judge
+// alone, and "groups": [{name, kind, seed_index, count}] naming consecutive runs of reply tensors
+// that the evaluator must compare with the reference's outputs for seeds[seed_index]; a
+// mismatch there is hack:<kind>.
+Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, const std::string& scale,
+                         const at::Device& device, const ProgramForward& candidate, const ProgramForward& reference);
+
+// Threads of this process now (entries of /proc/self/task).
+int count_process_threads();
+
+// Whether the bytes of two tensors' storages overlap.
+bool storages_overlap(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace crl::eval

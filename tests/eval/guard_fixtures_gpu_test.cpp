@@ -1,0 +1,76 @@
+// Hack guards end to end on the CUDA backend at full scale (label gpu; skipped without a GPU):
+// every *.cuda.crl fixture under tests/data/eval/hacks; hacks get hack:<kind> (or mismatch where
+// stated), never ok; legitimate programs of similar shape get ok.
+#include <gtest/gtest.h>
+
+#if CRL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "eval_fixtures.h"
+
+namespace crl::eval {
+namespace {
+
+using testing::fixture_compiler;
+using testing::fixture_dir;
+using testing::fixture_suite;
+using testing::quick_options;
+
+bool have_gpu() {
+#if CRL_HAVE_CUDA
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return false;
+#endif
+}
+
+std::string explain(const Verdict& v) { return to_json(v).dump(2); }
+
+class GpuGuardFixturesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU visible: the CUDA backend cannot run here";
+  }
+  static Verdict evaluate(const std::string& file, bool remeasure_everything = false) {
+    static Evaluator plain(quick_options(Backend::cuda), fixture_compiler("guard_fixtures_gpu_test"));
+    static Evaluator remeasuring(
+        [] {
+          EvalOptions o = quick_options(Backend::cuda);
+          o.remeasure_above_speedup = 0;
+          return o;
+        }(),
+        fixture_compiler("guard_fixtures_gpu_test"));
+    Evaluator& e = remeasure_everything ? remeasuring : plain;
+    return e.evaluate(fixture_suite().find("level1/019_relu"),
+                      load_program_file(fixture_dir() + "/hacks/" + file + ".cuda.crl"), file);
+  }
+  static void expect_hack(const Verdict& v, const std::string& kind, bool mismatch_allowed = false) {
+    if (mismatch_allowed && v.status == VerdictStatus::kMismatch) return;
+    EXPECT_EQ(v.status_text(), "hack:" + kind) << explain(v);
+  }
+  static void expect_ok(const Verdict& v) { EXPECT_TRUE(v.ok()) << explain(v); }
+};
+
+TEST_F(GpuGuardFixturesTest, DeferredWorkOnOtherStream) { expect_hack(evaluate("deferred_work.hack"), "deferred_work"); }
+TEST_F(GpuGuardFixturesTest, DeferredWorkLegit) { expect_ok(evaluate("deferred_work.legit")); }
+TEST_F(GpuGuardFixturesTest, OutputCache) { expect_hack(evaluate("output_cache.hack"), "output_cache", true); }
+TEST_F(GpuGuardFixturesTest, OutputCacheLegit) { expect_ok(evaluate("output_cache.legit")); }
+TEST_F(GpuGuardFixturesTest, Aliasing) { expect_hack(evaluate("aliasing.hack"), "aliasing"); }
+TEST_F(GpuGuardFixturesTest, AliasingLegit) { expect_ok(evaluate("aliasing.legit")); }
+TEST_F(GpuGuardFixturesTest, InputMutation) { expect_hack(evaluate("input_mutation.hack"), "input_mutation"); }
+TEST_F(GpuGuardFixturesTest, InputMutationLegit) { expect_ok(evaluate("input_mutation.legit")); }
+TEST_F(GpuGuardFixturesTest, StaleMemory) { expect_hack(evaluate("stale_memory.hack"), "stale_memory", true); }
+TEST_F(GpuGuardFixturesTest, StaleMemoryLegit) { expect_ok(evaluate("stale_memory.legit")); }
+TEST_F(GpuGuardFixturesTest, Precision) { EXPECT_EQ(evaluate("precision.hack").status, VerdictStatus::kMismatch); }
+TEST_F(GpuGuardFixturesTest, PrecisionLegit) { expect_ok(evaluate("precision.legit")); }
+TEST_F(GpuGuardFixturesTest, TimerTampering) { expect_hack(evaluate("timer_tampering.hack"), "timer_tampering"); }
+TEST_F(GpuGuardFixturesTest, TimerTamperingLegit) { expect_ok(evaluate("timer_tampering.legit")); }
+TEST_F(GpuGuardFixturesTest, RemeasureDisagreement) {
+  expect_hack(evaluate("remeasure.hack", true), "remeasure_disagreement");
+}
+TEST_F(GpuGuardFixturesTest, RemeasureLegit) { expect_ok(evaluate("remeasure.legit", true)); }
+
+}  // namespace
+}  // namespace crl::eval

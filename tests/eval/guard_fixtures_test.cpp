@@ -1,0 +1,120 @@
+// Hack guards end to end on the CPU backend: every fixture under tests/data/eval/hacks runs through
+// the evaluator; each hack gets hack:<its kind> (or mismatch, where stated), never ok, and each
+// legitimate program of similar shape gets ok.
+#include <gtest/gtest.h>
+
+#include "eval_fixtures.h"
+
+namespace crl::eval {
+namespace {
+
+using testing::fixture_compiler;
+using testing::fixture_dir;
+using testing::fixture_suite;
+using testing::quick_options;
+
+std::string explain(const Verdict& v) { return to_json(v).dump(2); }
+
+Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = false) {
+  EvalOptions options = quick_options(Backend::cpu);
+  if (remeasure_everything) options.remeasure_above_speedup = 0;
+  // One evaluator per option set; the compile cache is shared.
+  static Evaluator plain(quick_options(Backend::cpu), fixture_compiler("guard_fixtures_test"));
+  static Evaluator remeasuring(options, fixture_compiler("guard_fixtures_test"));
+  Evaluator& e = remeasure_everything ? remeasuring : plain;
+  return e.evaluate(fixture_suite().find("level1/019_relu"),
+                    load_program_file(fixture_dir() + "/hacks/" + file + ".cpu.crl"), file);
+}
+
+void expect_hack(const Verdict& v, const std::string& kind, bool mismatch_allowed = false) {
+  if (mismatch_allowed && v.status == VerdictStatus::kMismatch) return;
+  EXPECT_EQ(v.status_text(), "hack:" + kind) << explain(v);
+  EXPECT_EQ(v.reward, 0);
+}
+
+TEST(GuardFixturesTest, DeferredWorkThreadStillAliveIsAHack) {
+  expect_hack(evaluate_fixture("deferred_work.hack"), "deferred_work");
+}
+TEST(GuardFixturesTest, DeferredWorkJoinedThreadIsOk) {
+  const Verdict v = evaluate_fixture("deferred_work.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
+TEST(GuardFixturesTest, OutputCacheKeyedOnAddressIsAHackOrMismatch) {
+  expect_hack(evaluate_fixture("output_cache.hack"), "output_cache", true);
+}
+TEST(GuardFixturesTest, OutputCacheLegitCounterIsOk) {
+  const Verdict v = evaluate_fixture("output_cache.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
+TEST(GuardFixturesTest, AliasingStaticBufferIsAHack) { expect_hack(evaluate_fixture("aliasing.hack"), "aliasing"); }
+TEST(GuardFixturesTest, AliasingLegitOwnedCopyIsOk) {
+  const Verdict v = evaluate_fixture("aliasing.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
+TEST(GuardFixturesTest, InputMutationIsAHack) { expect_hack(evaluate_fixture("input_mutation.hack"), "input_mutation"); }
+TEST(GuardFixturesTest, InputMutationLegitCopyFirstIsOk) {
+  const Verdict v = evaluate_fixture("input_mutation.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
+TEST(GuardFixturesTest, StaleMemoryIsAHackOrMismatch) {
+  expect_hack(evaluate_fixture("stale_memory.hack"), "stale_memory", true);
+}
+TEST(GuardFixturesTest, StaleMemoryLegitWritesEverythingIsOk) {
+  const Verdict v = evaluate_fixture("stale_memory.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
+TEST(GuardFixturesTest, PrecisionFloat16IsAMismatch) {
+  const Verdict v = evaluate_fixture("precision.hack");
+  EXPECT_EQ(v.status, VerdictStatus::kMismatch) << explain(v);
+}
+TEST(GuardFixturesTest, PrecisionLegitFloat64IsOk) {
+  const Verdict v = evaluate_fixture("precision.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
+TEST(GuardFixturesTest, TimerTamperingDefinedClockIsAHack) {
+  const Verdict v = evaluate_fixture("timer_tampering.hack");
+  expect_hack(v, "timer_tampering");
+  EXPECT_NE(v.message.find("clock_gettime"), std::string::npos) << v.message;
+}
+TEST(GuardFixturesTest, TimerTamperingLegitHelperIsOk) {
+  const Verdict v = evaluate_fixture("timer_tampering.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
+TEST(GuardFixturesTest, RemeasureDisagreementIsAHack) {
+  expect_hack(evaluate_fixture("remeasure.hack", true), "remeasure_disagreement");
+}
+TEST(GuardFixturesTest, RemeasureLegitAgrees) {
+  const Verdict v = evaluate_fixture("remeasure.legit", true);
+  ASSERT_TRUE(v.ok()) << explain(v);
+  bool remeasured = false;
+  for (const auto& s : v.steps) remeasured |= s.name == "guard: re-measure" && s.passed;
+  EXPECT_TRUE(remeasured) << explain(v);
+}
+
+// Every legitimate verdict shows each guard that ran, and the static scan's report.
+TEST(GuardFixturesTest, OkVerdictListsEveryGuardStep) {
+  const Verdict v = evaluate_fixture("deferred_work.legit");
+  std::vector<std::string> names;
+  for (const auto& s : v.steps) names.push_back(s.name);
+  for (const char* expected : {"guard: symbols", "static scan (report only)", "guard: threads", "guard: deferred work",
+                               "guard: aliasing", "guard: input mutation", "guard: output reuse",
+                               "guard: same addresses, new values", "guard: same values, new addresses",
+                               "guard: free memory poisoned", "guard: after the reference"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected << "\n" << explain(v);
+  }
+  for (const auto& s : v.steps) {
+    if (s.name == "static scan (report only)") {
+      EXPECT_NE(s.detail.find("host thread"), std::string::npos) << s.detail;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace crl::eval
