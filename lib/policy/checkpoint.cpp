@@ -1,0 +1,238 @@
+// Atomic training checkpoints with a hashed DONE marker (see checkpoint.h).
+#include "policy/checkpoint.h"
+
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "policy/config.h"
+#include "policy/safetensors.h"
+
+#ifdef CRL_HAVE_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace crl::policy {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kDone = "DONE";
+
+std::string step_name(int64_t step) { return fmt::format("step-{:08d}", step); }
+
+std::string file_sha256(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("{}: cannot open for reading", path.string()));
+  Sha256 hasher;
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    if (in.gcount() > 0) hasher.update(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
+  }
+  if (in.bad()) throw IoError(fmt::format("{}: read failed", path.string()));
+  return hasher.hex();
+}
+
+void write_text_file(const fs::path& path, const std::string& text) {
+  AtomicFileWriter writer(path);
+  writer.write(text);
+  writer.commit();
+}
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("{}: cannot open for reading", path.string()));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+NamedTensors rng_tensors() {
+  NamedTensors out;
+  out.emplace_back("cpu", at::detail::getDefaultCPUGenerator().get_state());
+#ifdef CRL_HAVE_CUDA
+  if (torch::cuda::is_available()) {
+    for (int64_t d = 0; d < static_cast<int64_t>(torch::cuda::device_count()); ++d) {
+      out.emplace_back(fmt::format("cuda:{}", d), at::cuda::detail::getDefaultCUDAGenerator(d).get_state());
+    }
+  }
+#endif
+  return out;
+}
+
+void restore_rng(const SafetensorsCheckpoint& file) {
+  at::detail::getDefaultCPUGenerator().set_state(file.tensor("cpu").clone());
+#ifdef CRL_HAVE_CUDA
+  if (torch::cuda::is_available()) {
+    for (int64_t d = 0; d < static_cast<int64_t>(torch::cuda::device_count()); ++d) {
+      const std::string name = fmt::format("cuda:{}", d);
+      if (file.contains(name)) at::cuda::detail::getDefaultCUDAGenerator(d).set_state(file.tensor(name).clone());
+    }
+  }
+#endif
+}
+
+CheckpointCheck check_one(const fs::path& dir) {
+  CheckpointCheck check;
+  check.dir = dir;
+  const fs::path done = dir / kDone;
+  if (!fs::exists(done)) {
+    check.problem = fmt::format("{}: missing (the checkpoint was not finished)", done.string());
+    return check;
+  }
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(read_text_file(done));
+    for (const auto& [name, hash] : manifest.at("sha256").items()) {
+      const fs::path file = dir / name;
+      if (name.find('/') != std::string::npos || name.empty() || name[0] == '.') {
+        check.problem = fmt::format("{}: file name \"{}\" is not a plain name", done.string(), name);
+        return check;
+      }
+      if (!fs::exists(file)) {
+        check.problem = fmt::format("{}: missing (listed in DONE)", file.string());
+        return check;
+      }
+      if (file_sha256(file) != hash.get<std::string>()) {
+        check.problem = fmt::format("{}: SHA-256 differs from the one in DONE (corrupt)", file.string());
+        return check;
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    check.problem = fmt::format("{}: not a valid checkpoint manifest: {}", done.string(), e.what());
+    return check;
+  } catch (const Error& e) {
+    check.problem = e.what();
+    return check;
+  }
+  check.ok = true;
+  return check;
+}
+
+}  // namespace
+
+fs::path save_checkpoint(const fs::path& root, const CheckpointContents& contents) {
+  if (contents.model == nullptr || contents.optimizer == nullptr) {
+    throw InputError("save_checkpoint: the model and the optimiser are required");
+  }
+  const CausalLm& model = *contents.model;
+  const fs::path final_dir = root / step_name(contents.step);
+  const fs::path temp_dir = root / (".tmp-" + step_name(contents.step));
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) throw IoError(fmt::format("{}: cannot create the checkpoint root: {}", root.string(), ec.message()));
+  fs::remove_all(temp_dir, ec);
+  fs::create_directory(temp_dir, ec);
+  if (ec) throw IoError(fmt::format("{}: cannot create: {}", temp_dir.string(), ec.message()));
+
+  std::vector<std::string> files;
+  const auto add_file = [&](const std::string& name) { files.push_back(name); };
+  ModelConfig config = model->config();
+  if (contents.lora == nullptr || contents.lora_write_merged_model) {
+    config.dtype = model->dtype() == torch::kBFloat16  ? "bfloat16"
+                   : model->dtype() == torch::kFloat16 ? "float16"
+                                                       : "float32";
+    save_model_config(config, temp_dir / "config.json");
+    add_file("config.json");
+    const NamedTensors weights = contents.lora ? contents.lora->merged_state_tensors() : state_tensors(model);
+    write_safetensors(temp_dir / "model.safetensors", weights, {{"format", "pt"}});
+    add_file("model.safetensors");
+  }
+  if (contents.lora != nullptr) {
+    write_text_file(temp_dir / "adapter_config.json", contents.lora->adapter_config(contents.base_model).dump(2));
+    add_file("adapter_config.json");
+    write_safetensors(temp_dir / "adapter_model.safetensors", contents.lora->named_parameters(), {{"format", "pt"}});
+    add_file("adapter_model.safetensors");
+  }
+  write_safetensors(temp_dir / "optimizer.safetensors", contents.optimizer->state_tensors());
+  add_file("optimizer.safetensors");
+  write_safetensors(temp_dir / "rng.safetensors", rng_tensors());
+  add_file("rng.safetensors");
+  nlohmann::json state = {{"step", contents.step},
+                          {"schedule", contents.schedule.to_json()},
+                          {"lora", contents.lora != nullptr},
+                          {"user_state", contents.user_state}};
+  write_text_file(temp_dir / "trainer_state.json", state.dump(2));
+  add_file("trainer_state.json");
+
+  nlohmann::json manifest = {{"step", contents.step}, {"sha256", nlohmann::json::object()}};
+  for (const auto& name : files) manifest["sha256"][name] = file_sha256(temp_dir / name);
+  write_text_file(temp_dir / kDone, manifest.dump(2));
+
+  if (fs::exists(final_dir)) {
+    // A step saved twice (e.g. after a resume): the new one replaces it only once complete.
+    const fs::path old_dir = root / (".old-" + step_name(contents.step));
+    fs::remove_all(old_dir, ec);
+    fs::rename(final_dir, old_dir, ec);
+    if (ec) throw IoError(fmt::format("{}: cannot move aside: {}", final_dir.string(), ec.message()));
+    fs::rename(temp_dir, final_dir, ec);
+    fs::remove_all(old_dir);
+  } else {
+    fs::rename(temp_dir, final_dir, ec);
+  }
+  if (ec) throw IoError(fmt::format("{}: cannot rename to {}: {}", temp_dir.string(), final_dir.string(), ec.message()));
+  return final_dir;
+}
+
+std::vector<CheckpointCheck> check_checkpoints(const fs::path& root) {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return {};
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("step-", 0) == 0) dirs.push_back(entry.path());
+  }
+  std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.filename() > b.filename(); });
+  std::vector<CheckpointCheck> out;
+  for (const auto& dir : dirs) out.push_back(check_one(dir));
+  return out;
+}
+
+std::optional<ResumeResult> resume_from_latest(const fs::path& root, CausalLm& model, LoraAdapters* lora,
+                                               MasterAdamW& optimizer) {
+  ResumeResult result;
+  for (const CheckpointCheck& check : check_checkpoints(root)) {
+    if (!check.ok) {
+      spdlog::warn("checkpoint {} skipped: {}", check.dir.string(), check.problem);
+      result.skipped.push_back(check.problem);
+      continue;
+    }
+    const fs::path state_file = check.dir / "trainer_state.json";
+    try {
+      const nlohmann::json state = nlohmann::json::parse(read_text_file(state_file));
+      if (state.at("lora").get<bool>() != (lora != nullptr)) {
+        throw InputError(fmt::format("{}: \"lora\" is {}, but this run {} LoRA", state_file.string(),
+                                     state.at("lora").get<bool>(), lora ? "uses" : "does not use"));
+      }
+      result.step = state.at("step").get<int64_t>();
+      result.schedule = LrSchedule::from_json(state.at("schedule"), state_file.string());
+      result.user_state = state.at("user_state");
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: {}", state_file.string(), e.what()));
+    }
+    torch::NoGradGuard no_grad;
+    if (lora != nullptr) {
+      const fs::path file = check.dir / "adapter_model.safetensors";
+      lora->load_adapter_tensors(SafetensorsCheckpoint(file).load_all(), file.string());
+    } else {
+      const fs::path file = check.dir / "model.safetensors";
+      load_state(model, SafetensorsCheckpoint(file).load_all(), file.string());
+    }
+    const fs::path optimizer_file = check.dir / "optimizer.safetensors";
+    optimizer.load_state_tensors(SafetensorsCheckpoint(optimizer_file).load_all(), optimizer_file.string());
+    restore_rng(SafetensorsCheckpoint(check.dir / "rng.safetensors"));
+    result.dir = check.dir;
+    return result;
+  }
+  return std::nullopt;
+}
+
+}  // namespace crl::policy

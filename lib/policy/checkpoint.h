@@ -1,0 +1,70 @@
+// Training checkpoints: a directory per step under a root, written whole or not at all.
+//
+//   ROOT/step-00000042/
+//     config.json, model.safetensors       Hugging Face model (full fine-tuning, or LoRA merged)
+//     adapter_config.json,                 LoRA only: PEFT adapter (PEFT tensor names)
+//     adapter_model.safetensors
+//     optimizer.safetensors                AdamW fp32 masters and moments, step
+//     rng.safetensors                      CPU (and CUDA) generator states
+//     trainer_state.json                   step, schedule, LoRA settings, user data
+//     DONE                                 SHA-256 of every file above; written last
+//
+// Everything is written into ROOT/.tmp-step-00000042, then DONE, then the directory is renamed
+// into place (atomic on one file system). Resuming takes the newest step directory whose DONE
+// exists and whose files all match their hashes; a checkpoint that fails is reported (naming the
+// file and what is wrong) and the one before it is tried.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/lora.h"
+#include "policy/lr_schedule.h"
+#include "policy/model.h"
+#include "policy/optimizer.h"
+
+namespace crl::policy {
+
+struct CheckpointContents {
+  const CausalLm* model = nullptr;         // required
+  const LoraAdapters* lora = nullptr;      // null: full fine-tuning
+  bool lora_write_merged_model = true;     // LoRA: also write the merged model.safetensors
+  std::string base_model;                  // LoRA: recorded in adapter_config.json
+  const MasterAdamW* optimizer = nullptr;  // required
+  LrSchedule schedule;
+  int64_t step = 0;
+  nlohmann::json user_state = nlohmann::json::object();  // the caller's own (data position, ...)
+};
+
+// Writes ROOT/step-<step>; returns its path. Throws IoError (naming the file) on failure and
+// leaves no partial step directory behind (at most a .tmp- directory, removed next time).
+std::filesystem::path save_checkpoint(const std::filesystem::path& root, const CheckpointContents& contents);
+
+struct CheckpointCheck {
+  std::filesystem::path dir;
+  bool ok = false;
+  std::string problem;  // why not, naming the file
+};
+
+// Step directories under ROOT, newest first, each checked (DONE present, hashes match).
+std::vector<CheckpointCheck> check_checkpoints(const std::filesystem::path& root);
+
+struct ResumeResult {
+  std::filesystem::path dir;
+  int64_t step = 0;
+  LrSchedule schedule;
+  nlohmann::json user_state;
+  std::vector<std::string> skipped;  // newer checkpoints not used, with the reason
+};
+
+// Loads the newest complete checkpoint into `model` (full fine-tuning: its weights; LoRA: the
+// adapters), `optimizer` and the generators. Returns nullopt when ROOT has no usable checkpoint.
+// Corrupt ones are logged as warnings and listed in `skipped`.
+std::optional<ResumeResult> resume_from_latest(const std::filesystem::path& root, CausalLm& model,
+                                               LoraAdapters* lora, MasterAdamW& optimizer);
+
+}  // namespace crl::policy

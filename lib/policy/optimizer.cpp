@@ -1,0 +1,96 @@
+// AdamW over fp32 master weights (see optimizer.h).
+#include "policy/optimizer.h"
+
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace crl::policy {
+
+MasterAdamW::MasterAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options)
+    : params_(std::move(params)), options_(options) {
+  if (params_.empty()) throw InputError("MasterAdamW: no trainable parameters");
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, param] : params_) {
+    // A separate fp32 copy even for fp32 parameters, so the model's tensors are only written by
+    // the copy-back (one code path for every dtype).
+    masters_.push_back(param.detach().to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true));
+    exp_avg_.push_back(torch::zeros_like(masters_.back()));
+    exp_avg_sq_.push_back(torch::zeros_like(masters_.back()));
+    step_counts_.push_back(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(param.device())));
+  }
+}
+
+double MasterAdamW::clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm) {
+  if (grads.empty()) return 0.0;
+  torch::NoGradGuard no_grad;
+  const std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
+  const torch::Tensor total = torch::stack(norms).norm();
+  const double norm = total.item<double>();
+  if (max_norm > 0 && norm > max_norm) at::_foreach_mul_(grads, max_norm / (norm + 1e-6));
+  return norm;
+}
+
+void MasterAdamW::step(const std::vector<torch::Tensor>& grads, double lr) {
+  if (grads.size() != masters_.size()) {
+    throw InputError(fmt::format("MasterAdamW::step: {} gradients for {} parameters", grads.size(), masters_.size()));
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined() || grads[i].sizes() != masters_[i].sizes() || grads[i].scalar_type() != torch::kFloat32) {
+      throw InputError(fmt::format("MasterAdamW::step: the gradient of {} must be fp32 with the parameter's shape",
+                                   params_[i].first));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  // The fused kernel reads the step count after incrementing it (bias corrections 1 - beta^t).
+  at::_foreach_add_(step_counts_, 1.0);
+  at::_fused_adamw_(masters_, grads, exp_avg_, exp_avg_sq_, {}, step_counts_, lr, options_.beta1, options_.beta2,
+                    options_.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  for (size_t i = 0; i < masters_.size(); ++i) params_[i].second.detach().copy_(masters_[i]);
+  ++steps_;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> MasterAdamW::state_tensors() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back(params_[i].first + ".master", masters_[i]);
+    out.emplace_back(params_[i].first + ".exp_avg", exp_avg_[i]);
+    out.emplace_back(params_[i].first + ".exp_avg_sq", exp_avg_sq_[i]);
+  }
+  out.emplace_back("step", torch::tensor({steps_}, torch::kInt64));
+  return out;
+}
+
+void MasterAdamW::load_state_tensors(const std::map<std::string, torch::Tensor>& tensors, const std::string& origin) {
+  const auto fetch = [&](const std::string& name, const torch::Tensor& like) {
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) throw InputError(fmt::format("{}: optimiser tensor \"{}\" is missing", origin, name));
+    if (it->second.sizes() != like.sizes()) {
+      throw InputError(fmt::format("{}: optimiser tensor \"{}\" has the wrong shape", origin, name));
+    }
+    return it->second;
+  };
+  const size_t expected = params_.size() * 3 + 1;
+  if (tensors.size() != expected) {
+    throw InputError(fmt::format("{}: {} optimiser tensors, expected {} (a different model or LoRA setting?)", origin,
+                                 tensors.size(), expected));
+  }
+  const auto step_it = tensors.find("step");
+  if (step_it == tensors.end() || step_it->second.numel() != 1) {
+    throw InputError(fmt::format("{}: optimiser tensor \"step\" is missing", origin));
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].first;
+    masters_[i].copy_(fetch(name + ".master", masters_[i]));
+    exp_avg_[i].copy_(fetch(name + ".exp_avg", exp_avg_[i]));
+    exp_avg_sq_[i].copy_(fetch(name + ".exp_avg_sq", exp_avg_sq_[i]));
+    params_[i].second.detach().copy_(masters_[i]);
+  }
+  steps_ = step_it->second.to(torch::kInt64).item<int64_t>();
+  for (auto& count : step_counts_) count.fill_(static_cast<double>(steps_));
+}
+
+}  // namespace crl::policy

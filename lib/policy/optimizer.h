@@ -1,0 +1,50 @@
+// AdamW over fp32 master weights: the model may compute in bf16, while the optimiser keeps an
+// fp32 copy of every trainable parameter plus fp32 moments, updates those (PyTorch's fused AdamW
+// kernel, CPU and CUDA), and writes the rounded result back into the model's parameters.
+// Gradients come in as fp32 tensors (the GradientReducer's buckets), clipped by global norm first.
+#pragma once
+
+#include <torch/types.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace crl::policy {
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+class MasterAdamW {
+ public:
+  // `params`: trainable parameters by name (their dtype is the compute dtype).
+  MasterAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options);
+
+  // Global L2 norm of `grads` (before clipping); when max_norm > 0 and the norm exceeds it, scales
+  // the grads in place by max_norm / (norm + 1e-6) as torch.nn.utils.clip_grad_norm_.
+  static double clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm);
+
+  // One AdamW step with rate `lr` from fp32 `grads` (one per parameter, in order).
+  void step(const std::vector<torch::Tensor>& grads, double lr);
+
+  int64_t steps() const { return steps_; }
+  const std::vector<std::pair<std::string, torch::Tensor>>& parameters() const { return params_; }
+
+  // State as named tensors ("<param>.master", "<param>.exp_avg", "<param>.exp_avg_sq", "step"),
+  // and back; load validates names and shapes, naming `origin` in errors.
+  std::vector<std::pair<std::string, torch::Tensor>> state_tensors() const;
+  void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors, const std::string& origin);
+
+ private:
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  AdamWOptions options_;
+  std::vector<torch::Tensor> masters_, exp_avg_, exp_avg_sq_, step_counts_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace crl::policy

@@ -1,0 +1,185 @@
+// Policy training step and per-layer activation checkpointing (see train_step.h).
+#include "policy/train_step.h"
+
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace crl::policy {
+namespace {
+
+// The tensors a decoder layer computes with that need gradients: its linear weights and biases
+// and norm weights as the layer holds them now (leaf parameters for full fine-tuning; LoRA's
+// merged weights, whose history leads to A and B, otherwise).
+std::vector<torch::Tensor> layer_weights(DecoderLayerImpl& layer) {
+  std::vector<torch::Tensor> out;
+  const auto add = [&](const torch::Tensor& t) {
+    if (t.defined() && t.requires_grad()) out.push_back(t);
+  };
+  for (const auto& module : layer.modules(/*include_self=*/false)) {
+    if (auto* linear = dynamic_cast<torch::nn::LinearImpl*>(module.get())) {
+      add(linear->weight);
+      add(linear->bias);
+    } else if (auto* norm = dynamic_cast<RmsNormImpl*>(module.get())) {
+      add(norm->weight);
+    }
+  }
+  return out;
+}
+
+// Runs a decoder layer without keeping its activations; backward re-runs it with grad enabled
+// and returns the gradients for the hidden state and for the layer's weights.
+struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
+                               at::TensorList weights, DecoderLayerImpl* layer, const AttentionInputs* inputs) {
+    std::vector<torch::Tensor> saved{hidden};
+    saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
+    ctx->saved_data["cos"] = inputs->cos;
+    ctx->saved_data["sin"] = inputs->sin;
+    ctx->saved_data["mask"] = inputs->mask;
+    torch::NoGradGuard no_grad;
+    return layer->forward(hidden, *inputs);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto* layer = reinterpret_cast<DecoderLayerImpl*>(ctx->saved_data["layer"].toInt());
+    AttentionInputs inputs;
+    inputs.cos = ctx->saved_data["cos"].toTensor();
+    inputs.sin = ctx->saved_data["sin"].toTensor();
+    inputs.mask = ctx->saved_data["mask"].toTensor();
+    // Saved: the hidden state, then the weights (their autograd edges are what we differentiate for).
+    torch::autograd::variable_list wrt = ctx->get_saved_variables();
+    const torch::Tensor hidden = wrt[0].detach().requires_grad_(true);
+    wrt[0] = hidden;
+    torch::Tensor out;
+    {
+      torch::AutoGradMode enable(true);
+      out = layer->forward(hidden, inputs);
+    }
+    torch::autograd::variable_list grads = torch::autograd::grad({out}, wrt, {grad_outputs[0]},
+                                                                 /*retain_graph=*/false, /*create_graph=*/false,
+                                                                 /*allow_unused=*/true);
+    grads.push_back(torch::Tensor());  // layer
+    grads.push_back(torch::Tensor());  // inputs
+    return grads;
+  }
+};
+
+}  // namespace
+
+torch::Tensor forward_with_checkpointing(CausalLm& model, const torch::Tensor& input_ids,
+                                         const torch::Tensor& padding_mask) {
+  if (!input_ids.defined() || input_ids.dim() != 2) {
+    throw InputError("forward_with_checkpointing: input_ids must be a [batch, steps] int64 tensor");
+  }
+  const int64_t batch = input_ids.size(0), steps = input_ids.size(1);
+  const auto device = input_ids.device();
+  torch::Tensor position_ids;
+  torch::Tensor mask = torch::ones({steps, steps}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
+  mask = mask.view({1, 1, steps, steps}).expand({batch, 1, steps, steps});
+  if (padding_mask.defined()) {
+    // As CausalLm::forward: left-padded positions count from the first real token, and a padding
+    // query row sees itself so attention never normalises over an empty row.
+    position_ids = (padding_mask.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
+    const torch::Tensor keys_real = padding_mask.to(torch::kBool).view({batch, 1, 1, steps});
+    const torch::Tensor self =
+        torch::eye(steps, torch::TensorOptions().dtype(torch::kBool).device(device)).view({1, 1, steps, steps});
+    mask = (mask & keys_real) | self;
+  } else {
+    position_ids = torch::arange(steps, torch::TensorOptions().dtype(torch::kInt64).device(device))
+                       .unsqueeze(0)
+                       .expand({batch, steps});
+  }
+  AttentionInputs attn;
+  attn.mask = mask;
+  torch::Tensor h = model->model->embed_tokens(input_ids);
+  std::tie(attn.cos, attn.sin) = model->rotary_tables(position_ids, h.scalar_type());
+  for (const auto& module : *model->model->layers) {
+    auto* layer = module->as<DecoderLayer>();
+    const std::vector<torch::Tensor> weights = layer_weights(*layer);
+    if (!h.requires_grad() && weights.empty()) {
+      h = layer->forward(h, attn);  // nothing to differentiate here
+    } else {
+      h = CheckpointedLayer::apply(h, at::TensorList(weights), layer, &attn);
+    }
+  }
+  h = model->model->norm(h);
+  if (model->lm_head) return model->lm_head(h);
+  return torch::nn::functional::linear(h, model->model->embed_tokens->weight);
+}
+
+Trainer::Trainer(CausalLm model, TrainerOptions options, dist::Communicator& comm, LoraAdapters* lora)
+    : model_(std::move(model)), options_(options), comm_(comm), lora_(lora) {
+  options_.schedule.validate();
+  std::vector<std::pair<std::string, torch::Tensor>> trainable;
+  if (lora_ != nullptr) {
+    trainable = lora_->named_parameters();
+  } else {
+    for (auto& [name, tensor] : state_tensors(model_)) {
+      tensor.set_requires_grad(true);
+      trainable.emplace_back(name, tensor);
+    }
+  }
+  std::vector<torch::Tensor> params;
+  for (const auto& item : trainable) params.push_back(item.second);
+  reducer_ = std::make_unique<dist::GradientReducer>(params, comm_, options_.reducer);
+  reducer_->broadcast_parameters(0);
+  optimizer_ = std::make_unique<MasterAdamW>(std::move(trainable), options_.adamw);
+}
+
+torch::Tensor Trainer::forward(const MicroBatch& batch) {
+  if (lora_ != nullptr) lora_->apply();
+  if (options_.activation_checkpointing) return forward_with_checkpointing(model_, batch.input_ids, batch.padding_mask);
+  ForwardInputs in;
+  in.input_ids = batch.input_ids;
+  in.padding_mask = batch.padding_mask;
+  return model_->forward(in);
+}
+
+StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const LossSumFn& loss_sum) {
+  if (micro_batches.empty()) throw InputError("Trainer::step: no micro-batches");
+  double local_tokens = 0;
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    const MicroBatch& mb = micro_batches[i];
+    if (!mb.loss_mask.defined() || !mb.input_ids.defined() || mb.loss_mask.sizes() != mb.input_ids.sizes()) {
+      throw InputError(fmt::format("Trainer::step: micro-batch {}: loss_mask must have input_ids' shape", i));
+    }
+    local_tokens += mb.loss_mask.slice(1, 1, mb.loss_mask.size(1)).to(torch::kFloat64).sum().item<double>();
+  }
+  const double global_tokens = comm_.all_reduce_scalar(local_tokens);
+  if (global_tokens <= 0) throw InputError("Trainer::step: no loss tokens on any rank");
+
+  model_->train();
+  reducer_->begin_step();
+  double local_loss = 0;
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    reducer_->begin_micro_batch(i + 1 == micro_batches.size());
+    const torch::Tensor logits = forward(micro_batches[i]);
+    const torch::Tensor sum = loss_sum(logits, i);
+    if (!sum.defined() || sum.numel() != 1) throw InputError("Trainer::step: the loss function must return a scalar");
+    const torch::Tensor scaled = sum.to(torch::kFloat32) / global_tokens;
+    scaled.backward();
+    local_loss += sum.item<double>();
+  }
+  reducer_->finish();
+  if (lora_ != nullptr) lora_->remove();
+  // The model's own .grad copies (autograd accumulates them beside the reducer's fp32 sums) are
+  // not used: free them.
+  for (const auto& p : reducer_->parameters()) p.mutable_grad() = torch::Tensor();
+
+  StepStats stats;
+  stats.tokens = static_cast<int64_t>(global_tokens);
+  stats.loss = comm_.all_reduce_scalar(local_loss) / global_tokens;
+  stats.grad_norm = MasterAdamW::clip_grad_norm(reducer_->gradients(), options_.max_grad_norm);
+  stats.lr = options_.schedule.lr_at(optimizer_->steps());
+  optimizer_->step(reducer_->gradients(), stats.lr);
+  stats.step = optimizer_->steps();
+  return stats;
+}
+
+}  // namespace crl::policy

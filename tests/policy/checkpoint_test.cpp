@@ -1,0 +1,208 @@
+// Tests of training checkpoints: resume restores weights, optimiser, schedule and RNG exactly;
+// incomplete and corrupt checkpoints are skipped with the file named; LoRA writes a PEFT adapter
+// and a merged model; transformers loads the model (when the golden Python is present).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/subprocess.h"
+#include "policy/checkpoint.h"
+#include "policy/config.h"
+#include "policy/safetensors.h"
+
+namespace crl::policy {
+namespace {
+namespace fs = std::filesystem;
+
+const fs::path kModels = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models";
+
+CausalLm tiny_model(uint64_t seed) {
+  CausalLm model(load_model_config(kModels / "qwen2_gqa2_tied"));
+  init_weights(model, seed);
+  return model;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("crl_checkpoint_test_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> trainable(CausalLm& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& [name, t] : state_tensors(model)) out.emplace_back(name, t.set_requires_grad(true));
+  return out;
+}
+
+void random_steps(MasterAdamW& opt, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    std::vector<torch::Tensor> grads;
+    for (const auto& [name, p] : opt.parameters()) grads.push_back(torch::randn(p.sizes()));
+    opt.step(grads, 1e-3);
+  }
+}
+
+TEST(Checkpoint, ResumeRestoresModelOptimiserScheduleAndRng) {
+  const fs::path root = fresh_dir("resume");
+  CausalLm model = tiny_model(1);
+  MasterAdamW opt(trainable(model), {});
+  random_steps(opt, 2);
+  CheckpointContents c;
+  c.model = &model;
+  c.optimizer = &opt;
+  c.schedule = LrSchedule{3e-4, 5, 50, 0.2};
+  c.step = 2;
+  c.user_state = {{"data_position", 17}};
+  torch::manual_seed(1234);
+  const fs::path dir = save_checkpoint(root, c);
+  EXPECT_EQ(dir.filename(), "step-00000002");
+  EXPECT_TRUE(fs::exists(dir / "DONE"));
+  const torch::Tensor draw_after_save = torch::rand({3});
+
+  CausalLm other = tiny_model(2);
+  MasterAdamW other_opt(trainable(other), {});
+  torch::manual_seed(999);
+  const auto resumed = resume_from_latest(root, other, nullptr, other_opt);
+  ASSERT_TRUE(resumed.has_value());
+  EXPECT_EQ(resumed->step, 2);
+  EXPECT_EQ(resumed->schedule.warmup_steps, 5);
+  EXPECT_EQ(resumed->user_state["data_position"], 17);
+  EXPECT_TRUE(torch::equal(torch::rand({3}), draw_after_save));  // the CPU generator came back
+  for (const auto& [name, t] : state_tensors(model)) EXPECT_TRUE(torch::equal(t, other->named_parameters()[name])) << name;
+  EXPECT_EQ(other_opt.steps(), 2);
+  // Both continue identically.
+  torch::manual_seed(5);
+  random_steps(opt, 1);
+  torch::manual_seed(5);
+  random_steps(other_opt, 1);
+  for (const auto& [name, t] : state_tensors(model)) EXPECT_TRUE(torch::equal(t, other->named_parameters()[name])) << name;
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, CorruptAndUnfinishedCheckpointsAreSkippedForThePreviousOne) {
+  const fs::path root = fresh_dir("corrupt");
+  CausalLm model = tiny_model(1);
+  MasterAdamW opt(trainable(model), {});
+  CheckpointContents c;
+  c.model = &model;
+  c.optimizer = &opt;
+  c.schedule = LrSchedule{};
+  c.step = 1;
+  save_checkpoint(root, c);
+  const torch::Tensor step1_weight = state_tensors(model)[0].second.clone();
+  random_steps(opt, 1);
+  c.step = 2;
+  const fs::path newest = save_checkpoint(root, c);
+  c.step = 3;
+  const fs::path unfinished = save_checkpoint(root, c);
+  fs::remove(unfinished / "DONE");
+  // Flip one byte in the middle of step 2's weights.
+  {
+    std::fstream f(newest / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte ^= 0x5a;
+    f.seekp(-100, std::ios::end);
+    f.write(&byte, 1);
+  }
+  const auto checks = check_checkpoints(root);
+  ASSERT_EQ(checks.size(), 3u);
+  EXPECT_FALSE(checks[0].ok);
+  EXPECT_NE(checks[0].problem.find("DONE"), std::string::npos) << checks[0].problem;
+  EXPECT_FALSE(checks[1].ok);
+  EXPECT_NE(checks[1].problem.find("model.safetensors"), std::string::npos) << checks[1].problem;
+  EXPECT_TRUE(checks[2].ok);
+
+  CausalLm other = tiny_model(3);
+  MasterAdamW other_opt(trainable(other), {});
+  const auto resumed = resume_from_latest(root, other, nullptr, other_opt);
+  ASSERT_TRUE(resumed.has_value());
+  EXPECT_EQ(resumed->step, 1);
+  EXPECT_EQ(resumed->skipped.size(), 2u);
+  EXPECT_TRUE(torch::equal(state_tensors(other)[0].second, step1_weight));
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, EmptyRootHasNothingToResume) {
+  CausalLm model = tiny_model(1);
+  MasterAdamW opt(trainable(model), {});
+  EXPECT_FALSE(resume_from_latest(fresh_dir("empty"), model, nullptr, opt).has_value());
+}
+
+TEST(Checkpoint, LoraWritesPeftAdapterAndMergedModelAndResumesAdapters) {
+  const fs::path root = fresh_dir("lora");
+  CausalLm model = tiny_model(4);
+  LoraConfig config;
+  config.rank = 4;
+  LoraAdapters lora(model, config, 5);
+  MasterAdamW opt(lora.named_parameters(), {});
+  random_steps(opt, 2);
+  CheckpointContents c;
+  c.model = &model;
+  c.lora = &lora;
+  c.base_model = "tiny";
+  c.optimizer = &opt;
+  c.step = 2;
+  const fs::path dir = save_checkpoint(root, c);
+  for (const char* name : {"adapter_config.json", "adapter_model.safetensors", "config.json", "model.safetensors"}) {
+    EXPECT_TRUE(fs::exists(dir / name)) << name;
+  }
+  SafetensorsCheckpoint adapter(dir / "adapter_model.safetensors");
+  EXPECT_TRUE(adapter.contains("base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"));
+  SafetensorsCheckpoint merged(dir / "model.safetensors");
+  const std::string q = "model.layers.0.self_attn.q_proj.weight";
+  EXPECT_FALSE(torch::equal(merged.tensor(q), model->named_parameters()[q]));  // the delta is in
+
+  CausalLm base_again = tiny_model(4);
+  LoraAdapters lora_again(base_again, config, 77);
+  MasterAdamW opt_again(lora_again.named_parameters(), {});
+  ASSERT_TRUE(resume_from_latest(root, base_again, &lora_again, opt_again).has_value());
+  for (size_t i = 0; i < lora.named_parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(lora.named_parameters()[i].second, lora_again.named_parameters()[i].second));
+  }
+  // A full fine-tuning run refuses a LoRA checkpoint.
+  MasterAdamW full_opt(trainable(base_again), {});
+  EXPECT_THROW(resume_from_latest(root, base_again, nullptr, full_opt), InputError);
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, TransformersLoadsTheSavedModel) {
+  const fs::path python = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") /
+                          ".local/share/crl/golden-venv/bin/python3";
+  if (!fs::exists(python)) GTEST_SKIP() << "no golden Python with transformers at " << python;
+  const fs::path root = fresh_dir("hf");
+  CausalLm model = tiny_model(6);
+  MasterAdamW opt(trainable(model), {});
+  CheckpointContents c;
+  c.model = &model;
+  c.optimizer = &opt;
+  c.step = 0;
+  const fs::path dir = save_checkpoint(root, c);
+  const torch::Tensor ids = torch::tensor({{3, 14, 15, 92, 65}}, torch::kInt64);
+  const torch::Tensor ours = model->forward(ids).detach();
+  const std::string script =
+      "import sys, torch, transformers\n"
+      "m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)\n"
+      "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
+  const auto result = run_command({python.string(), "-c", script, dir.string()});
+  ASSERT_TRUE(result.ok()) << result.output;
+  const size_t at = result.output.find("LOGITS ");
+  ASSERT_NE(at, std::string::npos) << result.output;
+  std::istringstream in(result.output.substr(at + 7));
+  for (int i = 0; i < 8; ++i) {
+    double v = 0;
+    ASSERT_TRUE(in >> v) << result.output;
+    EXPECT_NEAR(v, ours[0][4][i].item<double>(), 1e-4) << i;
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace crl::policy

@@ -1,0 +1,103 @@
+// Tests of MasterAdamW (against LibTorch's AdamW), gradient-norm clipping, the learning-rate
+// schedule and the fp32 master weights behind bf16 parameters.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "policy/lr_schedule.h"
+#include "policy/optimizer.h"
+
+namespace crl::policy {
+namespace {
+
+TEST(MasterAdamW, MatchesLibTorchAdamWOnFp32) {
+  torch::manual_seed(0);
+  const torch::Tensor init = torch::randn({4, 3});
+  torch::Tensor ours = init.clone().requires_grad_(true);
+  torch::Tensor theirs = init.clone().requires_grad_(true);
+  AdamWOptions options{0.9, 0.95, 1e-8, 0.1};
+  MasterAdamW adamw({{"w", ours}}, options);
+  torch::optim::AdamW reference({theirs}, torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1));
+  for (int step = 0; step < 6; ++step) {
+    const torch::Tensor grad = torch::randn({4, 3});
+    const double lr = 1e-2 * (step + 1) / 6.0;
+    static_cast<torch::optim::AdamWOptions&>(reference.param_groups()[0].options()).lr(lr);
+    theirs.mutable_grad() = grad.clone();
+    reference.step();
+    adamw.step({grad.clone()}, lr);
+    ASSERT_TRUE(torch::allclose(ours, theirs, 1e-6, 1e-7)) << "step " << step;
+  }
+  EXPECT_EQ(adamw.steps(), 6);
+}
+
+TEST(MasterAdamW, Bf16ParametersFollowFp32MastersThroughUpdatesBelowTheirResolution) {
+  // Each update (lr 1e-4, Adam's normalised step ~1) is far below bf16's spacing at 1.0
+  // (2^-7): a bf16-only optimiser would never move. The master accumulates them.
+  torch::Tensor param = torch::ones({8}, torch::kBFloat16).requires_grad_(true);
+  MasterAdamW adamw({{"w", param}}, {});
+  for (int step = 0; step < 200; ++step) adamw.step({torch::ones({8})}, 1e-4);
+  const auto state = adamw.state_tensors();
+  const torch::Tensor master = state[0].second;
+  EXPECT_EQ(state[0].first, "w.master");
+  EXPECT_NEAR(master[0].item<double>(), 1.0 - 200 * 1e-4, 1e-4);
+  EXPECT_TRUE(torch::equal(param.detach(), master.to(torch::kBFloat16)));
+  EXPECT_LT(param[0].item<double>(), 1.0);
+}
+
+TEST(MasterAdamW, StateRoundTripContinuesIdentically) {
+  torch::manual_seed(1);
+  torch::Tensor a = torch::randn({5}).requires_grad_(true);
+  torch::Tensor b = a.detach().clone().requires_grad_(true);
+  MasterAdamW first({{"p", a}}, {0.9, 0.99, 1e-8, 0.01});
+  for (int i = 0; i < 3; ++i) first.step({torch::randn({5})}, 1e-2);
+  MasterAdamW second({{"p", b}}, {0.9, 0.99, 1e-8, 0.01});
+  std::map<std::string, torch::Tensor> saved;
+  for (const auto& [name, tensor] : first.state_tensors()) saved[name] = tensor.clone();
+  second.load_state_tensors(saved, "test");
+  EXPECT_TRUE(torch::equal(a.detach(), b.detach()));
+  const torch::Tensor g = torch::randn({5});
+  first.step({g.clone()}, 1e-2);
+  second.step({g.clone()}, 1e-2);
+  EXPECT_TRUE(torch::equal(a.detach(), b.detach()));
+  EXPECT_EQ(second.steps(), 4);
+  saved.erase("p.exp_avg");
+  EXPECT_THROW(second.load_state_tensors(saved, "test"), InputError);
+}
+
+TEST(MasterAdamW, RejectsGradientsOfTheWrongShapeOrDtype) {
+  torch::Tensor p = torch::zeros({3}).requires_grad_(true);
+  MasterAdamW adamw({{"p", p}}, {});
+  EXPECT_THROW(adamw.step({torch::zeros({4})}, 1e-3), InputError);
+  EXPECT_THROW(adamw.step({torch::zeros({3}, torch::kBFloat16)}, 1e-3), InputError);
+  EXPECT_THROW(adamw.step({}, 1e-3), InputError);
+}
+
+TEST(ClipGradNorm, ScalesToTheMaximumAndReportsTheNormBefore) {
+  std::vector<torch::Tensor> grads{torch::tensor({3.0f}), torch::tensor({4.0f})};
+  EXPECT_NEAR(MasterAdamW::clip_grad_norm(grads, 1.0), 5.0, 1e-6);
+  EXPECT_NEAR(grads[0].item<float>(), 0.6f, 1e-5);
+  EXPECT_NEAR(grads[1].item<float>(), 0.8f, 1e-5);
+  // Below the maximum, or with clipping off: unchanged.
+  EXPECT_NEAR(MasterAdamW::clip_grad_norm(grads, 10.0), 1.0, 1e-5);
+  EXPECT_NEAR(grads[1].item<float>(), 0.8f, 1e-5);
+}
+
+TEST(LrSchedule, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
+  LrSchedule s{1.0, 4, 14, 0.1};
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.25);
+  EXPECT_DOUBLE_EQ(s.lr_at(3), 1.0);
+  EXPECT_DOUBLE_EQ(s.lr_at(4), 1.0);
+  EXPECT_NEAR(s.lr_at(9), 0.1 + 0.9 * 0.5, 1e-12);  // halfway through the decay
+  EXPECT_NEAR(s.lr_at(14), 0.1, 1e-12);
+  EXPECT_NEAR(s.lr_at(100), 0.1, 1e-12);
+  for (int64_t i = 4; i < 14; ++i) EXPECT_GE(s.lr_at(i), s.lr_at(i + 1));
+  EXPECT_THROW((LrSchedule{1.0, 5, 4, 0.1}.validate()), InputError);
+  EXPECT_THROW((LrSchedule{0.0, 0, 4, 0.1}.validate()), InputError);
+  const LrSchedule back = LrSchedule::from_json(s.to_json(), "test");
+  EXPECT_EQ(back.total_steps, 14);
+}
+
+}  // namespace
+}  // namespace crl::policy

@@ -1,0 +1,158 @@
+// Tests of the training step: activation checkpointing gives the plain pass's logits and
+// gradients (full and LoRA), gradient accumulation equals one large batch, SFT learns.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "dist/communicator.h"
+#include "policy/config.h"
+#include "policy/lora.h"
+#include "policy/model.h"
+#include "policy/train_step.h"
+
+namespace crl::policy {
+namespace {
+
+const std::filesystem::path kModels = std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models";
+
+CausalLm tiny_model(uint64_t seed) {
+  CausalLm model(load_model_config(kModels / "qwen2_gqa2_tied"));
+  init_weights(model, seed);
+  return model;
+}
+
+// Cross-entropy sum over loss-masked next tokens (the SFT loss, written here without crl::rl).
+torch::Tensor masked_next_token_nll(const torch::Tensor& logits, const torch::Tensor& ids, const torch::Tensor& mask) {
+  const int64_t s = ids.size(1);
+  const torch::Tensor logp = logits.slice(1, 0, s - 1).to(torch::kFloat32).log_softmax(-1);
+  const torch::Tensor picked = logp.gather(-1, ids.slice(1, 1, s).unsqueeze(-1)).squeeze(-1);
+  return -(picked * mask.slice(1, 1, s).to(torch::kFloat32)).sum();
+}
+
+struct Batch {
+  torch::Tensor ids, padding, loss_mask;
+};
+
+Batch make_batch(int64_t rows, int64_t steps, uint64_t seed) {
+  torch::manual_seed(seed);
+  Batch b;
+  b.ids = torch::randint(0, 320, {rows, steps}, torch::kInt64);
+  b.padding = torch::ones({rows, steps}, torch::kInt64);
+  b.padding.index_put_({0, torch::indexing::Slice(0, 2)}, 0);  // row 0 left-padded by two
+  b.loss_mask = torch::zeros({rows, steps}, torch::kInt64);
+  b.loss_mask.index_put_({torch::indexing::Slice(), torch::indexing::Slice(steps / 2, steps)}, 1);
+  return b;
+}
+
+TEST(ActivationCheckpointing, SameLogitsAndGradientsAsThePlainPass) {
+  CausalLm plain = tiny_model(5);
+  CausalLm checkpointed = tiny_model(5);
+  const Batch b = make_batch(3, 9, 1);
+  ForwardInputs in;
+  in.input_ids = b.ids;
+  in.padding_mask = b.padding;
+  const torch::Tensor plain_logits = plain->forward(in);
+  const torch::Tensor ckpt_logits = forward_with_checkpointing(checkpointed, b.ids, b.padding);
+  ASSERT_TRUE(torch::allclose(plain_logits, ckpt_logits, 1e-5, 1e-6));
+  masked_next_token_nll(plain_logits, b.ids, b.loss_mask).backward();
+  masked_next_token_nll(ckpt_logits, b.ids, b.loss_mask).backward();
+  const auto plain_params = plain->named_parameters();
+  const auto ckpt_params = checkpointed->named_parameters();
+  for (const auto& item : plain_params) {
+    const torch::Tensor& g = item.value().grad();
+    const torch::Tensor& h = ckpt_params[item.key()].grad();
+    ASSERT_TRUE(g.defined() && h.defined()) << item.key();
+    EXPECT_TRUE(torch::allclose(g, h, 1e-4, 1e-6)) << item.key() << " max diff " << (g - h).abs().max().item<float>();
+  }
+}
+
+TEST(ActivationCheckpointing, LoraGradientsMatchThePlainPass) {
+  CausalLm plain = tiny_model(6);
+  CausalLm checkpointed = tiny_model(6);
+  LoraConfig config;
+  config.rank = 4;
+  LoraAdapters plain_lora(plain, config, 3);
+  LoraAdapters ckpt_lora(checkpointed, config, 3);
+  // Non-zero B, so gradients reach A as well.
+  {
+    torch::NoGradGuard no_grad;
+    for (auto* l : {&plain_lora, &ckpt_lora}) {
+      torch::manual_seed(4);
+      for (auto& [name, p] : l->named_parameters()) p.normal_(0, 0.05);
+    }
+  }
+  const Batch b = make_batch(2, 8, 2);
+  plain_lora.apply();
+  ckpt_lora.apply();
+  ForwardInputs in;
+  in.input_ids = b.ids;
+  in.padding_mask = b.padding;
+  masked_next_token_nll(plain->forward(in), b.ids, b.loss_mask).backward();
+  masked_next_token_nll(forward_with_checkpointing(checkpointed, b.ids, b.padding), b.ids, b.loss_mask).backward();
+  const auto p = plain_lora.named_parameters();
+  const auto c = ckpt_lora.named_parameters();
+  for (size_t i = 0; i < p.size(); ++i) {
+    ASSERT_TRUE(p[i].second.grad().defined() && c[i].second.grad().defined()) << p[i].first;
+    EXPECT_TRUE(torch::allclose(p[i].second.grad(), c[i].second.grad(), 1e-4, 1e-6)) << p[i].first;
+  }
+}
+
+TrainerOptions test_options(bool checkpointing) {
+  TrainerOptions o;
+  o.schedule = LrSchedule{1e-2, 2, 20, 0.1};
+  o.adamw.weight_decay = 0.01;
+  o.max_grad_norm = 1.0;
+  o.activation_checkpointing = checkpointing;
+  o.reducer.bucket_bytes = 16 * 1024;  // several buckets even for the tiny model
+  return o;
+}
+
+TEST(Trainer, TwoMicroBatchesEqualOneBatchOfBoth) {
+  auto comm = dist::make_local_communicator();
+  CausalLm one = tiny_model(8), two = tiny_model(8);
+  Trainer big(one, test_options(false), *comm);
+  Trainer accumulated(two, test_options(true), *comm);
+  const auto loss = [](const std::vector<MicroBatch>& mbs) {
+    return [&mbs](const torch::Tensor& logits, size_t i) {
+      return masked_next_token_nll(logits, mbs[i].input_ids, mbs[i].loss_mask);
+    };
+  };
+  for (uint64_t step = 0; step < 3; ++step) {
+    const Batch b = make_batch(4, 10, 100 + step);
+    const std::vector<MicroBatch> whole{{b.ids, b.padding, b.loss_mask}};
+    const std::vector<MicroBatch> halves{{b.ids.slice(0, 0, 2), b.padding.slice(0, 0, 2), b.loss_mask.slice(0, 0, 2)},
+                                         {b.ids.slice(0, 2, 4), b.padding.slice(0, 2, 4), b.loss_mask.slice(0, 2, 4)}};
+    const StepStats s1 = big.step(whole, loss(whole));
+    const StepStats s2 = accumulated.step(halves, loss(halves));
+    EXPECT_EQ(s1.tokens, s2.tokens);
+    EXPECT_NEAR(s1.loss, s2.loss, 1e-5);
+    EXPECT_NEAR(s1.grad_norm, s2.grad_norm, 1e-4 * s1.grad_norm);
+  }
+  EXPECT_GT(accumulated.reducer().bucket_count(), 1u);
+  for (const auto& item : one->named_parameters()) {
+    EXPECT_TRUE(torch::allclose(item.value(), two->named_parameters()[item.key()], 1e-4, 1e-6)) << item.key();
+  }
+}
+
+TEST(Trainer, SftLossFallsOnAFixedBatchFullAndLora) {
+  auto comm = dist::make_local_communicator();
+  const Batch b = make_batch(2, 12, 7);
+  const std::vector<MicroBatch> mbs{{b.ids, b.padding, b.loss_mask}};
+  const auto loss = [&](const torch::Tensor& logits, size_t) { return masked_next_token_nll(logits, b.ids, b.loss_mask); };
+  for (bool use_lora : {false, true}) {
+    CausalLm model = tiny_model(9);
+    LoraConfig config;
+    config.rank = 8;
+    std::unique_ptr<LoraAdapters> lora = use_lora ? std::make_unique<LoraAdapters>(model, config, 2) : nullptr;
+    TrainerOptions o = test_options(use_lora);
+    o.schedule = LrSchedule{use_lora ? 2e-2 : 5e-3, 0, 30, 1.0};
+    Trainer trainer(model, o, *comm, lora.get());
+    const double first = trainer.step(mbs, loss).loss;
+    double last = first;
+    for (int i = 0; i < 15; ++i) last = trainer.step(mbs, loss).loss;
+    EXPECT_LT(last, 0.5 * first) << (use_lora ? "lora" : "full") << ": first " << first << " last " << last;
+    EXPECT_EQ(trainer.optimizer().steps(), 16);
+  }
+}
+
+}  // namespace
+}  // namespace crl::policy

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The training step of bench/train_bench.cpp written in PyTorch Python, for comparison.
+
+A Qwen2-0.5B-shaped model (random weights, transformers' Qwen2ForCausalLM) in bf16 on one GPU,
+batch 8 x 1024, next-token cross-entropy on every token, AdamW (fused, fp32 master weights as
+crl: bf16 model, fp32 copies updated by the optimiser), grad-norm clipping at 1.0. Prints and
+writes JSON with training tokens/s.
+
+  python3 tools/bench/hf_train_step.py --out $OUT/hf_train_step.json [--lora] [--steps 20]
+"""
+import argparse
+import json
+import time
+
+import torch
+import transformers
+
+
+def qwen2_05b_config():
+    return transformers.Qwen2Config(
+        vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+        num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
+        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--checkpointing", action="store_true")
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    config = qwen2_05b_config()
+    config._attn_implementation = "sdpa"
+    model = transformers.Qwen2ForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
+    if args.checkpointing:
+        model.gradient_checkpointing_enable()
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    masters = [p.detach().float().clone().requires_grad_(True) for p in params]
+    optimizer = torch.optim.AdamW(masters, lr=1e-5, weight_decay=0.0, fused=True)
+    ids = torch.randint(0, config.vocab_size, (args.batch, args.seq), device="cuda")
+
+    def step():
+        logits = model(input_ids=ids).logits
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].float().reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
+        loss.backward()
+        for m, p in zip(masters, params):
+            m.grad = p.grad.float()
+            p.grad = None
+        torch.nn.utils.clip_grad_norm_(masters, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            torch._foreach_copy_(params, masters)
+        return loss
+
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / args.steps
+    result = {
+        "name": "hf_train_step_full" + ("_checkpointing" if args.checkpointing else ""),
+        "batch": args.batch, "seq": args.seq, "seconds_per_step": seconds,
+        "tokens_per_second": args.batch * args.seq / seconds,
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "gpu": torch.cuda.get_device_name(),
+    }
+    print(json.dumps(result, indent=2))
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
