@@ -87,6 +87,15 @@ TEST(TasksCli, CheckSmallLevel1PassesForEveryReference) {
   EXPECT_EQ(j["tasks"], 100);
   EXPECT_EQ(j["failures"], 0);
   for (const auto& t : j["results"]) EXPECT_EQ(t["status"], "ok") << t["id"] << ": " << t["message"];
+
+  // A second check finds every compile in the cache.
+  const auto again = run_command({CRL_EXE, "tasks", "check", "--scale", "small", "--level", "1", "--category", "scan",
+                                  "--backend", "cpu", "--timed-calls", "1", "--json"},
+                                 with_suite_env());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  const auto cached = json_of(again.output);
+  ASSERT_EQ(cached["tasks"], 5);
+  for (const auto& t : cached["results"]) EXPECT_TRUE(t["cache_hit"].get<bool>()) << t["id"];
 }
 
 }  // namespace
