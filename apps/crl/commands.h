@@ -18,5 +18,7 @@ enum ExitCode : int {
 void add_doctor_command(CLI::App& app, int& exit_code);
 void add_eval_command(CLI::App& app, int& exit_code);
 void add_tasks_command(CLI::App& app, int& exit_code);
+void add_generate_command(CLI::App& app, int& exit_code);
+void add_init_model_command(CLI::App& app, int& exit_code);
 
 }  // namespace crl::cli

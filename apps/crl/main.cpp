@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   add_doctor_command(app, exit_code);
   add_eval_command(app, exit_code);
   add_tasks_command(app, exit_code);
+  add_generate_command(app, exit_code);
+  add_init_model_command(app, exit_code);
 
   try {
     app.parse(argc, argv);
