@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 
 #include "core/error.h"
@@ -34,6 +35,16 @@ uint64_t mix_seed(uint64_t seed, const std::string& task_id, const std::string& 
   Sha256 h;
   h.field(std::to_string(seed)).field(task_id).field(purpose).field(std::to_string(index));
   return std::stoull(h.hex().substr(0, 15), nullptr, 16);
+}
+
+// Workers start in their private folder, so every path they are given must be absolute.
+std::string absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char* resolved = realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) throw_io_error("cannot resolve the path", path);
+  std::string out = resolved;
+  free(resolved);
+  return out;
 }
 
 bool file_is_executable(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
@@ -145,9 +156,9 @@ std::unique_ptr<WorkerProcess> Evaluator::start_worker(const std::string& log_na
 nlohmann::json Evaluator::load_request(const Task& task, const std::string& reference_library,
                                        const std::string& candidate_library, double gpu_memory_fraction) const {
   return {{"op", "load"},
-          {"reference_program", task.path},
-          {"reference_library", reference_library},
-          {"candidate_library", candidate_library},
+          {"reference_program", absolute(task.path)},
+          {"reference_library", absolute(reference_library)},
+          {"candidate_library", absolute(candidate_library)},
           {"scale", options_.scale},
           {"device", backend_name(options_.backend)},
           {"gpu_memory_fraction", gpu_memory_fraction},
