@@ -41,6 +41,8 @@ struct EvalCommandOptions {
   uint64_t seed = 1;
   bool json = false;
   bool no_timing = false;
+  bool explain = false;
+  double remeasure_above = 10;
   std::string h5;
   std::string cache_dir;
   std::vector<std::string> inputs;
@@ -165,6 +167,17 @@ std::string times_text(const eval::TimeSummary& t) {
   return t.samples > 0 ? fmt::format("{:.1f} ±{:.1f}", t.median_us, t.iqr_us / 2) : "-";
 }
 
+// --explain: for each verdict, every check it went through (compile, trials, hack guards, timing,
+// re-measure) in order, whether it passed, and what it saw.
+void print_explanation(const eval::Verdict& v) {
+  std::cout << fmt::format("{} {}: {} ({})\n", v.task_id, v.candidate, v.status_text(), v.message);
+  TextTable table({"check", "result", "seconds", "what it saw"});
+  for (const auto& s : v.steps) {
+    table.add_row({s.name, s.passed ? "pass" : "FAIL", fmt::format("{:.3f}", s.seconds), s.detail});
+  }
+  std::cout << table.str() << "\n";
+}
+
 void print_table(const std::vector<eval::Verdict>& verdicts) {
   TextTable table({"task", "candidate", "status", "speedup", "95% CI", "ref us", "cand us", "reward", "message"});
   for (const auto& v : verdicts) {
@@ -189,13 +202,20 @@ int run_eval(const EvalCommandOptions& o) {
   options.trials = o.trials;
   options.seed = o.seed;
   options.timing = !o.no_timing;
+  options.remeasure_above_speedup = o.remeasure_above;
   if (o.time_budget >= 0) {
     options.time_budget_seconds = o.time_budget;
   } else {
     options.time_budget_seconds = options.backend == Backend::cuda ? 10 : 3;
   }
   CompilerOptions compiler_options;
+  // The compiler runs in its own build folders: a relative cache folder must be made absolute.
   compiler_options.cache_dir = o.cache_dir;
+  if (!o.cache_dir.empty() && o.cache_dir[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd) == nullptr) throw_io_error("cannot read the current folder", ".");
+    compiler_options.cache_dir = std::string(cwd) + "/" + o.cache_dir;
+  }
   Compiler compiler(compiler_options);
   eval::Evaluator evaluator(options, compiler);
 
@@ -221,6 +241,10 @@ int run_eval(const EvalCommandOptions& o) {
   } else {
     print_table(verdicts);
   }
+  if (o.explain && !o.json) {
+    std::cout << "\n";
+    for (const auto& v : verdicts) print_explanation(v);
+  }
   const bool all_ok = std::all_of(verdicts.begin(), verdicts.end(), [](const eval::Verdict& v) { return v.ok(); });
   return all_ok ? kExitOk : kExitFailure;
 }
@@ -245,6 +269,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", o.seed, "Seed of the trial and timing inputs")->capture_default_str();
   cmd->add_flag("--no-timing", o.no_timing, "Check correctness only");
   cmd->add_flag("--json", o.json, "Print the verdicts as a JSON array");
+  cmd->add_flag("--explain", o.explain, "After the table, list each verdict's checks (hack guards included) and what each saw");
+  cmd->add_option("--remeasure-above", o.remeasure_above,
+                  "Speedups above this are re-measured by wall clock in a fresh worker before they count")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--h5", o.h5, "Append the verdicts to this HDF5 results file (table 'verdicts')");
   cmd->add_option("--cache-dir", o.cache_dir, "Compile cache folder (default: $CRL_CACHE_DIR or ~/.cache/crl/compile)");
   cmd->callback([&exit_code] { exit_code = run_eval(o); });
