@@ -63,8 +63,12 @@ std::vector<SymbolFinding> judge_symbols(const std::vector<std::string>& defined
 }
 
 std::vector<SymbolFinding> scan_library_symbols(const std::string& library_path) {
-  const CommandResult result = run_command({"nm", "-D", library_path});
-  if (!result.ok()) throw Error("nm -D " + library_path + " failed: " + result.output);
+  // The whole symbol table, not only the dynamic one: programs are built with hidden visibility,
+  // so a definition that cannot interpose today still shows intent (and one attribute would
+  // export it). The dynamic table is the fallback for a stripped library.
+  CommandResult result = run_command({"nm", library_path});
+  if (result.ok() && result.output.find("no symbols") != std::string::npos) result = run_command({"nm", "-D", library_path});
+  if (!result.ok()) throw Error("nm " + library_path + " failed: " + result.output);
   std::vector<std::string> defined;
   std::vector<std::string> undefined;
   std::istringstream lines(result.output);
@@ -80,7 +84,7 @@ std::vector<SymbolFinding> scan_library_symbols(const std::string& library_path)
     if (const auto at = name.find('@'); at != std::string::npos) name.resize(at);
     if (type == "U" || type == "w" || type == "v") {
       undefined.push_back(name);
-    } else if (type.size() == 1) {
+    } else if (type == "T" || type == "t" || type == "W" || type == "i") {  // functions only
       defined.push_back(name);
     }
   }

@@ -1,6 +1,6 @@
 // Timer-tampering guard: a candidate library must not define (and so possibly interpose) timing,
 // synchronisation, allocation or loader symbols, nor call the loader or memory-protection
-// functions it could use to patch them at run time. Reads the .so's dynamic symbol table (nm -D).
+// functions it could use to patch them at run time. Reads the .so's symbol table (nm).
 #pragma once
 
 #include <string>
@@ -18,7 +18,7 @@ struct SymbolFinding {
 // it imports. Pure, for tests.
 std::vector<SymbolFinding> judge_symbols(const std::vector<std::string>& defined, const std::vector<std::string>& undefined);
 
-// Runs `nm -D` on the library and judges its symbols. Throws Error when nm cannot read it.
+// Runs `nm` on the library (its functions, local ones included) and judges its symbols. Throws Error when nm cannot read it.
 std::vector<SymbolFinding> scan_library_symbols(const std::string& library_path);
 
 // "defines clock_gettime (timing); imports dlsym (loader)"

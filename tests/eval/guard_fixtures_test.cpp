@@ -16,11 +16,15 @@ using testing::quick_options;
 std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
 Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = false) {
-  EvalOptions options = quick_options(Backend::cpu);
-  if (remeasure_everything) options.remeasure_above_speedup = 0;
   // One evaluator per option set; the compile cache is shared.
   static Evaluator plain(quick_options(Backend::cpu), fixture_compiler("guard_fixtures_test"));
-  static Evaluator remeasuring(options, fixture_compiler("guard_fixtures_test"));
+  static Evaluator remeasuring(
+      [] {
+        EvalOptions o = quick_options(Backend::cpu);
+        o.remeasure_above_speedup = 0;  // every speedup is re-measured
+        return o;
+      }(),
+      fixture_compiler("guard_fixtures_test"));
   Evaluator& e = remeasure_everything ? remeasuring : plain;
   return e.evaluate(fixture_suite().find("level1/019_relu"),
                     load_program_file(fixture_dir() + "/hacks/" + file + ".cpu.crl"), file);
