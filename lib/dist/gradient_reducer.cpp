@@ -8,6 +8,13 @@
 #include "core/error.h"
 
 namespace crl::dist {
+namespace {
+thread_local int ignore_hooks_depth = 0;
+}  // namespace
+
+IgnoreGradientHooks::IgnoreGradientHooks() { ++ignore_hooks_depth; }
+IgnoreGradientHooks::~IgnoreGradientHooks() { --ignore_hooks_depth; }
+bool IgnoreGradientHooks::active() { return ignore_hooks_depth > 0; }
 
 GradientReducer::GradientReducer(std::vector<torch::Tensor> params, Communicator& comm, ReducerOptions options)
     : params_(std::move(params)), comm_(comm), options_(options) {
@@ -87,6 +94,7 @@ void GradientReducer::begin_micro_batch(bool last) {
 }
 
 void GradientReducer::on_gradient(size_t index, const torch::Tensor& grad) {
+  if (IgnoreGradientHooks::active()) return;
   if (!in_step_) return;  // a backward outside a training step (e.g. a test's own) is not ours
   Bucket& bucket = buckets_[bucket_of_[index]];
   if (bucket.launched) {

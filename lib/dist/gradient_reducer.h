@@ -25,6 +25,16 @@ struct ReducerOptions {
   bool overlap = true;              // launch buckets from hooks; false: all at finish()
 };
 
+// While one exists on this thread, reducer hooks ignore the gradients they see. Activation
+// checkpointing's inner autograd::grad() w.r.t. a layer's weights fires their hooks, and the outer
+// backward then delivers the same gradients again: only the outer delivery may count.
+class IgnoreGradientHooks {
+ public:
+  IgnoreGradientHooks();
+  ~IgnoreGradientHooks();
+  static bool active();
+};
+
 class GradientReducer {
  public:
   // `params`: the trainable leaf tensors (requires_grad), all on one device. The communicator must

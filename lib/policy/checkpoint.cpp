@@ -1,6 +1,7 @@
 // Atomic training checkpoints with a hashed DONE marker (see checkpoint.h).
 #include "policy/checkpoint.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <fmt/format.h>
@@ -69,12 +70,20 @@ NamedTensors rng_tensors() {
 }
 
 void restore_rng(const SafetensorsCheckpoint& file) {
-  at::detail::getDefaultCPUGenerator().set_state(file.tensor("cpu").clone());
+  // Generator handles share their implementation: setting the copy's state sets the default's.
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  {
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    cpu.set_state(file.tensor("cpu").clone());
+  }
 #ifdef CRL_HAVE_CUDA
   if (torch::cuda::is_available()) {
     for (int64_t d = 0; d < static_cast<int64_t>(torch::cuda::device_count()); ++d) {
       const std::string name = fmt::format("cuda:{}", d);
-      if (file.contains(name)) at::cuda::detail::getDefaultCUDAGenerator(d).set_state(file.tensor(name).clone());
+      if (!file.contains(name)) continue;
+      at::Generator cuda = at::cuda::detail::getDefaultCUDAGenerator(d);
+      std::lock_guard<std::mutex> lock(cuda.mutex());
+      cuda.set_state(file.tensor(name).clone());
     }
   }
 #endif

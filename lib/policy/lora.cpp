@@ -1,6 +1,7 @@
 // LoRA adapters as weight deltas on the model's linear layers (see lora.h).
 #include "policy/lora.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <fmt/format.h>

@@ -61,6 +61,7 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
       torch::AutoGradMode enable(true);
       out = layer->forward(hidden, inputs);
     }
+    dist::IgnoreGradientHooks ignore_hooks;  // the outer backward reports these gradients
     torch::autograd::variable_list grads = torch::autograd::grad({out}, wrt, {grad_outputs[0]},
                                                                  /*retain_graph=*/false, /*create_graph=*/false,
                                                                  /*allow_unused=*/true);

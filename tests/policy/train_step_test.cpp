@@ -129,6 +129,10 @@ TEST(Trainer, TwoMicroBatchesEqualOneBatchOfBoth) {
   }
   EXPECT_GT(accumulated.reducer().bucket_count(), 1u);
   for (const auto& item : one->named_parameters()) {
+    // A key bias shifts every score of a query equally, so softmax cancels it: its true gradient
+    // is 0 and what backward computes is round-off, which Adam's normalisation blows up to full
+    // steps of arbitrary sign. Nothing to compare there.
+    if (item.key().find("k_proj.bias") != std::string::npos) continue;
     EXPECT_TRUE(torch::allclose(item.value(), two->named_parameters()[item.key()], 1e-4, 1e-6)) << item.key();
   }
 }
