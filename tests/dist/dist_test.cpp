@@ -63,6 +63,10 @@ TEST(DataParallel, RanksStayIdenticalAndMatchOneRankWithTheWholeBatch) {
   ASSERT_EQ(rank0.size(), single.size());
   for (const auto& [name, t] : rank0) {
     EXPECT_TRUE(torch::equal(t, rank1.at(name))) << name << ": ranks differ";
+    // A key bias adds the same score to every key of a query, which softmax cancels: its true
+    // gradient is zero, so what backward yields is round-off that Adam scales into full-size steps.
+    // Comparing it would compare noise (policy_train_step_test leaves it out for the same reason).
+    if (name.ends_with("k_proj.bias")) continue;
     EXPECT_TRUE(torch::allclose(t, single.at(name), 1e-4, 2e-6))
         << name << ": 2 ranks vs 1 rank max diff " << (t - single.at(name)).abs().max().item<float>();
   }
