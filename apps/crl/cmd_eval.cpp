@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "apps/crl/commands.h"
+#include "machine/machine_probe.h"
 #include "compile/compiler.h"
 #include "core/error.h"
 #include "core/text_table.h"
@@ -54,14 +55,7 @@ struct Candidate {
   ProgramText program;
 };
 
-bool gpu_visible() {
-#if CRL_HAVE_CUDA
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-#else
-  return false;
-#endif
-}
+bool gpu_visible() { return cuda_device_visible(); }
 
 bool is_directory(const std::string& path) {
   struct stat st {};

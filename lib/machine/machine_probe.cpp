@@ -182,6 +182,17 @@ nlohmann::json MachineReport::to_json() const {
   return j;
 }
 
+bool cuda_device_visible() {
+#ifdef CRL_HAVE_CUDA
+  int count = 0;
+  const bool visible = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  cudaGetLastError();  // a failed query must not leave a sticky error for the caller
+  return visible;
+#else
+  return false;
+#endif
+}
+
 MachineReport probe_machine() {
   MachineReport report;
   report.host = hostname();

@@ -38,6 +38,9 @@ struct MachineReport {
   nlohmann::json to_json() const;
 };
 
+// True when this build has CUDA and at least one CUDA device is visible (cheap; no report).
+bool cuda_device_visible();
+
 // Probes without initialising MPI and without keeping a CUDA context busy.
 MachineReport probe_machine();
 

@@ -9,6 +9,7 @@
 #endif
 
 #include "eval_fixtures.h"
+#include "machine/machine_probe.h"
 
 namespace crl::eval {
 namespace {
@@ -18,14 +19,7 @@ using testing::fixture_suite;
 using testing::quick_options;
 using testing::relu_candidate;
 
-bool have_gpu() {
-#if CRL_HAVE_CUDA
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-#else
-  return false;
-#endif
-}
+bool have_gpu() { return cuda_device_visible(); }
 
 class GpuEvaluatorTest : public ::testing::Test {
  protected:

@@ -8,6 +8,7 @@
 #endif
 
 #include "eval_fixtures.h"
+#include "machine/machine_probe.h"
 
 namespace crl::eval {
 namespace {
@@ -17,14 +18,7 @@ using testing::fixture_dir;
 using testing::fixture_suite;
 using testing::quick_options;
 
-bool have_gpu() {
-#if CRL_HAVE_CUDA
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-#else
-  return false;
-#endif
-}
+bool have_gpu() { return cuda_device_visible(); }
 
 std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
