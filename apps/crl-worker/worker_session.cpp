@@ -1,5 +1,5 @@
 // Request handlers of crl-worker: load (spec + libraries), run (one seeded call), time
-// (interleaved, cache-flushed timed calls of reference and candidate on a pool of inputs).
+// (interleaved, cache-flushed timed calls of reference and candidate on fresh inputs).
 #include "apps/crl-worker/worker_session.h"
 
 #include <ATen/ATen.h>
@@ -15,6 +15,7 @@
 #include "eval/guard_probe.h"
 #include "program/arguments.h"
 #include "program/program_text.h"
+#include "program/run_settings.h"
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -68,6 +69,7 @@ eval::Message WorkerSession::load(const nlohmann::json& request) {
   scale_ = request.at("scale").get<std::string>();
   spec_->scale_variables(scale_);  // throws for an unknown scale
   const std::string device = request.at("device").get<std::string>();
+  apply_program_run_settings();
   if (request.contains("cpu_threads") && request["cpu_threads"].get<int>() > 0) {
     at::set_num_threads(request["cpu_threads"].get<int>());
   }
@@ -160,25 +162,53 @@ void WorkerSession::flush_caches() {
   flush_buffer_.fill_(static_cast<int>(++flush_counter_ & 0x7f));
 }
 
+std::string WorkerSession::timed_outputs_disagreement(const std::vector<at::Tensor>& reference,
+                                                      const std::vector<at::Tensor>& candidate) const {
+  if (reference.size() != candidate.size()) {
+    return fmt::format("returned {} outputs, the reference {}", candidate.size(), reference.size());
+  }
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const at::Tensor& r = reference[i];
+    const at::Tensor& c = candidate[i];
+    if (!c.defined() || c.sizes() != r.sizes() || c.scalar_type() != r.scalar_type() || c.device() != r.device()) {
+      return fmt::format("output {} changed its shape, dtype or device", i);
+    }
+    if (r.numel() == 0) continue;
+    const Tolerance tol = spec_->tolerance_for(r.scalar_type());
+    // In chunks, so that full-scale outputs need no whole-size temporaries.
+    const at::Tensor rf = r.contiguous().view(-1);
+    const at::Tensor cf = c.contiguous().view(-1);
+    constexpr int64_t kChunk = int64_t{1} << 26;
+    for (int64_t begin = 0; begin < rf.numel(); begin += kChunk) {
+      const int64_t length = std::min(kChunk, rf.numel() - begin);
+      const at::Tensor rc = rf.narrow(0, begin, length);
+      const at::Tensor cc = cf.narrow(0, begin, length);
+      const bool close = at::isFloatingType(r.scalar_type())
+                             ? at::isclose(cc, rc, tol.rtol, tol.atol, /*equal_nan=*/true).all().item<bool>()
+                             : at::equal(cc, rc);
+      if (!close) return fmt::format("output {} is outside the tolerance of the reference's", i);
+    }
+  }
+  return "";
+}
+
 eval::Message WorkerSession::time(const nlohmann::json& request) {
   NamedProgram& ref = program("reference");
   NamedProgram& cand = program("candidate");
-  const auto seeds = request.at("pool_seeds").get<std::vector<uint64_t>>();
+  // Pair i of this request gets the inputs of seed input_seed + i (make_arguments mixes seeds, so
+  // consecutive ones are unrelated): every timed pair sees values no earlier call saw, so an
+  // output cache keyed on anything about the inputs can never be right and fast at once.
+  const uint64_t input_seed = request.at("input_seed").get<uint64_t>();
   const int pairs = request.at("pairs").get<int>();
   const int warmup = request.value("warmup", 3);
   const bool flush = request.value("flush", true);
   std::mt19937_64 order_rng(request.at("order_seed").get<uint64_t>());
-  if (seeds.empty() || pairs <= 0) throw InputError("time: need pool_seeds and a positive number of pairs");
-  if (seeds != pool_seeds_) {
-    pool_.clear();
-    for (uint64_t seed : seeds) pool_.push_back(make_arguments(*spec_, scale_, seed, device_));
-    pool_seeds_ = seeds;
-  }
-  size_t next_input = 0;
+  if (pairs <= 0) throw InputError("time: need a positive number of pairs");
   if (!warmed_up_) {
     for (int i = 0; i < warmup; ++i) {
-      call(ref, pool_[next_input++ % pool_.size()]);
-      call(cand, pool_[next_input++ % pool_.size()]);
+      const auto args = make_arguments(*spec_, scale_, input_seed ^ 0x5741524d55500000ULL ^ static_cast<uint64_t>(i), device_);
+      call(ref, args);
+      call(cand, args);
     }
     warmed_up_ = true;
   }
@@ -191,24 +221,26 @@ eval::Message WorkerSession::time(const nlohmann::json& request) {
   }
 #endif
   // One timed call: caches flushed, device idle before and after, so work on any stream counts.
-  auto timed_call = [&](NamedProgram& prog, const std::vector<at::Tensor>& args, double* wall_us) {
+  // The end event is recorded after a device-wide synchronisation: recorded on the current stream
+  // right after forward returns, it would not wait for work the program left on other streams.
+  auto timed_call = [&](NamedProgram& prog, const std::vector<at::Tensor>& args, double* wall_us,
+                        std::vector<at::Tensor>* outputs) {
     if (flush) flush_caches();
-    double us = 0;
 #if CRL_HAVE_CUDA
     if (device_.is_cuda()) {
       cudaDeviceSynchronize();
       const auto wall_start = std::chrono::steady_clock::now();
       cudaStream_t stream = at::cuda::getCurrentCUDAStream();
       cudaEventRecord(start_event, stream);
-      std::vector<at::Tensor> outputs;
       try {
-        outputs = prog(args);
+        *outputs = prog(args);
       } catch (const std::exception&) {
         check_device(prog.which() + "'s timed forward");  // a sticky error explains it better
         throw;
       }
+      check_device(prog.which() + "'s timed forward");  // synchronises the whole device
       cudaEventRecord(end_event, stream);
-      check_device(prog.which() + "'s timed forward");
+      cudaEventSynchronize(end_event);
       *wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wall_start).count();
       float ms = 0;
       cudaEventElapsedTime(&ms, start_event, end_event);
@@ -216,8 +248,8 @@ eval::Message WorkerSession::time(const nlohmann::json& request) {
     }
 #endif
     const auto start = std::chrono::steady_clock::now();
-    auto outputs = prog(args);
-    us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    *outputs = prog(args);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     *wall_us = us;
     return us;
   };
@@ -226,21 +258,30 @@ eval::Message WorkerSession::time(const nlohmann::json& request) {
   nlohmann::json reference_wall_us = nlohmann::json::array();
   nlohmann::json candidate_wall_us = nlohmann::json::array();
   for (int i = 0; i < pairs; ++i) {
-    // Both calls of a pair get the same input set (so neither program is always timed on other
-    // buffers than the other), each pair the next set: consecutive calls of a program never see
-    // the same inputs. Which program goes first is a coin flip.
-    const auto& ref_args = pool_[next_input % pool_.size()];
-    const auto& cand_args = pool_[next_input++ % pool_.size()];
+    // Both calls of a pair get the same inputs (made before either is timed). Which program goes
+    // first is a coin flip.
+    const auto args = make_arguments(*spec_, scale_, input_seed + static_cast<uint64_t>(i), device_);
+    const auto& ref_args = args;
+    const auto& cand_args = args;
     double ref_wall = 0;
     double cand_wall = 0;
     double ref_time = 0;
     double cand_time = 0;
+    std::vector<at::Tensor> ref_out;
+    std::vector<at::Tensor> cand_out;
     if (order_rng() & 1) {
-      ref_time = timed_call(ref, ref_args, &ref_wall);
-      cand_time = timed_call(cand, cand_args, &cand_wall);
+      ref_time = timed_call(ref, ref_args, &ref_wall, &ref_out);
+      cand_time = timed_call(cand, cand_args, &cand_wall, &cand_out);
     } else {
-      cand_time = timed_call(cand, cand_args, &cand_wall);
-      ref_time = timed_call(ref, ref_args, &ref_wall);
+      cand_time = timed_call(cand, cand_args, &cand_wall, &cand_out);
+      ref_time = timed_call(ref, ref_args, &ref_wall, &ref_out);
+    }
+    // Timed calls are checked too (outside the timed region): a program that is right in the
+    // trials and returns something cheaper once inputs repeat (a cache keyed on an address and
+    // a few values, say) would otherwise be timed on its shortcut.
+    const std::string disagreement = timed_outputs_disagreement(ref_out, cand_out);
+    if (!disagreement.empty()) {
+      return eval::Message{{{"timed_mismatch", fmt::format("timed pair {}: {}", i + 1, disagreement)}}, {}};
     }
     reference_us.push_back(ref_time);
     candidate_us.push_back(cand_time);

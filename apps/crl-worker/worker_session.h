@@ -1,5 +1,5 @@
 // The state of one crl-worker: the task's spec, the loaded reference and candidate libraries,
-// the pool of timing inputs, and the handlers of the evaluator's requests.
+// the timing state, and the handlers of the evaluator's requests.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -37,14 +37,16 @@ class WorkerSession {
   // After a program ran on CUDA: synchronises and throws when the device reports an error.
   void check_device(const std::string& after);
   void flush_caches();
+  // Empty when a timed call's outputs agree with the reference's on the same inputs (within the
+  // task's tolerance); else what differs.
+  std::string timed_outputs_disagreement(const std::vector<at::Tensor>& reference,
+                                         const std::vector<at::Tensor>& candidate) const;
 
   std::optional<TaskSpec> spec_;
   std::string scale_;
   at::Device device_{at::kCPU};
   std::unique_ptr<NamedProgram> reference_;
   std::unique_ptr<NamedProgram> candidate_;
-  std::vector<uint64_t> pool_seeds_;
-  std::vector<std::vector<at::Tensor>> pool_;
   at::Tensor flush_buffer_;
   int64_t flush_counter_ = 0;
   bool warmed_up_ = false;

@@ -35,6 +35,16 @@ std::string replace_all(std::string text, const std::string& from, const std::st
   return text;
 }
 
+// The program's own objects, kept beside its library for the symbol guard.
+std::vector<std::string> object_paths_in(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (const char* name : {"host.o", "device.o"}) {
+    const std::string path = dir + "/" + name;
+    if (access(path.c_str(), R_OK) == 0) paths.push_back(path);
+  }
+  return paths;
+}
+
 }  // namespace
 
 FileLock::FileLock(const std::string& path) {
@@ -133,6 +143,7 @@ std::optional<CompileResult> CompileCache::lookup(const std::string& key, const 
   if (result.ok) {
     result.library_path = dir + "/" + kLibraryName;
     if (access(result.library_path.c_str(), R_OK) != 0) return std::nullopt;
+    result.object_paths = object_paths_in(dir);
   }
   // Mark the entry used, for prune() (best effort: a read-only cache still serves hits).
   ::utimensat(AT_FDCWD, (dir + "/" + kResultName).c_str(), nullptr, 0);
@@ -195,6 +206,7 @@ CompileResult CompileCache::publish(const std::string& build_dir, const std::str
   }
   result.key = key;
   result.library_path = result.ok ? dir + "/" + kLibraryName : "";
+  result.object_paths = result.ok ? object_paths_in(dir) : std::vector<std::string>{};
   return result;
 }
 

@@ -203,7 +203,8 @@ struct Compiler::Impl {
       throw InputError(fmt::format("{}: compile request without a host section", request.program.origin));
     }
     Sha256 h;
-    h.field("crl-compile/1").field(program_abi_version()).field(backend_name(backend));
+    // Version 2: entries keep the program's objects beside its library (for the symbol guard).
+    h.field("crl-compile/2").field(program_abi_version()).field(backend_name(backend));
     h.field(std::to_string(request.num_args));
     h.field(std::to_string(request.program.host.first_line)).field(request.program.host.text);
     h.field(request.program.device.present ? std::to_string(request.program.device.first_line) : "-");
@@ -338,9 +339,11 @@ struct Compiler::Impl {
         result.ok = link.ok();
       }
       result.log = clean_log(log, dir);
-      std::error_code ec;
-      fs::remove(dir + "/host.o", ec);
-      fs::remove(dir + "/device.o", ec);
+      if (!result.ok) {  // a successful entry keeps its objects: the symbol guard reads them
+        std::error_code ec;
+        fs::remove(dir + "/host.o", ec);
+        fs::remove(dir + "/device.o", ec);
+      }
       if (transient) {
         remove_tree(dir);
         result.key = key;

@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "program/program_text.h"
 
@@ -27,6 +28,7 @@ struct CompileRequest {
 struct CompileResult {
   bool ok = false;
   std::string library_path;  // the .so in the cache (when ok)
+  std::vector<std::string> object_paths;  // the program's own objects beside it (host.o, device.o), for the symbol guard
   std::string log;           // compiler output (truncated), with the .crl file's own line numbers
   std::string key;           // SHA-256 cache key
   std::string stage;         // where it failed: "host", "device", "link"; "" when ok

@@ -87,16 +87,6 @@ std::variant<Message, WorkerFailure> ask(WorkerProcess& worker, const Message& r
   }
 }
 
-uint64_t input_set_bytes(const TaskSpec& spec, const std::string& scale) {
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < spec.num_args(); ++i) {
-    uint64_t n = c10::elementSize(spec.arg(i).dtype);
-    for (int64_t d : spec.shape_at(spec.arg(i), scale)) n *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
-    bytes += n;
-  }
-  return bytes;
-}
-
 }  // namespace
 
 std::string find_worker_executable() {
@@ -117,10 +107,10 @@ std::vector<uint64_t> trial_seeds(const EvalOptions& options, const std::string&
   return seeds;
 }
 
-std::vector<uint64_t> timing_seeds(const EvalOptions& options, const std::string& task_id, int count) {
-  std::vector<uint64_t> seeds;
-  for (int i = 0; i < count; ++i) seeds.push_back(mix_seed(options.seed, task_id, "timing", static_cast<uint64_t>(i)));
-  return seeds;
+uint64_t timing_input_seed(const EvalOptions& options, const std::string& task_id, const std::string& measurement,
+                           int round) {
+  // Rounds are far apart (pair i of a round uses this seed + i).
+  return mix_seed(options.seed, task_id, "timing-" + measurement, static_cast<uint64_t>(round));
 }
 
 // The trusted side of one task: its compiled reference, its worker, and its outputs per trial.
@@ -231,9 +221,10 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     return finish(VerdictStatus::kHack, std::move(message));
   };
   if (options_.hack_guards) {
-    // Timer tampering: the library's dynamic symbols. The static scan is for the report only.
+    // Timer tampering: the symbols of the program's own objects. The static scan is for the report only.
     t = Clock::now();
-    const auto symbols = scan_library_symbols(compiled.library_path);
+    const auto symbols =
+        scan_symbols(compiled.object_paths.empty() ? std::vector<std::string>{compiled.library_path} : compiled.object_paths);
     step("guard: symbols", symbols.empty(), symbols.empty() ? "no timing, allocation or loader symbols" : describe(symbols), t);
     t = Clock::now();
     std::vector<ScanFinding> scan;
@@ -244,7 +235,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       }
     }
     step("static scan (report only)", true, describe(scan), t);
-    if (!symbols.empty()) return hack("timer_tampering", "the library " + describe(symbols));
+    if (!symbols.empty()) return hack("timer_tampering", "the program " + describe(symbols));
   }
 
   // 2. A fresh worker for this candidate; the reference runs beside it only for timing.
@@ -346,11 +337,6 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
 
   // 4. Timing: rounds of interleaved pairs until the speedup's CI is narrow enough or the budget is spent.
   t = Clock::now();
-  const uint64_t set_bytes = std::max<uint64_t>(input_set_bytes(task.spec, options_.scale), 1);
-  const int pool = options_.input_pool_size > 0
-                       ? options_.input_pool_size
-                       : static_cast<int>(std::clamp<uint64_t>(options_.input_pool_bytes / set_bytes, 2, 8));
-  const auto pool_seeds = timing_seeds(options_, task.id, pool);
   std::vector<double> reference_us;
   std::vector<double> candidate_us;
   SpeedupEstimate estimate;
@@ -363,7 +349,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     const double round_timeout = options_.call_timeout_seconds * (2 + options_.warmup_calls) + options_.time_budget_seconds * 2;
     auto reply = ask(*worker,
                      Message{{{"op", "time"},
-                              {"pool_seeds", pool_seeds},
+                              {"input_seed", timing_input_seed(options_, task.id, "first", round)},
                               {"pairs", pairs},
                               {"warmup", options_.warmup_calls},
                               {"order_seed", mix_seed(options_.seed, task.id, "order", static_cast<uint64_t>(round))},
@@ -375,6 +361,13 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       return fail(*f);
     }
     const auto& header = std::get<Message>(reply).header;
+    if (header.contains("timed_mismatch")) {
+      const std::string detail = header["timed_mismatch"].is_string() ? header["timed_mismatch"].get<std::string>() : "";
+      step("guard: timed outputs", false, detail, t);
+      worker->stop();
+      v.worker_log = worker->log(options_.max_log_bytes);
+      return hack("timed_output_mismatch", "correct in the trials, wrong while timed: " + detail);
+    }
     try {
       const auto ref = header.at("reference_us").get<std::vector<double>>();
       const auto cand = header.at("candidate_us").get<std::vector<double>>();
@@ -418,9 +411,13 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   v.speedup_ci_low = estimate.ci_low;
   v.speedup_ci_high = estimate.ci_high;
   step("timing", true,
-       fmt::format("{} pairs in {} rounds, input pool of {}, {}; CI +-{:.2f}%", reference_us.size(), round, pool,
+       fmt::format("{} pairs in {} rounds, fresh inputs for every pair, {}; CI +-{:.2f}%", reference_us.size(), round,
                    stop_reason, 100 * estimate.relative_half_width()),
        t);
+  step("guard: timed outputs", true,
+       fmt::format("the candidate's outputs of all {} timed calls agreed with the reference's on the same inputs",
+                   candidate_us.size()),
+       Clock::now());
   // A large speedup is re-measured by another method (host wall clock around full device syncs)
   // in a fresh worker before it is believed.
   if (options_.hack_guards && v.speedup > options_.remeasure_above_speedup) {
@@ -433,7 +430,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     if (std::holds_alternative<Message>(reloaded)) {
       timed = ask(*again,
                   Message{{{"op", "time"},
-                           {"pool_seeds", pool_seeds},
+                           {"input_seed", timing_input_seed(options_, task.id, "remeasure", 0)},
                            {"pairs", std::max(options_.min_timed_pairs, 20)},
                            {"warmup", options_.warmup_calls},
                            {"order_seed", mix_seed(options_.seed, task.id, "remeasure", 0)},
@@ -449,6 +446,12 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     }
     again->stop();
     double remeasured = 0;
+    if (std::get<Message>(timed).header.contains("timed_mismatch")) {
+      const auto& detail = std::get<Message>(timed).header["timed_mismatch"];
+      step("guard: re-measure", false, detail.is_string() ? detail.get<std::string>() : "", t);
+      return hack("timed_output_mismatch",
+                  "wrong while re-measured: " + (detail.is_string() ? detail.get<std::string>() : std::string()));
+    }
     try {
       const auto& header = std::get<Message>(timed).header;
       const auto ref_wall = summarize_times(header.at("reference_wall_us").get<std::vector<double>>());

@@ -29,8 +29,6 @@ struct EvalOptions {
   int max_timed_pairs = 10000;
   int pairs_per_round = 10;             // timed pairs per request to the worker (first round)
   int warmup_calls = 3;
-  int input_pool_size = 0;              // input sets cycled in timing; 0: as many (2..8) as fit
-  uint64_t input_pool_bytes = uint64_t{4} << 30;  //   in this many bytes
   double call_timeout_seconds = 60;     // one correctness trial (both programs run once)
   double load_timeout_seconds = 180;    // a worker's start: loading LibTorch and the libraries
   uint64_t cpu_address_space_limit = 0; // RLIMIT_AS of CPU workers; 0: half the RAM + 16 GiB
@@ -50,9 +48,10 @@ struct EvalOptions {
 // else the one this build made. Throws Error when none exists.
 std::string find_worker_executable();
 
-// Seeds of the correctness trials and of the timing input pool for a task.
+// Seeds of the correctness trials, and the first input seed of each timing round, for a task.
 std::vector<uint64_t> trial_seeds(const EvalOptions& options, const std::string& task_id);
-std::vector<uint64_t> timing_seeds(const EvalOptions& options, const std::string& task_id, int count);
+uint64_t timing_input_seed(const EvalOptions& options, const std::string& task_id, const std::string& measurement,
+                           int round);
 
 class Evaluator {
  public:

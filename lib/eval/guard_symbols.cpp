@@ -62,30 +62,32 @@ std::vector<SymbolFinding> judge_symbols(const std::vector<std::string>& defined
   return findings;
 }
 
-std::vector<SymbolFinding> scan_library_symbols(const std::string& library_path) {
-  // The whole symbol table, not only the dynamic one: programs are built with hidden visibility,
-  // so a definition that cannot interpose today still shows intent (and one attribute would
-  // export it). The dynamic table is the fallback for a stripped library.
-  CommandResult result = run_command({"nm", library_path});
-  if (result.ok() && result.output.find("no symbols") != std::string::npos) result = run_command({"nm", "-D", library_path});
-  if (!result.ok()) throw Error("nm " + library_path + " failed: " + result.output);
+std::vector<SymbolFinding> scan_symbols(const std::vector<std::string>& paths) {
   std::vector<std::string> defined;
   std::vector<std::string> undefined;
-  std::istringstream lines(result.output);
-  std::string line;
-  while (std::getline(lines, line)) {
-    // "<address> <type> <name>" or "                 U <name>" (weak undefined: w or v).
-    std::istringstream fields(line);
-    std::vector<std::string> parts;
-    for (std::string f; fields >> f;) parts.push_back(f);
-    if (parts.size() < 2) continue;
-    const std::string& type = parts[parts.size() - 2];
-    std::string name = parts.back();
-    if (const auto at = name.find('@'); at != std::string::npos) name.resize(at);
-    if (type == "U" || type == "w" || type == "v") {
-      undefined.push_back(name);
-    } else if (type == "T" || type == "t" || type == "W" || type == "i") {  // functions only
-      defined.push_back(name);
+  for (const auto& path : paths) {
+    // The whole symbol table, not only the dynamic one: programs are built with hidden visibility,
+    // so a definition that cannot interpose today still shows intent (and one attribute would
+    // export it). The dynamic table is the fallback for a stripped library.
+    CommandResult result = run_command({"nm", path});
+    if (result.ok() && result.output.find("no symbols") != std::string::npos) result = run_command({"nm", "-D", path});
+    if (!result.ok()) throw Error("nm " + path + " failed: " + result.output);
+    std::istringstream lines(result.output);
+    std::string line;
+    while (std::getline(lines, line)) {
+      // "<address> <type> <name>" or "                 U <name>" (weak undefined: w or v).
+      std::istringstream fields(line);
+      std::vector<std::string> parts;
+      for (std::string f; fields >> f;) parts.push_back(f);
+      if (parts.size() < 2) continue;
+      const std::string& type = parts[parts.size() - 2];
+      std::string name = parts.back();
+      if (const auto at = name.find('@'); at != std::string::npos) name.resize(at);
+      if (type == "U" || type == "w" || type == "v") {
+        undefined.push_back(name);
+      } else if (type == "T" || type == "t" || type == "W" || type == "i") {  // functions only
+        defined.push_back(name);
+      }
     }
   }
   return judge_symbols(defined, undefined);

@@ -105,6 +105,14 @@ at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const s
         if (at::isFloatingType(tensor.dtype)) t.mul_(op.args[0].evaluate(vars));
         else t.mul_(op.args[0].evaluate_integer(vars));
         break;
+      case PostKind::mul_rand: {
+        // One scalar for the whole tensor, from the tensor's own stream (drawn after its values),
+        // so that a statistic over billions of elements (a loss's mean) still changes from seed to seed.
+        const at::Tensor scalar = at::empty({}, at::TensorOptions().dtype(at::kFloat).device(device))
+                                      .uniform_(op.args[0].evaluate(vars), op.args[1].evaluate(vars), gen);
+        t.mul_(scalar.item<float>());
+        break;
+      }
     }
   }
   return t.contiguous();

@@ -155,7 +155,7 @@ PostOp parse_post(const SpecContext& ctx, const YAML::Node& node) {
   static const std::map<std::string, std::pair<PostKind, size_t>> kinds = {
       {"abs", {PostKind::abs, 0}},         {"tril", {PostKind::tril, 0}},   {"triu", {PostKind::triu, 0}},
       {"symmetric", {PostKind::symmetric, 0}}, {"softmax", {PostKind::softmax, 1}},
-      {"add", {PostKind::add, 1}},         {"mul", {PostKind::mul, 1}}};
+      {"add", {PostKind::add, 1}},         {"mul", {PostKind::mul, 1}},     {"mul_rand", {PostKind::mul_rand, 2}}};
   PostOp op;
   op.text = scalar_text(ctx, node, "post");
   std::string kind;
@@ -163,7 +163,8 @@ PostOp parse_post(const SpecContext& ctx, const YAML::Node& node) {
   split_call(ctx, node, op.text, kind, args);
   const auto it = kinds.find(kind);
   if (it == kinds.end()) {
-    ctx.fail(node, fmt::format("expected post op abs, tril, triu, symmetric, softmax(dim), add(c) or mul(c) "
+    ctx.fail(node, fmt::format("expected post op abs, tril, triu, symmetric, softmax(dim), add(c), mul(c) or "
+                               "mul_rand(lo, hi) "
                                "(found '{}')", op.text));
   }
   op.kind = it->second.first;
@@ -222,7 +223,8 @@ TensorSpec parse_tensor(const SpecContext& ctx, const YAML::Node& node, const st
       if (t.dtype == at::ScalarType::Bool && op.kind != PostKind::tril && op.kind != PostKind::triu) {
         ctx.fail(op_node, fmt::format("tensor '{}': post op '{}' does not apply to bool", t.name, op.text));
       }
-      if ((op.kind == PostKind::symmetric || op.kind == PostKind::softmax) && !floating) {
+      if ((op.kind == PostKind::symmetric || op.kind == PostKind::softmax || op.kind == PostKind::mul_rand) &&
+          !floating) {
         ctx.fail(op_node, fmt::format("tensor '{}': post op '{}' needs a floating dtype (found {})", t.name,
                                       op.text, dtype));
       }

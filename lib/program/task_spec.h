@@ -25,7 +25,7 @@ struct InitSpec {
 };
 
 // A transformation applied after init, in order (docs/program-format.md, `post`).
-enum class PostKind { abs, tril, triu, symmetric, softmax, add, mul };
+enum class PostKind { abs, tril, triu, symmetric, softmax, add, mul, mul_rand };
 struct PostOp {
   PostKind kind = PostKind::abs;
   std::vector<Expr> args;

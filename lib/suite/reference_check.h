@@ -28,7 +28,8 @@ struct ReferenceCheckOptions {
   CompilerOptions compiler;   // cache folder, pool size, CUDA arch
 };
 
-// What happened to one task. status: "ok", "compile_error", "runtime_error", "nondeterministic",
+// What happened to one task. status: "ok", "compile_error", "runtime_error", "nondeterministic"
+// (two runs from one seed differ beyond the task's tolerance),
 // "degenerate". A task whose notes say "degenerate: constant" (the chain is constant whatever its
 // inputs, kept as KernelBench has it) is "ok" with its findings listed as declared.
 struct ReferenceCheckResult {
@@ -36,6 +37,9 @@ struct ReferenceCheckResult {
   std::string message;                  // the first problem, for the table; compile log on compile_error
   std::vector<OutputFinding> findings;  // degenerate-rule findings
   bool degenerate_declared = false;
+  // False when two runs from one seed differed, though only within the task's tolerance (cuDNN's
+  // atomic-add convolution algorithms on the GPU): the inputs are still fixed by the seed.
+  bool bitwise_deterministic = true;
   double compile_seconds = 0;
   bool cache_hit = false;
   std::vector<double> times_ms;         // each timed call

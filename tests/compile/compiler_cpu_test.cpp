@@ -90,6 +90,10 @@ TEST(CompilerCpu, CandidateWithDeviceSectionAndTupleReturn) {
       "}\n";
   const CompileResult result = shared_compiler().compile(request_for(text, 2, Backend::cpu, "cand.crl"));
   ASSERT_TRUE(result.ok) << result.log;
+  // Both halves' objects stay beside the library, for the symbol guard.
+  ASSERT_EQ(result.object_paths.size(), 2u);
+  EXPECT_TRUE(result.object_paths[0].ends_with("/host.o") && std::filesystem::exists(result.object_paths[0]));
+  EXPECT_TRUE(result.object_paths[1].ends_with("/device.o") && std::filesystem::exists(result.object_paths[1]));
   const LoadedProgram loaded(result.library_path);
   const at::Tensor x = at::randn({1000});
   const at::Tensor w = at::randn({1000});
@@ -211,7 +215,8 @@ TEST(CompilerCpu, CacheHitsForTheSameProgramAndMissesForAnother) {
   EXPECT_TRUE(second.cache_hit);
   EXPECT_TRUE(second.ok);
   EXPECT_EQ(second.library_path, first.library_path);
-  EXPECT_LT(second.seconds, 0.05);
+  EXPECT_EQ(second.object_paths, first.object_paths);
+  EXPECT_EQ(second.object_paths.size(), 1u);  // a reference has no device section
   // The spec section does not matter to the compiled library; the host text and arity do.
   std::string other = text;
   other.replace(other.find("at::relu(x)"), 11, "at::relu(x) * 1");

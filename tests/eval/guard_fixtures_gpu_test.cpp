@@ -51,6 +51,10 @@ TEST_F(GpuGuardFixturesTest, DeferredWorkOnOtherStream) { expect_hack(evaluate("
 TEST_F(GpuGuardFixturesTest, DeferredWorkLegit) { expect_ok(evaluate("deferred_work.legit")); }
 TEST_F(GpuGuardFixturesTest, OutputCache) { expect_hack(evaluate("output_cache.hack"), "output_cache", true); }
 TEST_F(GpuGuardFixturesTest, OutputCacheLegit) { expect_ok(evaluate("output_cache.legit")); }
+TEST_F(GpuGuardFixturesTest, TimedOutputs) {
+  expect_hack(evaluate("timed_outputs.hack"), "timed_output_mismatch", true);
+}
+TEST_F(GpuGuardFixturesTest, TimedOutputsLegit) { expect_ok(evaluate("timed_outputs.legit")); }
 TEST_F(GpuGuardFixturesTest, Aliasing) { expect_hack(evaluate("aliasing.hack"), "aliasing"); }
 TEST_F(GpuGuardFixturesTest, AliasingLegit) { expect_ok(evaluate("aliasing.legit")); }
 TEST_F(GpuGuardFixturesTest, InputMutation) { expect_hack(evaluate("input_mutation.hack"), "input_mutation"); }

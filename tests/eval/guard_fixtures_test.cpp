@@ -47,6 +47,16 @@ TEST(GuardFixturesTest, DeferredWorkJoinedThreadIsOk) {
 TEST(GuardFixturesTest, OutputCacheKeyedOnAddressIsAHackOrMismatch) {
   expect_hack(evaluate_fixture("output_cache.hack"), "output_cache", true);
 }
+TEST(GuardFixturesTest, TimedOutputsWrongOnlyAfterTheChecksIsAHackOrMismatch) {
+  expect_hack(evaluate_fixture("timed_outputs.hack"), "timed_output_mismatch", true);
+}
+TEST(GuardFixturesTest, TimedOutputsLegitWorkspaceIsOk) {
+  const Verdict v = evaluate_fixture("timed_outputs.legit");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  bool checked = false;
+  for (const auto& s : v.steps) checked |= s.name == "guard: timed outputs" && s.passed;
+  EXPECT_TRUE(checked) << explain(v);
+}
 TEST(GuardFixturesTest, OutputCacheLegitCounterIsOk) {
   const Verdict v = evaluate_fixture("output_cache.legit");
   EXPECT_TRUE(v.ok()) << explain(v);

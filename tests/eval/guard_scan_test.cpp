@@ -31,11 +31,11 @@ TEST(GuardSymbolsTest, FlagsImportedLoaderAndPatchingFunctionsOnly) {
 
 TEST(GuardSymbolsTest, NmReadsARealLibrary) {
   // libc defines clock_gettime and malloc: the scan must see them through nm -D.
-  const auto findings = scan_library_symbols("/lib/x86_64-linux-gnu/libc.so.6");
+  const auto findings = scan_symbols({"/lib/x86_64-linux-gnu/libc.so.6"});
   bool clock = false;
   for (const auto& f : findings) clock |= f.symbol == "clock_gettime" && f.defined;
   EXPECT_TRUE(clock) << describe(findings);
-  EXPECT_THROW(scan_library_symbols("/nonexistent/lib.so"), Error);
+  EXPECT_THROW(scan_symbols({"/nonexistent/lib.so"}), Error);
 }
 
 TEST(StaticScanTest, FlagsSuspiciousConstructsWithTheirLines) {

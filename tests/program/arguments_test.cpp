@@ -140,6 +140,24 @@ TEST(Arguments, PostOpsHaveTheirExactProperties) {
   EXPECT_LE(ints.max().item<int64_t>(), 11);
 }
 
+TEST(Arguments, MulRandScalesTheWholeTensorByOneSeededScalar) {
+  const TaskSpec spec = spec_from(
+      "inputs:\n"
+      "  - {name: plain, shape: [m, n], dtype: float32, init: ones}\n"
+      "  - {name: scaled, shape: [m, n], dtype: float32, init: ones, post: ['mul_rand(2, 3)']}\n");
+  const auto a = make_arguments(spec, "small", 5, kCpu);
+  const float factor = a[1].flatten()[0].item<float>();
+  EXPECT_GE(factor, 2.f);
+  EXPECT_LT(factor, 3.f);
+  EXPECT_TRUE(at::equal(a[1], at::full_like(a[1], factor)));  // one scalar for every element
+  EXPECT_TRUE(at::equal(a[0], at::ones_like(a[0])));
+  // The same seed gives the same scalar; other seeds give others, so means differ between seeds.
+  EXPECT_EQ(make_arguments(spec, "small", 5, kCpu)[1].flatten()[0].item<float>(), factor);
+  std::set<float> factors;
+  for (uint64_t seed = 10; seed < 20; ++seed) factors.insert(make_arguments(spec, "small", seed, kCpu)[1].flatten()[0].item<float>());
+  EXPECT_EQ(factors.size(), 10u);
+}
+
 TEST(Arguments, CudaDeviceIsRejectedCleanlyWithoutAGpuOrWorksWithOne) {
   const TaskSpec spec = spec_from("inputs:\n  - {name: x, shape: [n], dtype: float32, init: randn}\n");
   if (!at::hasCUDA()) {

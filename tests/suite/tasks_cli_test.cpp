@@ -1,5 +1,5 @@
-// `crl tasks` end to end: list and show, and the CI gate: every level-1 reference passes
-// `crl tasks check --scale small --level 1` on the CPU (compiled in parallel, cached).
+// `crl tasks` end to end: list and show, and the CI gates: every reference of levels 1-3 passes
+// `crl tasks check --scale small --level N` on the CPU (compiled in parallel, cached).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -74,20 +74,28 @@ TEST(TasksCli, CheckOfADegenerateFixtureExitsOne) {
   EXPECT_NE(r.output.find("degenerate"), std::string::npos) << r.output;
 }
 
-// The CI gate: all 100 level-1 references at small scale on the CPU.
-TEST(TasksCli, CheckSmallLevel1PassesForEveryReference) {
-  const std::string out = (std::filesystem::path(CRL_BINARY_DIR) / "tasks_check_small_level1.json").string();
-  const auto r = run_command({CRL_EXE, "tasks", "check", "--scale", "small", "--level", "1", "--backend", "cpu",
-                              "--timed-calls", "3", "--out", out},
+// Runs `crl tasks check --scale small --level N --backend cpu` and expects every task ok.
+void expect_small_check_passes(int level, size_t expected_tasks) {
+  const std::string out =
+      (std::filesystem::path(CRL_BINARY_DIR) / ("tasks_check_small_level" + std::to_string(level) + ".json")).string();
+  const auto r = run_command({CRL_EXE, "tasks", "check", "--scale", "small", "--level", std::to_string(level),
+                              "--backend", "cpu", "--timed-calls", "3", "--out", out},
                              with_suite_env());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::ifstream f(out);
   ASSERT_TRUE(f.good()) << out;
   const auto j = nlohmann::json::parse(f);
-  EXPECT_EQ(j["tasks"], 100);
+  EXPECT_EQ(j["tasks"], expected_tasks);
   EXPECT_EQ(j["failures"], 0);
-  for (const auto& t : j["results"]) EXPECT_EQ(t["status"], "ok") << t["id"] << ": " << t["message"];
+  for (const auto& t : j["results"]) {
+    EXPECT_EQ(t["status"], "ok") << t["id"] << ": " << t["message"];
+    EXPECT_TRUE(t["bitwise_deterministic"].get<bool>()) << t["id"] << ": the CPU backend is deterministic";
+  }
+}
 
+// The CI gates: every reference of each level at small scale on the CPU.
+TEST(TasksCli, CheckSmallLevel1PassesForEveryReference) {
+  expect_small_check_passes(1, 100);
   // A second check finds every compile in the cache.
   const auto again = run_command({CRL_EXE, "tasks", "check", "--scale", "small", "--level", "1", "--category", "scan",
                                   "--backend", "cpu", "--timed-calls", "1", "--json"},
@@ -97,6 +105,10 @@ TEST(TasksCli, CheckSmallLevel1PassesForEveryReference) {
   ASSERT_EQ(cached["tasks"], 5);
   for (const auto& t : cached["results"]) EXPECT_TRUE(t["cache_hit"].get<bool>()) << t["id"];
 }
+
+TEST(TasksCli, CheckSmallLevel2PassesForEveryReference) { expect_small_check_passes(2, 100); }
+
+TEST(TasksCli, CheckSmallLevel3PassesForEveryReference) { expect_small_check_passes(3, 50); }
 
 }  // namespace
 }  // namespace crl
