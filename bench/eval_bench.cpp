@@ -42,6 +42,8 @@ EvalOptions bench_options(Backend backend) {
   o.scale = backend == Backend::cuda ? "full" : "small";
   o.trials = 5;
   o.time_budget_seconds = backend == Backend::cuda ? 5 : 2;
+  // CRL_BENCH_TIME_BUDGET overrides the timing budget (seconds per candidate), for short runs.
+  if (const char* budget = std::getenv("CRL_BENCH_TIME_BUDGET")) o.time_budget_seconds = std::stod(budget);
   o.call_timeout_seconds = 30;
   o.worker_executable = CRL_WORKER_EXE;
   return o;
@@ -89,7 +91,8 @@ void BM_EvaluationsPerMinute(benchmark::State& state) {
   state.counters["evaluations_per_minute"] = 60.0 * 20 * round / seconds;
   state.counters["seconds_per_evaluation"] = seconds / (20.0 * round);
   for (const auto& [status, count] : statuses) state.counters["n_" + status] = count;
-  state.SetLabel(fmt::format("{} backend, {} scale", backend_name(backend), bench_options(backend).scale));
+  state.SetLabel(fmt::format("{} backend, {} scale, {} s timing budget", backend_name(backend),
+                             bench_options(backend).scale, bench_options(backend).time_budget_seconds));
 }
 BENCHMARK(BM_EvaluationsPerMinute)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 

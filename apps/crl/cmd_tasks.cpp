@@ -21,6 +21,7 @@ struct TasksOptions {
   std::string suite_dir;
   int level = 0;  // 0: every level
   std::string category, id, scale = "small", backend, out;
+  std::vector<std::string> check_ids;  // check's --task (repeatable)
   bool json = false;
   uint64_t seed = 1;
   int timed_calls = 5;
@@ -32,7 +33,7 @@ TaskFilter filter_of(const TasksOptions& o) {
   TaskFilter f;
   if (o.level > 0) f.level = o.level;
   f.category = o.category;
-  f.id = o.id;
+  f.ids = o.check_ids;
   return f;
 }
 
@@ -179,7 +180,7 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   check->add_option("--scale", o.scale, "Scale to run at")->capture_default_str();
   check->add_option("--level", o.level, "Only this level")->check(CLI::PositiveNumber);
   check->add_option("--category", o.category, "Only this category");
-  check->add_option("--task", o.id, "Only this task id");
+  check->add_option("--task", o.check_ids, "Only these task ids (repeat --task for several)");
   check->add_option("--backend", o.backend, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   check->add_option("--seed", o.seed, "Seed of runs 1 and 2 (run 3 uses a seed far from it)")->capture_default_str();

@@ -410,14 +410,14 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   v.speedup = estimate.speedup;
   v.speedup_ci_low = estimate.ci_low;
   v.speedup_ci_high = estimate.ci_high;
-  step("timing", true,
-       fmt::format("{} pairs in {} rounds, fresh inputs for every pair, {}; CI +-{:.2f}%", reference_us.size(), round,
-                   stop_reason, 100 * estimate.relative_half_width()),
-       t);
   step("guard: timed outputs", true,
        fmt::format("the candidate's outputs of all {} timed calls agreed with the reference's on the same inputs",
                    candidate_us.size()),
        Clock::now());
+  step("timing", true,
+       fmt::format("{} pairs in {} rounds, fresh inputs for every pair, {}; CI +-{:.2f}%", reference_us.size(), round,
+                   stop_reason, 100 * estimate.relative_half_width()),
+       t);
   // A large speedup is re-measured by another method (host wall clock around full device syncs)
   // in a fresh worker before it is believed.
   if (options_.hack_guards && v.speedup > options_.remeasure_above_speedup) {

@@ -148,13 +148,17 @@ const Task& Suite::find(const std::string& id) const {
 }
 
 std::vector<const Task*> Suite::select(const TaskFilter& filter) const {
-  if (!filter.id.empty()) {
-    const Task& task = find(filter.id);
-    const bool matches = (!filter.level || task.level == *filter.level) &&
-                         (filter.category.empty() || task.spec.category == filter.category);
-    return matches ? std::vector<const Task*>{&task} : std::vector<const Task*>{};
-  }
   std::vector<const Task*> out;
+  if (!filter.ids.empty()) {
+    for (const auto& id : filter.ids) {
+      const Task& task = find(id);  // throws, naming the id, for an unknown one
+      if ((!filter.level || task.level == *filter.level) &&
+          (filter.category.empty() || task.spec.category == filter.category)) {
+        out.push_back(&task);
+      }
+    }
+    return out;
+  }
   for (const auto& task : tasks_) {
     if (filter.level && task.level != *filter.level) continue;
     if (!filter.category.empty() && task.spec.category != filter.category) continue;

@@ -36,7 +36,7 @@ bool is_known_category(int level, const std::string& category);
 struct TaskFilter {
   std::optional<int> level;
   std::string category;
-  std::string id;  // exact id
+  std::vector<std::string> ids;  // exact ids (any of them); empty: every id
 };
 
 class Suite {

@@ -41,7 +41,10 @@ TEST(CompilerGpu, DirectCublasCallRuns) {
   const auto cuda = at::TensorOptions().device(at::kCUDA);
   const at::Tensor x = at::randn({100000}, cuda), y0 = at::randn({100000}, cuda);
   const auto out = LoadedProgram(result.library_path).forward({x, y0});
-  EXPECT_TRUE(at::allclose(out[0], 3 * x + y0));
+  const at::Tensor expected = 3 * x + y0;
+  EXPECT_TRUE(at::allclose(out[0], expected, 1e-5, 1e-5))
+      << "max |error| " << (out[0] - expected).abs().max().item<float>() << ", first values " << out[0].narrow(0, 0, 4)
+      << " expected " << expected.narrow(0, 0, 4);
 }
 
 TEST(CompilerGpu, FormatDocReferenceAndCandidateAgreeOnTheGpu) {

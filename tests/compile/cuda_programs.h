@@ -43,6 +43,8 @@ inline std::string cublas_program(const std::string& tag) {
          "at::Tensor forward(const at::Tensor& x, const at::Tensor& y0) {\n"
          "  at::Tensor y = y0.clone();\n"
          "  cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();\n"
+         "  // LibTorch's shared handle: set the pointer mode this call relies on (alpha is on the host).\n"
+         "  cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST);\n"
          "  const float alpha = 3.f;\n"
          "  TORCH_CHECK(cublasSaxpy(handle, (int)x.numel(), &alpha, x.data_ptr<float>(), 1, y.data_ptr<float>(), 1)\n"
          "              == CUBLAS_STATUS_SUCCESS, \"cublasSaxpy failed\");\n"

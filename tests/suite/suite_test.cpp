@@ -105,10 +105,15 @@ TEST(Suite, SelectFiltersByLevelCategoryAndId) {
   f.category = "scan";
   EXPECT_EQ(source_suite().select(f).size(), 5u);
   TaskFilter by_id;
-  by_id.id = "level1/012_diag_matmul";
+  by_id.ids = {"level1/012_diag_matmul"};
   ASSERT_EQ(source_suite().select(by_id).size(), 1u);
-  by_id.category = "loss";  // the id's task is not a loss: nothing matches
-  EXPECT_TRUE(source_suite().select(by_id).empty());
+  by_id.ids.push_back("level1/094_mse_loss");  // several ids, in the order given
+  const auto two = source_suite().select(by_id);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1]->id, "level1/094_mse_loss");
+  by_id.category = "loss";  // only the loss among them matches
+  ASSERT_EQ(source_suite().select(by_id).size(), 1u);
+  EXPECT_EQ(source_suite().select(by_id)[0]->id, "level1/094_mse_loss");
 }
 
 TEST(Suite, RefusesInvalidTaskFilesNamingEachOne) {
