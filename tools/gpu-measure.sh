@@ -13,8 +13,8 @@ if [ -d .carry/debs ]; then  # utf8proc is not installed there (see tools/gpu-bu
   for deb in .carry/debs/*.deb; do dpkg -x "$deb" .carry/prefix; done
   export LD_LIBRARY_PATH="$PWD/.carry/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-step() {  # step NAME SECONDS COMMAND...: runs it with a limit, logs to $OUT/NAME.log, says how it ended
-  local name=$1 limit=$2; shift 2
+step() {  # step NAME SECONDS COMMAND...: runs it with a limit (LIMIT_<NAME> overrides), logs to $OUT/NAME.log
+  local name=$1 limit_var="LIMIT_$1"; local limit=${!limit_var:-$2}; shift 2
   local start=$SECONDS
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   echo "$name: exit $? after $((SECONDS - start)) s" | tee -a "$OUT/steps.txt"
