@@ -66,6 +66,39 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
   EXPECT_EQ(verdicts[1].status, VerdictStatus::kMismatch);
 }
 
+// --explain: for each verdict, every check that ran (the hack guards included) and what it saw.
+TEST(CrlEvalCli, ExplainListsEveryCheckAndWhatItSaw) {
+  const auto r = crl_eval({"--task", "level1/019_relu", "--explain", kFixtures + "/hacks/timer_tampering.hack.cpu.crl",
+                           kFixtures + "/relu/same_as_reference.crl"},
+                          kCache);
+  ASSERT_EQ(r.exit_code, 1) << r.output;  // one verdict is not ok
+  const std::string& out = r.output;
+  // The hack: the failing guard names the symbol, and nothing runs after it.
+  const auto hack = out.find("timer_tampering.hack.cpu.crl: hack:timer_tampering");
+  const auto ok = out.find("same_as_reference.crl: ok");
+  ASSERT_NE(hack, std::string::npos) << out;
+  ASSERT_NE(ok, std::string::npos) << out;
+  const std::string hack_part = out.substr(hack, ok - hack);
+  const auto symbols_line = hack_part.find("guard: symbols");
+  ASSERT_NE(symbols_line, std::string::npos) << hack_part;
+  EXPECT_NE(hack_part.substr(symbols_line, hack_part.find('\n', symbols_line) - symbols_line).find("FAIL"),
+            std::string::npos)
+      << hack_part;
+  EXPECT_NE(hack_part.find("defines clock_gettime"), std::string::npos) << hack_part;
+  EXPECT_EQ(hack_part.find("trial 1"), std::string::npos) << hack_part;
+  // The ok candidate: every guard passed and says what it saw.
+  const std::string ok_part = out.substr(ok);
+  for (const char* check : {"guard: symbols", "static scan (report only)", "trial 1", "guard: threads",
+                            "guard: deferred work", "guard: aliasing", "guard: input mutation", "guard: output reuse",
+                            "guard: same addresses, new values", "guard: same values, new addresses",
+                            "guard: free memory poisoned", "guard: after the reference", "guard: timed outputs",
+                            "timing"}) {
+    const auto at = ok_part.find(std::string(check) + " ");
+    ASSERT_NE(at, std::string::npos) << check << " missing in:\n" << ok_part;
+    EXPECT_NE(ok_part.substr(at, 60).find("pass"), std::string::npos) << ok_part.substr(at, 120);
+  }
+}
+
 TEST(CrlEvalCli, BadInputExitsThree) {
   EXPECT_EQ(crl_eval({"--task", "level1/999_nothing", kFixtures + "/relu/same_as_reference.crl"}, kCache).exit_code, 3);
   EXPECT_EQ(crl_eval({kFixtures + "/relu/same_as_reference.crl"}, kCache).exit_code, 3);  // no --task
