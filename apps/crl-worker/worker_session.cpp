@@ -206,6 +206,7 @@ eval::Message WorkerSession::time(const nlohmann::json& request) {
   if (pairs <= 0) throw InputError("time: need a positive number of pairs");
   if (!warmed_up_) {
     for (int i = 0; i < warmup; ++i) {
+      // Warm-up inputs come from seeds of their own (the constant spells "WARMUP").
       const auto args = make_arguments(*spec_, scale_, input_seed ^ 0x5741524d55500000ULL ^ static_cast<uint64_t>(i), device_);
       call(ref, args);
       call(cand, args);
