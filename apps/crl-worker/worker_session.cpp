@@ -130,9 +130,12 @@ std::vector<at::Tensor> WorkerSession::call(NamedProgram& prog, const std::vecto
 
 eval::Message WorkerSession::run(const nlohmann::json& request) {
   NamedProgram& prog = program(request.at("program").get<std::string>());
-  const auto args = make_arguments(*spec_, scale_, request.at("seed").get<uint64_t>(), device_);
+  auto args = make_arguments(*spec_, scale_, request.at("seed").get<uint64_t>(), device_);
+  size_t spread_inputs = 0;
+  if (request.value("spread_samples", false)) spread_inputs = spread_samples(*spec_, args);  // the per-sample guard
   auto outputs = call(prog, args);
   eval::Message reply;
+  reply.header["spread_inputs"] = spread_inputs;
   reply.header["outputs"] = outputs.size();
   for (auto& out : outputs) {
     if (!out.defined()) throw Error("the " + prog.which() + " returned an undefined tensor");

@@ -87,6 +87,31 @@ std::variant<Message, WorkerFailure> ask(WorkerProcess& worker, const Message& r
   }
 }
 
+// Each output's tolerance from its dtype, as the task's spec gives it.
+ToleranceForDtype tolerance_for(const Task& task) {
+  return [&task](at::ScalarType dtype) {
+    const crl::Tolerance tol = task.spec.tolerance_for(dtype);
+    return Tolerance{tol.atol, tol.rtol};
+  };
+}
+
+// Whether a program that computed only the first sample (index 0 along dim 0 of every output
+// with two or more) and copied it across the batch would match these reference outputs. False
+// when no output has a batch. The per-sample guard runs only where this is true: elsewhere the
+// trials already catch copying, and scaling inputs apart could push tasks with narrow input
+// ranges (a long cumulative product) to overflow at slightly different places.
+bool batch_copy_would_pass(const std::vector<ProgramOutput>& outputs, const ToleranceForDtype& tolerance) {
+  std::vector<ProgramOutput> copied = outputs;
+  bool any_batch = false;
+  for (auto& out : copied) {
+    if (out.values.dim() >= 1 && out.values.size(0) >= 2) {
+      out.values = out.values.narrow(0, 0, 1).expand_as(out.values).contiguous();
+      any_batch = true;
+    }
+  }
+  return any_batch && compare_outputs(outputs, copied, tolerance).ok;
+}
+
 }  // namespace
 
 std::string find_worker_executable() {
@@ -119,6 +144,9 @@ struct Evaluator::ReferenceState {
   std::string library;
   std::vector<uint64_t> seeds;
   std::vector<std::vector<ProgramOutput>> outputs;  // per trial seed
+  // The per-sample guard: outputs for the first trial seed with each sample's inputs scaled apart
+  // (program/arguments.h, spread_samples); empty when the task has no input to spread.
+  std::vector<ProgramOutput> spread_outputs;
 };
 
 Evaluator::Evaluator(EvalOptions options, Compiler& compiler) : options_(std::move(options)), compiler_(compiler) {
@@ -179,6 +207,15 @@ Evaluator::ReferenceState& Evaluator::reference_for(const Task& task) {
                      options_.call_timeout_seconds, fmt::format("reference run (seed {})", seed));
     if (auto* f = std::get_if<WorkerFailure>(&reply)) return fail(*f);
     state->outputs.push_back(std::move(std::get<Message>(reply).tensors));
+  }
+  if (batch_copy_would_pass(state->outputs[0], tolerance_for(task))) {
+    auto reply = ask(*worker,
+                     Message{{{"op", "run"}, {"program", "reference"}, {"seed", state->seeds[0]}, {"spread_samples", true}}, {}},
+                     options_.call_timeout_seconds, "reference run with samples scaled apart");
+    if (auto* f = std::get_if<WorkerFailure>(&reply)) return fail(*f);
+    if (std::get<Message>(reply).header.value("spread_inputs", 0) > 0) {
+      state->spread_outputs = std::move(std::get<Message>(reply).tensors);
+    }
   }
   worker->stop();
   reference_ = std::move(state);
@@ -254,10 +291,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   if (auto* f = std::get_if<WorkerFailure>(&loaded)) return fail(*f);
 
   // 3. Correctness: every trial on inputs from its own seed, compared here with the reference's.
-  const ToleranceForDtype tolerance_for = [&task](at::ScalarType dtype) {
-    const crl::Tolerance tol = task.spec.tolerance_for(dtype);
-    return Tolerance{tol.atol, tol.rtol};
-  };
+  const ToleranceForDtype tolerance_for = crl::eval::tolerance_for(task);
   for (size_t i = 0; i < reference.seeds.size(); ++i) {
     t = Clock::now();
     const std::string name = fmt::format("trial {}", i + 1);
@@ -327,6 +361,29 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       worker->stop();
       v.worker_log = worker->log(options_.max_log_bytes);
       return hack(hack_kind, hack_message);
+    }
+    // Per-sample guard: the first trial again, with each sample's inputs scaled by its own factor.
+    // A program that is right on the task's inputs but not on these computed one sample's result
+    // and copied it (or otherwise relied on every sample looking alike).
+    if (!reference.spread_outputs.empty()) {
+      t = Clock::now();
+      auto spread = ask(*worker,
+                        Message{{{"op", "run"}, {"program", "candidate"}, {"seed", reference.seeds[0]}, {"spread_samples", true}},
+                                {}},
+                        options_.call_timeout_seconds, "samples scaled apart");
+      if (auto* f = std::get_if<WorkerFailure>(&spread)) {
+        step("guard: samples scaled apart", false, f->message, t);
+        return fail(*f);
+      }
+      const ComparisonResult cmp = compare_outputs(reference.spread_outputs, std::get<Message>(spread).tensors, tolerance_for);
+      step("guard: samples scaled apart", cmp.ok,
+           cmp.ok ? fmt::format("matches the reference (max abs error {:.3g})", cmp.max_abs_error) : cmp.message, t);
+      if (!cmp.ok) {
+        worker->stop();
+        v.worker_log = worker->log(options_.max_log_bytes);
+        return hack("batch_copy", "right on the task's inputs, wrong when each sample's inputs are scaled by its own "
+                                  "factor (one sample's result copied across the batch?): " + cmp.message);
+      }
     }
   }
   if (!options_.timing) {

@@ -6,6 +6,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -116,6 +117,29 @@ at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const s
     }
   }
   return t.contiguous();
+}
+
+size_t spread_samples(const TaskSpec& spec, std::vector<at::Tensor>& args) {
+  size_t scaled = 0;
+  for (size_t i = 0; i < spec.inputs.size() && i < args.size(); ++i) {
+    const TensorSpec& input = spec.inputs[i];
+    at::Tensor& t = args[i];
+    const InitKind k = input.init.kind;
+    const bool continuous = k == InitKind::randn || k == InitKind::rand || k == InitKind::uniform ||
+                            k == InitKind::normal || k == InitKind::uniform_fan_in;
+    const bool structured = std::any_of(input.post.begin(), input.post.end(), [](const PostOp& op) {
+      return op.kind == PostKind::tril || op.kind == PostKind::triu || op.kind == PostKind::symmetric ||
+             op.kind == PostKind::softmax;
+    });
+    if (!continuous || structured || !at::isFloatingType(t.scalar_type()) || t.dim() < 1 || t.size(0) < 2) continue;
+    std::vector<int64_t> factor_shape(static_cast<size_t>(t.dim()), 1);
+    factor_shape[0] = t.size(0);
+    const at::Tensor factors =
+        at::linspace(0.9, 1.1, t.size(0), at::TensorOptions().dtype(at::kFloat).device(t.device())).view(factor_shape);
+    t = (t.to(at::kFloat) * factors).to(t.scalar_type()).contiguous();
+    ++scaled;
+  }
+  return scaled;
 }
 
 std::vector<at::Tensor> make_arguments(const TaskSpec& spec, const std::string& scale, uint64_t seed,

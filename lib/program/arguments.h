@@ -24,6 +24,15 @@ std::vector<at::Tensor> make_arguments(const TaskSpec& spec, const std::string& 
 at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale,
                          uint64_t stream_seed, const at::Device& device);
 
+// For the evaluator's per-sample guard: multiplies sample b (index b along dim 0) of every input
+// that is continuously random (randn, rand, uniform, normal, uniform_fan_in; floating; no tril,
+// triu, symmetric or softmax post op, whose structure a candidate may rely on) and has at least
+// two samples by its own factor, evenly spaced over [0.9, 1.1]. Outputs that reduce over a sample
+// then differ between samples by far more than any tolerance, so a program that computes one
+// sample and copies it across the batch is caught even where the task's own inputs give every
+// sample nearly the same result. Params are left alone. Returns how many inputs it scaled.
+size_t spread_samples(const TaskSpec& spec, std::vector<at::Tensor>& args);
+
 // The generator seed of argument `index` of forward (inputs first, then params).
 uint64_t argument_stream_seed(const TaskSpec& spec, uint64_t seed, size_t index);
 

@@ -27,7 +27,8 @@ class GpuGuardFixturesTest : public ::testing::Test {
   void SetUp() override {
     if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU visible: the CUDA backend cannot run here";
   }
-  static Verdict evaluate(const std::string& file, bool remeasure_everything = false) {
+  static Verdict evaluate(const std::string& file, bool remeasure_everything = false,
+                          const std::string& task = "level1/019_relu") {
     static Evaluator plain(quick_options(Backend::cuda), fixture_compiler("guard_fixtures_gpu_test"));
     static Evaluator remeasuring(
         [] {
@@ -37,8 +38,8 @@ class GpuGuardFixturesTest : public ::testing::Test {
         }(),
         fixture_compiler("guard_fixtures_gpu_test"));
     Evaluator& e = remeasure_everything ? remeasuring : plain;
-    return e.evaluate(fixture_suite().find("level1/019_relu"),
-                      load_program_file(fixture_dir() + "/hacks/" + file + ".cuda.crl"), file);
+    return e.evaluate(fixture_suite().find(task), load_program_file(fixture_dir() + "/hacks/" + file + ".cuda.crl"),
+                      file);
   }
   static void expect_hack(const Verdict& v, const std::string& kind, bool mismatch_allowed = false) {
     if (mismatch_allowed && v.status == VerdictStatus::kMismatch) return;
@@ -51,6 +52,10 @@ TEST_F(GpuGuardFixturesTest, DeferredWorkOnOtherStream) { expect_hack(evaluate("
 TEST_F(GpuGuardFixturesTest, DeferredWorkLegit) { expect_ok(evaluate("deferred_work.legit")); }
 TEST_F(GpuGuardFixturesTest, OutputCache) { expect_hack(evaluate("output_cache.hack"), "output_cache", true); }
 TEST_F(GpuGuardFixturesTest, OutputCacheLegit) { expect_ok(evaluate("output_cache.legit")); }
+TEST_F(GpuGuardFixturesTest, BatchCopy) {
+  expect_hack(evaluate("batch_copy.hack", false, "level2/001_row_mean"), "batch_copy");
+}
+TEST_F(GpuGuardFixturesTest, BatchCopyLegit) { expect_ok(evaluate("batch_copy.legit", false, "level2/001_row_mean")); }
 TEST_F(GpuGuardFixturesTest, TimedOutputs) {
   expect_hack(evaluate("timed_outputs.hack"), "timed_output_mismatch", true);
 }

@@ -15,7 +15,8 @@ using testing::quick_options;
 
 std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
-Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = false) {
+Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = false,
+                         const std::string& task = "level1/019_relu") {
   // One evaluator per option set; the compile cache is shared.
   static Evaluator plain(quick_options(Backend::cpu), fixture_compiler("guard_fixtures_test"));
   static Evaluator remeasuring(
@@ -26,8 +27,7 @@ Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = fa
       }(),
       fixture_compiler("guard_fixtures_test"));
   Evaluator& e = remeasure_everything ? remeasuring : plain;
-  return e.evaluate(fixture_suite().find("level1/019_relu"),
-                    load_program_file(fixture_dir() + "/hacks/" + file + ".cpu.crl"), file);
+  return e.evaluate(fixture_suite().find(task), load_program_file(fixture_dir() + "/hacks/" + file + ".cpu.crl"), file);
 }
 
 void expect_hack(const Verdict& v, const std::string& kind, bool mismatch_allowed = false) {
@@ -56,6 +56,22 @@ TEST(GuardFixturesTest, TimedOutputsLegitWorkspaceIsOk) {
   bool checked = false;
   for (const auto& s : v.steps) checked |= s.name == "guard: timed outputs" && s.passed;
   EXPECT_TRUE(checked) << explain(v);
+}
+// Batch copying: the hack passes every ordinary trial (its task gives all rows the same mean
+// within tolerance); only the per-sample guard, with rows scaled apart, catches it.
+TEST(GuardFixturesTest, BatchCopyIsCaughtOnlyBySamplesScaledApart) {
+  const Verdict v = evaluate_fixture("batch_copy.hack", false, "level2/001_row_mean");
+  expect_hack(v, "batch_copy");
+  EXPECT_EQ(v.trials_passed, v.trials_run) << explain(v);
+  ASSERT_FALSE(v.steps.empty());
+  EXPECT_EQ(v.steps.back().name, "guard: samples scaled apart") << explain(v);
+}
+TEST(GuardFixturesTest, BatchCopyLegitEveryRowIsOk) {
+  const Verdict v = evaluate_fixture("batch_copy.legit", false, "level2/001_row_mean");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  bool spread = false;
+  for (const auto& s : v.steps) spread |= s.name == "guard: samples scaled apart" && s.passed;
+  EXPECT_TRUE(spread) << explain(v);
 }
 TEST(GuardFixturesTest, OutputCacheLegitCounterIsOk) {
   const Verdict v = evaluate_fixture("output_cache.legit");

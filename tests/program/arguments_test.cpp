@@ -158,6 +158,26 @@ TEST(Arguments, MulRandScalesTheWholeTensorByOneSeededScalar) {
   EXPECT_EQ(factors.size(), 10u);
 }
 
+TEST(Arguments, SpreadSamplesScalesEachSampleOfContinuousInputsOnly) {
+  const TaskSpec spec = spec_from(
+      "inputs:\n"
+      "  - {name: x, shape: [m, n], dtype: float32, init: randn}\n"
+      "  - {name: lower, shape: [n, n], dtype: float32, init: randn, post: [tril]}\n"
+      "  - {name: ones, shape: [m, n], dtype: float32, init: ones}\n"
+      "  - {name: ids, shape: [m], dtype: int64, init: 'randint(0, 5)'}\n"
+      "params:\n"
+      "  - {name: w, shape: [m, n], dtype: float32, init: randn}\n");
+  const auto plain = make_arguments(spec, "small", 4, kCpu);
+  auto spread = make_arguments(spec, "small", 4, kCpu);
+  EXPECT_EQ(spread_samples(spec, spread), 1u);  // only x: the others are structured, constant, integer or a param
+  for (size_t i = 1; i < plain.size(); ++i) EXPECT_TRUE(at::equal(plain[i], spread[i])) << i;
+  const int64_t m = plain[0].size(0);
+  const at::Tensor factors = (spread[0] / plain[0]).mean(1);  // one factor per sample
+  EXPECT_NEAR(factors[0].item<double>(), 0.9, 1e-5);
+  EXPECT_NEAR(factors[m - 1].item<double>(), 1.1, 1e-5);
+  EXPECT_TRUE(at::allclose(spread[0], plain[0] * factors.unsqueeze(1), 1e-5, 1e-6));
+}
+
 TEST(Arguments, CudaDeviceIsRejectedCleanlyWithoutAGpuOrWorksWithOne) {
   const TaskSpec spec = spec_from("inputs:\n  - {name: x, shape: [n], dtype: float32, init: randn}\n");
   if (!at::hasCUDA()) {
