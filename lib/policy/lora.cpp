@@ -1,4 +1,4 @@
-// LoRA adapters as weight deltas on the model's linear layers (see lora.h).
+// LoRA adapters as branches beside the model's linear layers (see lora.h).
 #include "policy/lora.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -20,10 +20,6 @@ const std::set<std::string>& known_targets() {
   return names;
 }
 
-std::string last_part(const std::string& name) {
-  const auto dot = name.rfind('.');
-  return dot == std::string::npos ? name : name.substr(dot + 1);
-}
 
 }  // namespace
 
@@ -31,9 +27,8 @@ void LoraConfig::validate() const {
   if (rank < 1 || !(alpha > 0)) {
     throw InputError(fmt::format("lora: rank must be >= 1 and alpha > 0 (got rank {}, alpha {})", rank, alpha));
   }
-  if (dropout != 0.0) {
-    throw InputError(fmt::format("lora: dropout {} is not supported (adapters are applied as weight deltas, "
-                                 "where input dropout has no equivalent); use 0", dropout));
+  if (!(dropout >= 0.0 && dropout < 1.0)) {
+    throw InputError(fmt::format("lora: dropout must be in [0, 1) (got {})", dropout));
   }
   if (target_modules.empty()) throw InputError("lora: target_modules is empty");
   for (const auto& t : target_modules) {
@@ -51,38 +46,54 @@ LoraAdapters::LoraAdapters(CausalLm model, LoraConfig config, uint64_t seed)
   const std::set<std::string> targets(config_.target_modules.begin(), config_.target_modules.end());
   torch::NoGradGuard no_grad;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  for (const auto& item : model_->named_modules()) {
-    auto linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(item.value());
-    if (!linear || !targets.count(last_part(item.key()))) continue;
-    Adapter adapter;
-    adapter.module_name = item.key();
-    adapter.linear = torch::nn::Linear(linear);
-    adapter.base_weight = linear->named_parameters(false)["weight"];
+  const auto add = [&](const std::string& owner, LoraSlots& slots, const std::string& projection,
+                       const torch::nn::Linear& linear) {
+    if (!targets.count(projection)) return;
+    Adapter& adapter = adapters_.emplace_back();
+    adapter.module_name = owner + "." + projection;
+    adapter.projection = projection;
+    adapter.slots = &slots;
+    adapter.base_weight = linear->weight;
     const int64_t out_features = adapter.base_weight.size(0), in_features = adapter.base_weight.size(1);
     const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
     const auto options = torch::TensorOptions().dtype(adapter.base_weight.scalar_type()).device(adapter.base_weight.device());
-    adapter.a = (torch::rand({config_.rank, in_features}, generator, torch::kFloat32) * (2 * bound) - bound)
-                    .to(options).set_requires_grad(true);
-    adapter.b = torch::zeros({out_features, config_.rank}, options).set_requires_grad(true);
-    adapters_.push_back(std::move(adapter));
+    adapter.branch.a = (torch::rand({config_.rank, in_features}, generator, torch::kFloat32) * (2 * bound) - bound)
+                           .to(options).set_requires_grad(true);
+    adapter.branch.b = torch::zeros({out_features, config_.rank}, options).set_requires_grad(true);
+    adapter.branch.scale = config_.scale();
+    adapter.branch.dropout = config_.dropout;
+  };
+  // In module order, so adapters (and their PEFT names) come layer by layer, q k v o gate up down.
+  for (const auto& item : model_->named_modules()) {
+    if (auto* attn = dynamic_cast<AttentionImpl*>(item.value().get())) {
+      add(item.key(), attn->lora, "q_proj", attn->q_proj);
+      add(item.key(), attn->lora, "k_proj", attn->k_proj);
+      add(item.key(), attn->lora, "v_proj", attn->v_proj);
+      add(item.key(), attn->lora, "o_proj", attn->o_proj);
+    } else if (auto* mlp = dynamic_cast<MlpImpl*>(item.value().get())) {
+      add(item.key(), mlp->lora, "gate_proj", mlp->gate_proj);
+      add(item.key(), mlp->lora, "up_proj", mlp->up_proj);
+      add(item.key(), mlp->lora, "down_proj", mlp->down_proj);
+    }
   }
   if (adapters_.empty()) throw InputError("lora: no linear layer of the model matches target_modules");
 }
 
+LoraAdapters::~LoraAdapters() { remove(); }
+
 void LoraAdapters::apply() {
-  const double scale = config_.scale();
-  for (auto& adapter : adapters_) adapter.linear->weight = adapter.base_weight + scale * adapter.b.mm(adapter.a);
+  for (auto& adapter : adapters_) adapter.slots->branches[adapter.projection] = &adapter.branch;
 }
 
 void LoraAdapters::remove() {
-  for (auto& adapter : adapters_) adapter.linear->weight = adapter.base_weight;
+  for (auto& adapter : adapters_) adapter.slots->branches.erase(adapter.projection);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> LoraAdapters::named_parameters() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& adapter : adapters_) {
-    out.emplace_back("base_model.model." + adapter.module_name + ".lora_A.weight", adapter.a);
-    out.emplace_back("base_model.model." + adapter.module_name + ".lora_B.weight", adapter.b);
+    out.emplace_back("base_model.model." + adapter.module_name + ".lora_A.weight", adapter.branch.a);
+    out.emplace_back("base_model.model." + adapter.module_name + ".lora_B.weight", adapter.branch.b);
   }
   return out;
 }
@@ -91,7 +102,8 @@ std::vector<std::pair<std::string, torch::Tensor>> LoraAdapters::merged_state_te
   torch::NoGradGuard no_grad;
   std::map<const void*, torch::Tensor> merged;
   for (const auto& adapter : adapters_) {
-    const torch::Tensor delta = config_.scale() * adapter.b.to(torch::kFloat32).mm(adapter.a.to(torch::kFloat32));
+    const torch::Tensor delta =
+        config_.scale() * adapter.branch.b.to(torch::kFloat32).mm(adapter.branch.a.to(torch::kFloat32));
     merged[adapter.base_weight.unsafeGetTensorImpl()] =
         (adapter.base_weight.to(torch::kFloat32) + delta).to(adapter.base_weight.scalar_type());
   }

@@ -1,20 +1,18 @@
-// LoRA adapters for the policy model, attached from outside the model's code.
+// LoRA adapters for the policy model, as PEFT has them.
 //
 // For each targeted linear layer (chosen by the last part of its Hugging Face module name:
 // q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj) the adapter holds A [r, in]
-// (PEFT's init: uniform(+-1/sqrt(in))) and B [out, r] (zeros), and the layer computes with
-// W = W0 + (alpha / r) * B A. apply() sets each targeted layer's weight to that expression (a
-// tensor with autograd history into A and B) before a forward; the base weights stay the
-// registered, frozen parameters. Cost of this form: one [out, in] weight per layer is
-// materialised and backward forms its [out, in] gradient before reducing it to A and B, so a
-// LoRA step costs about what a full step costs minus the optimiser; what it saves is optimiser
-// memory and checkpoint size. Dropout on the adapter's input cannot be expressed as a weight
-// delta, so lora dropout must be 0 (an InputError otherwise).
+// (PEFT's init: uniform(+-1/sqrt(in))) and B [out, r] (zeros), and the layer computes
+// y = W0 x + (alpha / r) * B A dropout(x): a branch beside the frozen layer (model.h,
+// LoraBranch), so no [out, in] weight or gradient is ever formed and backward costs the base
+// layer's input gradient plus two rank-r products. Dropout applies in training mode only.
+// Export merges W0 + (alpha / r) * B A, which is what the adapted model computes without dropout.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,7 +28,7 @@ struct LoraConfig {
   std::vector<std::string> target_modules{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 
   double scale() const { return alpha / static_cast<double>(rank); }
-  void validate() const;  // InputError: rank >= 1, alpha > 0, dropout == 0, known non-empty targets
+  void validate() const;  // InputError: rank >= 1, alpha > 0, 0 <= dropout < 1, known non-empty targets
 };
 
 class LoraAdapters {
@@ -38,11 +36,13 @@ class LoraAdapters {
   // Freezes every parameter of `model` and adds adapters (in the model's dtype and device) to the
   // targeted layers; `seed` draws A. The model must outlive this object.
   LoraAdapters(CausalLm model, LoraConfig config, uint64_t seed);
+  ~LoraAdapters();  // detaches the branches
+  LoraAdapters(const LoraAdapters&) = delete;
+  LoraAdapters& operator=(const LoraAdapters&) = delete;
 
-  // Targeted layers compute with W0 + scale * B A (call before every forward; under NoGradGuard
-  // it gives merged weights for generation).
+  // Attaches the branches: targeted layers compute W0 x + scale * B A dropout(x) (idempotent).
   void apply();
-  // Targeted layers compute with W0 again.
+  // Detaches them: targeted layers compute W0 x again.
   void remove();
 
   const LoraConfig& config() const { return config_; }
@@ -59,13 +59,14 @@ class LoraAdapters {
  private:
   struct Adapter {
     std::string module_name;  // e.g. model.layers.0.self_attn.q_proj
-    torch::nn::Linear linear{nullptr};
-    torch::Tensor base_weight;  // the registered (frozen) parameter
-    torch::Tensor a, b;
+    std::string projection;   // e.g. q_proj: the key in `slots`
+    LoraSlots* slots = nullptr;  // of the attention or MLP module that holds the layer
+    torch::Tensor base_weight;   // the registered (frozen) parameter
+    LoraBranch branch;           // A, B, scale, dropout
   };
   CausalLm model_;
   LoraConfig config_;
-  std::vector<Adapter> adapters_;
+  std::deque<Adapter> adapters_;  // a deque: the slots point at its elements
 };
 
 }  // namespace crl::policy

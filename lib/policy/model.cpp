@@ -40,6 +40,17 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 
 }  // namespace
 
+torch::Tensor LoraSlots::project(const std::string& name, torch::nn::Linear& linear, const torch::Tensor& x,
+                                 bool training) const {
+  torch::Tensor y = linear(x);
+  if (branches.empty()) return y;
+  const auto it = branches.find(name);
+  if (it == branches.end()) return y;
+  const LoraBranch& branch = *it->second;
+  const torch::Tensor in = branch.dropout > 0 && training ? F::dropout(x, F::DropoutFuncOptions().p(branch.dropout).training(true)) : x;
+  return y + F::linear(F::linear(in, branch.a), branch.b) * branch.scale;
+}
+
 AttentionImpl::AttentionImpl(const ModelConfig& config, int64_t layer)
     : layer_index(layer),
       heads(config.num_attention_heads),
@@ -55,9 +66,10 @@ AttentionImpl::AttentionImpl(const ModelConfig& config, int64_t layer)
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInputs& in) {
   const int64_t batch = x.size(0);
   const int64_t steps = x.size(1);
-  torch::Tensor q = q_proj(x).view({batch, steps, heads, head_dim}).transpose(1, 2);
-  torch::Tensor k = k_proj(x).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
-  torch::Tensor v = v_proj(x).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+  const bool training = is_training();
+  torch::Tensor q = lora.project("q_proj", q_proj, x, training).view({batch, steps, heads, head_dim}).transpose(1, 2);
+  torch::Tensor k = lora.project("k_proj", k_proj, x, training).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+  torch::Tensor v = lora.project("v_proj", v_proj, x, training).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
   const torch::Tensor cos = in.cos.unsqueeze(1);
   const torch::Tensor sin = in.sin.unsqueeze(1);
   q = q * cos + rotate_half(q) * sin;
@@ -83,7 +95,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
   }
   const torch::Tensor out = at::scaled_dot_product_attention(grouped_q, keys, values, mask, 0.0, false, scale);
   const torch::Tensor merged = out.reshape({batch, heads, steps, head_dim}).transpose(1, 2).reshape({batch, steps, heads * head_dim});
-  return o_proj(merged);
+  return lora.project("o_proj", o_proj, merged, training);
 }
 
 MlpImpl::MlpImpl(const ModelConfig& config) {
@@ -92,7 +104,11 @@ MlpImpl::MlpImpl(const ModelConfig& config) {
   down_proj = register_module("down_proj", make_linear(config.intermediate_size, config.hidden_size, config.mlp_bias));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return down_proj(F::silu(gate_proj(x)) * up_proj(x)); }
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  const bool training = is_training();
+  const torch::Tensor hidden = F::silu(lora.project("gate_proj", gate_proj, x, training)) * lora.project("up_proj", up_proj, x, training);
+  return lora.project("down_proj", down_proj, hidden, training);
+}
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, int64_t layer_index) {
   input_layernorm = register_module("input_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));

@@ -43,10 +43,27 @@ struct AttentionInputs {
   int64_t kv_length = 0;           // K when a cache is used: slots [0, K) are read
 };
 
+// A LoRA branch beside a linear layer: y = linear(x) + scale * B(A(dropout(x))). Owned by
+// LoraAdapters (lora.h), which attaches it to the layer's LoraSlots.
+struct LoraBranch {
+  torch::Tensor a;  // [rank, in]
+  torch::Tensor b;  // [out, rank]
+  double scale = 1.0;
+  double dropout = 0.0;  // on the branch's input, in training mode only
+};
+
+// The projections of an attention or MLP module that carry a LoRA branch, by projection name
+// ("q_proj", ...). Empty for a plain model, whose projections are then plain linear layers.
+struct LoraSlots {
+  std::map<std::string, const LoraBranch*> branches;
+  torch::Tensor project(const std::string& name, torch::nn::Linear& linear, const torch::Tensor& x, bool training) const;
+};
+
 struct AttentionImpl : torch::nn::Module {
   AttentionImpl(const ModelConfig& config, int64_t layer_index);
   torch::Tensor forward(const torch::Tensor& x, const AttentionInputs& in);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  LoraSlots lora;
   int64_t layer_index, heads, kv_heads, head_dim;
   double scale;
 };
@@ -56,6 +73,7 @@ struct MlpImpl : torch::nn::Module {
   explicit MlpImpl(const ModelConfig& config);
   torch::Tensor forward(const torch::Tensor& x);  // down(silu(gate(x)) * up(x))
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  LoraSlots lora;
 };
 TORCH_MODULE(Mlp);
 

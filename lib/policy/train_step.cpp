@@ -11,8 +11,7 @@ namespace crl::policy {
 namespace {
 
 // The tensors a decoder layer computes with that need gradients: its linear weights and biases
-// and norm weights as the layer holds them now (leaf parameters for full fine-tuning; LoRA's
-// merged weights, whose history leads to A and B, otherwise).
+// and norm weights for full fine-tuning; the A and B of its attached LoRA branches otherwise.
 std::vector<torch::Tensor> layer_weights(DecoderLayerImpl& layer) {
   std::vector<torch::Tensor> out;
   const auto add = [&](const torch::Tensor& t) {
@@ -26,7 +25,25 @@ std::vector<torch::Tensor> layer_weights(DecoderLayerImpl& layer) {
       add(norm->weight);
     }
   }
+  for (const LoraSlots* slots : {&layer.self_attn->lora, &layer.mlp->lora}) {
+    for (const auto& [name, branch] : slots->branches) {
+      add(branch->a);
+      add(branch->b);
+    }
+  }
   return out;
+}
+
+// Whether a layer draws random numbers in its forward (LoRA dropout in training mode): its
+// recomputation in backward must then see the generator state its forward saw.
+bool layer_draws_randomness(DecoderLayerImpl& layer) {
+  if (!layer.is_training()) return false;
+  for (const LoraSlots* slots : {&layer.self_attn->lora, &layer.mlp->lora}) {
+    for (const auto& [name, branch] : slots->branches) {
+      if (branch->dropout > 0) return true;
+    }
+  }
+  return false;
 }
 
 // Runs a decoder layer without keeping its activations; backward re-runs it with grad enabled
@@ -41,6 +58,12 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["cos"] = inputs->cos;
     ctx->saved_data["sin"] = inputs->sin;
     ctx->saved_data["mask"] = inputs->mask;
+    if (layer_draws_randomness(*layer)) {
+      // As torch.utils.checkpoint: the generator state before forward, restored for the recompute.
+      at::Generator gen = at::globalContext().defaultGenerator(hidden.device());
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      ctx->saved_data["rng_state"] = gen.get_state();
+    }
     torch::NoGradGuard no_grad;
     return layer->forward(hidden, *inputs);
   }
@@ -59,7 +82,21 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
     torch::Tensor out;
     {
       torch::AutoGradMode enable(true);
-      out = layer->forward(hidden, inputs);
+      if (ctx->saved_data.count("rng_state") > 0) {
+        // Replays forward's random draws (dropout masks), then puts the generator back where it was.
+        at::Generator gen = at::globalContext().defaultGenerator(hidden.device());
+        at::Tensor now;
+        {
+          std::lock_guard<std::mutex> lock(gen.mutex());
+          now = gen.get_state();
+          gen.set_state(ctx->saved_data["rng_state"].toTensor());
+        }
+        out = layer->forward(hidden, inputs);
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(now);
+      } else {
+        out = layer->forward(hidden, inputs);
+      }
     }
     dist::IgnoreGradientHooks ignore_hooks;  // the outer backward reports these gradients
     torch::autograd::variable_list grads = torch::autograd::grad({out}, wrt, {grad_outputs[0]},

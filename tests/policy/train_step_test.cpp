@@ -65,11 +65,13 @@ TEST(ActivationCheckpointing, SameLogitsAndGradientsAsThePlainPass) {
   }
 }
 
+// With LoRA dropout as well: the recomputation in backward replays forward's dropout masks.
 TEST(ActivationCheckpointing, LoraGradientsMatchThePlainPass) {
   CausalLm plain = tiny_model(6);
   CausalLm checkpointed = tiny_model(6);
   LoraConfig config;
   config.rank = 4;
+  config.dropout = 0.3;
   LoraAdapters plain_lora(plain, config, 3);
   LoraAdapters ckpt_lora(checkpointed, config, 3);
   // Non-zero B, so gradients reach A as well.
@@ -86,7 +88,11 @@ TEST(ActivationCheckpointing, LoraGradientsMatchThePlainPass) {
   ForwardInputs in;
   in.input_ids = b.ids;
   in.padding_mask = b.padding;
+  plain->train();
+  checkpointed->train();
+  torch::manual_seed(21);
   masked_next_token_nll(plain->forward(in), b.ids, b.loss_mask).backward();
+  torch::manual_seed(21);
   masked_next_token_nll(forward_with_checkpointing(checkpointed, b.ids, b.padding), b.ids, b.loss_mask).backward();
   const auto p = plain_lora.named_parameters();
   const auto c = ckpt_lora.named_parameters();
