@@ -24,8 +24,14 @@ step configure 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWit
   -DCMAKE_CUDA_ARCHITECTURES=90a -DTORCH_CUDA_ARCH_LIST=9.0a -DCRL_BUILD_BENCHMARKS=ON
 step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker program_gpu_test compile_gpu_test \
   compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test bench_compile bench_eval
-# GPU tests one at a time: several of them time programs.
-step gpu_tests 300 ctest --test-dir "$BUILD_DIR" -L gpu -R "Gpu|Cuda|Arguments" --output-on-failure --timeout 120
+# Each test program runs whole, in one process, not test by test as ctest would: its evaluator's
+# workers, compile cache and reference outputs then serve all of its tests (ctest spent ~20 s of
+# process and CUDA start-up per test). One program at a time: several of them time programs.
+step guard_fixtures_gpu 240 "$BUILD_DIR/tests/eval/eval_guard_fixtures_gpu_test"
+step evaluator_gpu 180 "$BUILD_DIR/tests/eval/eval_evaluator_gpu_test"
+step compile_gpu 120 "$BUILD_DIR/tests/compile/compile_gpu_test"
+step compile_cuda 120 "$BUILD_DIR/tests/compile/compile_cuda_test"
+step program_gpu 60 "$BUILD_DIR/tests/program/program_gpu_test"
 if [ $# -gt 0 ]; then
   args=()
   for task in "$@"; do args+=(--task "$task"); done
