@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "apps/crl/commands.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/text_table.h"
 #include "machine/machine_probe.h"
@@ -51,18 +52,6 @@ std::string time_text(double ms) {
   return fmt::format("{:.1f} us", ms * 1000);
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw_io_error("cannot write", tmp);
-    out << text;
-    if (!out.flush()) throw_io_error("cannot write", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(fmt::format("cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
-}
 
 void run_list(const TasksOptions& o, int& exit_code) {
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));

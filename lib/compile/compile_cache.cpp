@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace crl {
@@ -74,22 +75,6 @@ void remove_tree(const std::string& path) {
   ::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp{}.{}", path, static_cast<long>(getpid()), std::rand());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw_io_error("cannot create", tmp);
-    out << text;
-    out.close();
-    if (!out) throw_io_error("cannot write", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    errno = err;
-    throw_io_error("cannot rename into place", path);
-  }
-}
 
 CompileCache::CompileCache(std::string root) : root_(std::move(root)) {
   for (const char* sub : {"objects", "pch", "locks", "tmp", "toolchains"}) {
@@ -190,7 +175,7 @@ CompileResult CompileCache::publish(const std::string& build_dir, const std::str
                                     CompileResult result) const {
   const nlohmann::json json = {{"ok", result.ok},       {"log", result.log},       {"stage", result.stage},
                                {"origin", origin},      {"key", key},              {"compile_seconds", result.seconds}};
-  write_file_atomically(build_dir + "/" + kResultName, json.dump(1));
+  write_file_atomically(build_dir + "/" + kResultName, json.dump(1), /*durable=*/false);
   const std::string dir = entry_dir(key);
   std::error_code ec;
   fs::create_directories(fs::path(dir).parent_path(), ec);

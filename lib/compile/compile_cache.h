@@ -64,7 +64,4 @@ class CompileCache {
 // of the std::filesystem symbols, and in a process that links it remove_all crashes.)
 void remove_tree(const std::string& path);
 
-// Writes `text` to `path` through a temporary file and rename (IoError on failure).
-void write_file_atomically(const std::string& path, const std::string& text);
-
 }  // namespace crl

@@ -20,6 +20,7 @@
 #include "compile/generated_source.h"
 #include "compile/program_abi.h"
 #include "compile/toolchain.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/subprocess.h"
@@ -64,7 +65,7 @@ std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
-void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
+void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text, /*durable=*/false); }
 
 // A fixed-size pool of threads running queued tasks in order.
 class ThreadPool {

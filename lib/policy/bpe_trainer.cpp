@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "policy/safetensors.h"
+#include "core/atomic_file.h"
 #include "policy/unicode.h"
 
 namespace crl::policy {

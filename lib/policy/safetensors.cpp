@@ -154,18 +154,6 @@ bool is_plain_file_name(const std::string& name) {
          name.find('\\') == std::string::npos && name.find('\0') == std::string::npos;
 }
 
-void write_all(int fd, const void* data, size_t size, const std::filesystem::path& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_io_error("cannot write", path.string());
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
 
 struct PreparedTensor {
   std::string name;
@@ -511,50 +499,6 @@ std::map<std::string, std::string> SafetensorsCheckpoint::metadata() const {
 
 // ---------------------------------------------------------------------------------------------
 // Writing
-
-AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)) {
-  static std::atomic<unsigned> counter{0};
-  temp_path_ = path_;
-  temp_path_ += fmt::format(".tmp-{}-{}", ::getpid(), counter++);
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw_io_error("cannot create", temp_path_.string());
-}
-
-AtomicFileWriter::~AtomicFileWriter() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    ::unlink(temp_path_.c_str());
-  }
-}
-
-void AtomicFileWriter::write(const void* data, size_t size) {
-  if (fd_ < 0) throw IoError(fmt::format("{}: write after commit", path_.string()));
-  write_all(fd_, data, size, temp_path_);
-}
-
-void AtomicFileWriter::commit() {
-  if (fd_ < 0) throw IoError(fmt::format("{}: committed twice", path_.string()));
-  if (::fsync(fd_) != 0) throw_io_error("cannot flush", temp_path_.string());
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0) {
-    ::unlink(temp_path_.c_str());
-    throw_io_error("cannot close", temp_path_.string());
-  }
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(temp_path_.c_str());
-    errno = saved;
-    throw_io_error("cannot rename the temporary file onto", path_.string());
-  }
-  // Make the rename itself durable; a failure here leaves a complete file, so it is not fatal.
-  const std::filesystem::path dir = path_.has_parent_path() ? path_.parent_path() : ".";
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-}
 
 void write_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata) {

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/atomic_file.h"
+
 namespace crl::policy {
 
 // One tensor's entry in a safetensors header.
@@ -90,23 +92,6 @@ class SafetensorsCheckpoint {
   std::map<std::string, size_t> shard_of_;
 };
 
-// Writes a file atomically: bytes go to a temporary file beside `path`; commit() flushes it to disk
-// and renames it over `path`. Destroyed without commit(), it removes the temporary file.
-class AtomicFileWriter {
- public:
-  explicit AtomicFileWriter(std::filesystem::path path);
-  ~AtomicFileWriter();
-  AtomicFileWriter(const AtomicFileWriter&) = delete;
-  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
-  void write(const void* data, size_t size);
-  void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
-  void commit();
-
- private:
-  std::filesystem::path path_;
-  std::filesystem::path temp_path_;
-  int fd_ = -1;
-};
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
