@@ -1,22 +1,80 @@
-// `crl doctor [--json]`: what this machine offers and lacks, and the command that fixes each gap.
+// `crl doctor [--json]`: what this machine offers and lacks, the command that fixes each gap, and
+// what crl can do here with it (each capability with the command that uses it).
 #include <fmt/format.h>
 
 #include <iostream>
 
 #include "apps/crl/commands.h"
 #include "core/text_table.h"
+#include "eval/evaluator.h"
 #include "machine/machine_probe.h"
+#include "suite/suite.h"
 
 namespace crl::cli {
+namespace {
+
+struct Capability {
+  std::string name;
+  std::string status;  // "ready", "needs ...", "not built yet"
+  std::string how;     // the command that uses it (or what is missing)
+};
+
+bool component_ok(const MachineReport& report, const std::string& name) {
+  const Component* c = report.find(name);
+  return c != nullptr && c->ok;
+}
+
+// What crl can do on this machine, from the probe and from what this build holds.
+std::vector<Capability> capabilities(const MachineReport& report) {
+  std::vector<Capability> out;
+  const bool torch = component_ok(report, "libtorch");
+  const bool gpu = !report.gpus.empty() && component_ok(report, "gpu");
+  std::string worker = "found";
+  try {
+    eval::find_worker_executable();
+  } catch (const Error& e) {
+    worker = e.what();
+  }
+  const bool have_worker = worker == "found";
+  std::string suite_detail;
+  size_t tasks = 0;
+  try {
+    tasks = Suite::load(resolve_suite_dir()).tasks().size();
+    suite_detail = fmt::format("{} tasks: crl tasks list, crl tasks check --scale small", tasks);
+  } catch (const Error& e) {
+    suite_detail = e.what();
+  }
+  out.push_back({"task suite", tasks > 0 ? "ready" : "missing", suite_detail});
+  out.push_back({"evaluate on the CPU", torch && have_worker ? "ready" : "needs libtorch and crl-worker",
+                 have_worker ? "crl eval CANDIDATE.crl --task ID --backend cpu" : worker});
+  out.push_back({"evaluate on the GPU",
+                 torch && have_worker && gpu && component_ok(report, "nvcc") ? "ready" : "needs a GPU and nvcc",
+                 "crl eval CANDIDATE.crl --task ID --backend cuda"});
+  out.push_back({"policy inference", torch ? "ready" : "needs libtorch",
+                 "crl init-model, crl generate (Qwen2 / Llama checkpoints)"});
+  out.push_back({"training, data parallel", component_ok(report, "mpi") ? "ready" : "needs MPI",
+                 gpu && component_ok(report, "nccl") ? "NCCL across GPUs (library: crl::policy_train, crl::dist)"
+                                                     : "MPI all-reduce on CPUs; NCCL needs GPUs"});
+  out.push_back({"the job (crl run: SFT, self-training, contrastive RL)", "not built yet",
+                 "until it exists, crl doctor is the README's main command"});
+  return out;
+}
+
+}  // namespace
 
 void add_doctor_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("doctor", "Show what this machine offers crl (GPUs, CUDA, NCCL, MPI, HDF5, LibTorch)");
+  auto* cmd = app.add_subcommand("doctor", "Show what this machine offers crl (GPUs, CUDA, NCCL, MPI, HDF5, LibTorch) "
+                                           "and what crl can do here");
   static bool json = false;
   cmd->add_flag("--json", json, "Print the report as JSON");
   cmd->callback([&exit_code] {
     const MachineReport report = probe_machine();
+    const std::vector<Capability> can = capabilities(report);
     if (json) {
-      std::cout << report.to_json().dump(2) << "\n";
+      nlohmann::json j = report.to_json();
+      j["capabilities"] = nlohmann::json::array();
+      for (const auto& c : can) j["capabilities"].push_back({{"name", c.name}, {"status", c.status}, {"how", c.how}});
+      std::cout << j.dump(2) << "\n";
       exit_code = kExitOk;
       return;
     }
@@ -43,6 +101,9 @@ void add_doctor_command(CLI::App& app, int& exit_code) {
       any_fix = true;
       std::cout << fmt::format("  {}: {}\n", c.name, c.fix);
     }
+    TextTable what({"what crl can do here", "status", "how"});
+    for (const auto& c : can) what.add_row({c.name, c.status, c.how});
+    std::cout << "\n" << what.str();
     exit_code = kExitOk;
   });
 }

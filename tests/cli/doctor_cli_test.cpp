@@ -1,7 +1,12 @@
-// Runs the `crl` executable: doctor's JSON is valid and complete; usage errors exit 2.
+// Runs the `crl` executable: doctor's JSON is valid and complete (capabilities included); usage
+// errors exit 2.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <utility>
 
 #include "core/subprocess.h"
 
@@ -18,6 +23,15 @@ TEST(CrlCli, DoctorJsonIsValidAndNamesGpuAndLibTorch) {
   EXPECT_TRUE(j["gpus"].is_array());
   EXPECT_TRUE(j["components"]["gpu"].contains("ok"));
   EXPECT_EQ(j["components"]["libtorch"]["version"].get<std::string>().rfind("2.11", 0), 0u);
+  // What crl can do here: the suite is found (250 tasks) and CPU evaluation is ready on any machine
+  // this test runs on; GPU evaluation is ready exactly when a GPU is visible.
+  std::map<std::string, std::pair<std::string, std::string>> can;
+  for (const auto& c : j["capabilities"]) can[c["name"]] = {c["status"], c["how"]};
+  ASSERT_EQ(can.count("task suite"), 1u) << j.dump(2);
+  EXPECT_EQ(can["task suite"].first, "ready");
+  EXPECT_NE(can["task suite"].second.find("250 tasks"), std::string::npos) << can["task suite"].second;
+  EXPECT_EQ(can["evaluate on the CPU"].first, "ready");
+  EXPECT_EQ(can["evaluate on the GPU"].first == "ready", !j["gpus"].empty()) << j.dump(2);
 }
 
 TEST(CrlCli, DoctorTableListsComponents) {
