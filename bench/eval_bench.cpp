@@ -3,6 +3,7 @@
 // Build: cmake --build build --target bench_eval. Run: build/bench/bench_eval
 // Backend: CUDA (full scale) when a GPU is visible, else CPU (small scale); CRL_BENCH_BACKEND=cpu|cuda
 // overrides. The suite is tests/data/eval/suite (ReLU), candidates tests/data/eval/relu.
+#include <ATen/ATen.h>
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -17,6 +18,7 @@
 
 #include "compile/compiler.h"
 #include "eval/evaluator.h"
+#include "eval/output_comparison.h"
 #include "eval/scratch_dir.h"
 #include "eval/timing_stats.h"
 #include "program/program_text.h"
@@ -130,6 +132,21 @@ void BM_Repeatability(benchmark::State& state) {
   state.SetLabel(fmt::format("{}, {} backend", name, backend_name(backend)));
 }
 BENCHMARK(BM_Repeatability)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+// Comparing one output with the reference's (the check every trial and guard makes), for a
+// float32 output of the fixture's full-scale size (4096 x 16384, 256 MiB), matching everywhere.
+void BM_CompareOutputs(benchmark::State& state) {
+  const at::Tensor reference = at::randn({4096, 16384});
+  const at::Tensor candidate = reference + 1e-6 * at::randn({4096, 16384});
+  const std::vector<ProgramOutput> ref{{reference, "cpu"}}, cand{{candidate, "cpu"}};
+  for (auto _ : state) {
+    const ComparisonResult r = compare_outputs(ref, cand);
+    if (!r.ok) state.SkipWithError("outputs should agree");
+    benchmark::DoNotOptimize(r.max_abs_error);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * reference.nbytes());
+}
+BENCHMARK(BM_CompareOutputs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace crl::eval

@@ -1,9 +1,14 @@
-// Output comparison on the CPU in float64, with NaN/Inf rules and the worst element reported.
+// Output comparison on the CPU in float64 (one parallel pass), with NaN/Inf rules and the worst element reported.
 #include "eval/output_comparison.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
+#include <mutex>
 #include <sstream>
 
 namespace crl::eval {
@@ -27,6 +32,73 @@ std::string shape_text(const at::Tensor& t) {
 }
 
 std::string dtype_text(const at::Tensor& t) { return std::string(c10::toString(t.scalar_type())); }
+
+// What comparing one output's values found.
+struct ValueStats {
+  int64_t bad = 0;              // elements outside the tolerance (or breaking the NaN/Inf rules)
+  double max_abs_error = 0;     // over elements whose error is finite
+  double worst_excess = -1;     // error / allowed error of the worst element (infinity: a rule broken)
+  int64_t worst_index = -1;
+  double worst_reference = 0, worst_candidate = 0;
+
+  void add(const ValueStats& o) {
+    bad += o.bad;
+    max_abs_error = std::max(max_abs_error, o.max_abs_error);
+    if (o.worst_excess > worst_excess || (o.worst_excess == worst_excess && o.worst_index < worst_index)) {
+      worst_excess = o.worst_excess;
+      worst_index = o.worst_index;
+      worst_reference = o.worst_reference;
+      worst_candidate = o.worst_candidate;
+    }
+  }
+};
+
+// One pass over both tensors (contiguous, same shape and dtype), in parallel, each element in
+// float64: |c - r| <= atol + rtol * |r|; NaN only where both are NaN; infinities equal. Integer
+// and bool values are exact (their tolerance is 0) and compared through float64 too, except that
+// 64-bit integers beyond 2^53 compare exactly by value. Memory-bound: the earlier form (chunks
+// converted to float64 tensors, a dozen ATen passes) compared 256 MiB in 2.6 s here.
+ValueStats compare_values(const at::Tensor& ref, const at::Tensor& cand, const Tolerance& tol) {
+  ValueStats total;
+  std::mutex mutex;
+  const int64_t n = ref.numel();
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, ref.scalar_type(), "compare_values", [&] {
+    const scalar_t* r = ref.const_data_ptr<scalar_t>();
+    const scalar_t* c = cand.const_data_ptr<scalar_t>();
+    at::parallel_for(0, n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+      ValueStats local;
+      for (int64_t i = begin; i < end; ++i) {
+        if constexpr (std::is_integral_v<scalar_t>) {
+          if (r[i] == c[i]) continue;
+        }
+        const double rv = static_cast<double>(r[i]);
+        const double cv = static_cast<double>(c[i]);
+        double excess;
+        const bool r_nan = std::isnan(rv), c_nan = std::isnan(cv);
+        if (r_nan || c_nan) {
+          excess = r_nan && c_nan ? 0.0 : INFINITY;
+        } else if (std::isinf(rv) || std::isinf(cv)) {
+          excess = rv == cv ? 0.0 : INFINITY;
+        } else {
+          const double err = std::fabs(cv - rv);
+          local.max_abs_error = std::max(local.max_abs_error, err);
+          excess = err / std::max(tol.atol + tol.rtol * std::fabs(rv), 1e-300);
+          if constexpr (std::is_integral_v<scalar_t>) excess = INFINITY;  // unequal integers
+        }
+        if (excess > 1.0) ++local.bad;
+        if (excess > local.worst_excess) {
+          local.worst_excess = excess;
+          local.worst_index = i;
+          local.worst_reference = rv;
+          local.worst_candidate = cv;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      total.add(local);
+    });
+  });
+  return total;
+}
 
 }  // namespace
 
@@ -60,39 +132,13 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     }
     if (ref.numel() == 0) continue;
     const Tolerance tol = tolerance_for(ref.scalar_type());
-    // Compared in float64 in chunks, so full-scale outputs (gigabytes) need no whole-size temporaries.
-    const at::Tensor ref_flat = ref.contiguous().view(-1);
-    const at::Tensor cand_flat = cand.contiguous().view(-1);
-    constexpr int64_t kChunk = int64_t{1} << 22;
-    int64_t n_bad = 0;
-    double worst_excess = -1;
-    for (int64_t begin = 0; begin < ref_flat.numel(); begin += kChunk) {
-      const int64_t length = std::min(kChunk, ref_flat.numel() - begin);
-      const at::Tensor r = ref_flat.narrow(0, begin, length).to(at::kDouble);
-      const at::Tensor c = cand_flat.narrow(0, begin, length).to(at::kDouble);
-      const at::Tensor r_nan = r.isnan();
-      const at::Tensor c_nan = c.isnan();
-      const at::Tensor both_nan = r_nan.logical_and(c_nan);
-      const at::Tensor nan_mismatch = r_nan.logical_xor(c_nan);
-      const at::Tensor any_inf = r.isinf().logical_or(c.isinf());
-      const at::Tensor abs_err = (c - r).abs();
-      const at::Tensor allowed = r.abs().mul(tol.rtol).add(tol.atol);
-      // How far outside its tolerance each element is (> 1 fails); NaN and Inf rules override.
-      at::Tensor excess = abs_err / allowed.clamp_min(1e-300);
-      excess.masked_fill_(both_nan.logical_or(any_inf.logical_and(r.eq(c))), 0.0);
-      excess.masked_fill_(nan_mismatch.logical_or(any_inf.logical_and(r.ne(c)).logical_and(both_nan.logical_not())),
-                          INFINITY);
-      const at::Tensor finite_err = abs_err.masked_fill(abs_err.isnan().logical_or(abs_err.isinf()), 0.0);
-      result.max_abs_error = std::max(result.max_abs_error, finite_err.max().item<double>());
-      n_bad += excess.gt(1.0).sum().item<int64_t>();
-      const int64_t local_worst = excess.argmax().item<int64_t>();
-      const double local_excess = excess[local_worst].item<double>();
-      if (local_excess > worst_excess) {
-        worst_excess = local_excess;
-        result.worst_index = begin + local_worst;
-        result.worst_reference = r[local_worst].item<double>();
-        result.worst_candidate = c[local_worst].item<double>();
-      }
+    const ValueStats stats = compare_values(ref.contiguous(), cand.contiguous(), tol);
+    result.max_abs_error = std::max(result.max_abs_error, stats.max_abs_error);
+    const int64_t n_bad = stats.bad;
+    if (n_bad > 0) {
+      result.worst_index = stats.worst_index;
+      result.worst_reference = stats.worst_reference;
+      result.worst_candidate = stats.worst_candidate;
     }
     if (n_bad == 0) {
       result.worst_index = -1;
@@ -101,7 +147,7 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     result.mismatched_elements = n_bad;
     return fail(fmt::format(
         "{} of {} elements outside atol {:g} + rtol {:g}; worst at flat index {}: got {:.8g}, expected {:.8g}",
-        n_bad, ref_flat.numel(), tol.atol, tol.rtol, result.worst_index, result.worst_candidate,
+        n_bad, ref.numel(), tol.atol, tol.rtol, result.worst_index, result.worst_candidate,
         result.worst_reference));
   }
   result.ok = true;

@@ -72,5 +72,38 @@ TEST(OutputComparison, NanAndInfinityRules) {
   EXPECT_FALSE(compare_outputs(cpu({ref}), cpu({at::tensor({1.0f, NAN, 1e30f, -INFINITY})})).ok);
 }
 
+// Large outputs are compared in parallel pieces: the counts, the worst element (the first of
+// equal ones) and the largest error must not depend on how the range was split.
+TEST(OutputComparison, LargeOutputsReportTheSameWorstElementAndCounts) {
+  const at::Tensor ref = at::randn({3, 1 << 20});
+  at::Tensor cand = ref.clone();
+  const auto flat = cand.view(-1);
+  flat[70000] = ref.view(-1)[70000].item<float>() + 0.5f;    // bad
+  flat[2000000] = ref.view(-1)[2000000].item<float>() + 3.f;  // the worst
+  flat[3000000] = ref.view(-1)[3000000].item<float>() + 1.f;  // bad
+  flat[3100000] = NAN;                                         // breaks the NaN rule: worse than any number
+  auto r = compare_outputs(cpu({ref}), cpu({cand}));
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.mismatched_elements, 4);
+  EXPECT_EQ(r.worst_index, 3100000);
+  EXPECT_NEAR(r.max_abs_error, 3.0, 1e-5);  // NaN's error is not a number: left out
+  flat[3100000] = ref.view(-1)[3100000];
+  r = compare_outputs(cpu({ref}), cpu({cand}));
+  EXPECT_EQ(r.mismatched_elements, 3);
+  EXPECT_EQ(r.worst_index, 2000000);
+  // Within tolerance everywhere: ok, with the largest error reported.
+  const at::Tensor close = ref * (1 + 5e-5);
+  r = compare_outputs(cpu({ref}), cpu({close}));
+  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_NEAR(r.max_abs_error, (close - ref).abs().max().item<double>(), 1e-9);
+}
+
+TEST(OutputComparison, LargeInt64ValuesCompareExactly) {
+  const int64_t big = (int64_t{1} << 60) + 1;  // not representable in float64
+  const at::Tensor a = at::full({4}, big, at::kLong);
+  EXPECT_TRUE(compare_outputs(cpu({a}), cpu({a.clone()})).ok);
+  EXPECT_FALSE(compare_outputs(cpu({a}), cpu({a + 1})).ok);  // equal as float64, unequal as integers
+}
+
 }  // namespace
 }  // namespace crl::eval
