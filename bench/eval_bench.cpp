@@ -11,6 +11,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <fcntl.h>
+#include <unistd.h>
+#include <thread>
 
 #if CRL_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -20,6 +23,7 @@
 #include "eval/evaluator.h"
 #include "eval/output_comparison.h"
 #include "eval/scratch_dir.h"
+#include "eval/worker_channel.h"
 #include "eval/timing_stats.h"
 #include "program/program_text.h"
 #include "suite/suite.h"
@@ -147,6 +151,28 @@ void BM_CompareOutputs(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * reference.nbytes());
 }
 BENCHMARK(BM_CompareOutputs)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Moving one output from a worker to the evaluator: a message with a float32 tensor of the
+// fixture's full-scale size (256 MiB) through a pipe, written by one thread and read by another.
+void BM_ChannelTransfer(benchmark::State& state) {
+  const at::Tensor output = at::randn({4096, 16384});
+  int fds[2];
+  if (pipe(fds) != 0) {
+    state.SkipWithError("pipe failed");
+    return;
+  }
+  if (state.range(0) > 0) fcntl(fds[0], F_SETPIPE_SZ, static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    std::thread writer([&] { write_message(fds[1], Message{{{"op", "run"}}, {{output, "cpu"}}}); });
+    const Message got = read_message(fds[0], std::nullopt, "bench");
+    writer.join();
+    benchmark::DoNotOptimize(got.tensors[0].values.data_ptr());
+  }
+  close(fds[0]);
+  close(fds[1]);
+  state.SetBytesProcessed(state.iterations() * output.nbytes());
+}
+BENCHMARK(BM_ChannelTransfer)->Arg(0)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace crl::eval

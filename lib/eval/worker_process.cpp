@@ -61,6 +61,10 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
     close(to_child[1]);
     throw_api_error("OS", "pipe2", std::strerror(errno), __FILE__, __LINE__);
   }
+  // Outputs (up to gigabytes) come back through from_child: a 1 MiB pipe buffer (the unprivileged
+  // maximum) instead of 64 KiB cuts the context switches (bench_eval BM_ChannelTransfer: 0.52 ->
+  // 0.70 GB/s here). Best effort: a smaller system limit leaves the default.
+  fcntl(from_child[0], F_SETPIPE_SZ, 1 << 20);
   const int log_fd = open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (log_fd < 0) {
     for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
