@@ -173,10 +173,30 @@ TEST(Checkpoint, LoraWritesPeftAdapterAndMergedModelAndResumesAdapters) {
   fs::remove_all(root);
 }
 
-TEST(Checkpoint, TransformersLoadsTheSavedModel) {
+// The golden Python (transformers, peft; made by hand, see tools/golden), or empty.
+fs::path golden_python() {
   const fs::path python = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") /
                           ".local/share/crl/golden-venv/bin/python3";
-  if (!fs::exists(python)) GTEST_SKIP() << "no golden Python with transformers at " << python;
+  return fs::exists(python) ? python : fs::path();
+}
+
+// Runs `script` (which prints "LOGITS v1 v2 ...") with `args`, and returns the values.
+std::vector<double> python_logits(const fs::path& python, const std::string& script, std::vector<std::string> args) {
+  args.insert(args.begin(), {python.string(), "-c", script});
+  const auto result = run_command(args);
+  EXPECT_TRUE(result.ok()) << result.output;
+  const size_t at = result.output.find("LOGITS ");
+  EXPECT_NE(at, std::string::npos) << result.output;
+  std::vector<double> values;
+  if (at == std::string::npos) return values;
+  std::istringstream in(result.output.substr(at + 7));
+  for (double v = 0; in >> v;) values.push_back(v);
+  return values;
+}
+
+TEST(Checkpoint, TransformersLoadsTheSavedModel) {
+  const fs::path python = golden_python();
+  if (python.empty()) GTEST_SKIP() << "no golden Python with transformers in ~/.local/share/crl/golden-venv";
   const fs::path root = fresh_dir("hf");
   CausalLm model = tiny_model(6);
   MasterAdamW opt(trainable(model), {});
@@ -191,16 +211,60 @@ TEST(Checkpoint, TransformersLoadsTheSavedModel) {
       "import sys, torch, transformers\n"
       "m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)\n"
       "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
-  const auto result = run_command({python.string(), "-c", script, dir.string()});
-  ASSERT_TRUE(result.ok()) << result.output;
-  const size_t at = result.output.find("LOGITS ");
-  ASSERT_NE(at, std::string::npos) << result.output;
-  std::istringstream in(result.output.substr(at + 7));
-  for (int i = 0; i < 8; ++i) {
-    double v = 0;
-    ASSERT_TRUE(in >> v) << result.output;
-    EXPECT_NEAR(v, ours[0][4][i].item<double>(), 1e-4) << i;
+  const std::vector<double> theirs = python_logits(python, script, {dir.string()});
+  ASSERT_EQ(theirs.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(theirs[i], ours[0][4][i].item<double>(), 1e-4) << i;
+  fs::remove_all(root);
+}
+
+// The PEFT adapter crl writes loads in peft itself onto the base model, and computes what crl's
+// adapted model computes (dropout configured, inactive in eval mode on both sides).
+TEST(Checkpoint, PeftLoadsTheAdapterOntoTheBaseModel) {
+  const fs::path python = golden_python();
+  if (python.empty()) GTEST_SKIP() << "no golden Python with transformers and peft in ~/.local/share/crl/golden-venv";
+  if (!run_command({python.string(), "-c", "import peft"}).ok()) GTEST_SKIP() << "peft is not installed in " << python;
+  const fs::path root = fresh_dir("peft");
+  // The base model, saved as it is.
+  CausalLm base = tiny_model(4);
+  MasterAdamW base_opt(trainable(base), {});
+  CheckpointContents b;
+  b.model = &base;
+  b.optimizer = &base_opt;
+  const fs::path base_dir = save_checkpoint(root / "base", b);
+  // An adapted copy with trained-looking adapters on some modules.
+  CausalLm model = tiny_model(4);
+  LoraConfig config;
+  config.rank = 4;
+  config.alpha = 8;
+  config.dropout = 0.1;
+  config.target_modules = {"q_proj", "v_proj", "down_proj"};
+  LoraAdapters lora(model, config, 5);
+  {
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(2);
+    for (auto& [name, p] : lora.named_parameters()) p.normal_(0, 0.1);
   }
+  MasterAdamW opt(lora.named_parameters(), {});
+  CheckpointContents c;
+  c.model = &model;
+  c.lora = &lora;
+  c.base_model = base_dir.string();
+  c.optimizer = &opt;
+  const fs::path adapter_dir = save_checkpoint(root / "adapter", c);
+  lora.apply();
+  model->eval();
+  const torch::Tensor ids = torch::tensor({{3, 14, 15, 92, 65}}, torch::kInt64);
+  const torch::Tensor ours = model->forward(ids).detach();
+  const std::string script =
+      "import sys, torch, transformers, peft\n"
+      "base = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)\n"
+      "m = peft.PeftModel.from_pretrained(base, sys.argv[2]).eval()\n"
+      "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
+  const std::vector<double> theirs = python_logits(python, script, {base_dir.string(), adapter_dir.string()});
+  ASSERT_EQ(theirs.size(), 8u);
+  const torch::Tensor base_logits = base->forward(ids).detach();
+  EXPECT_FALSE(torch::allclose(ours, base_logits, 1e-3, 1e-3));  // the adapters change the output
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(theirs[i], ours[0][4][i].item<double>(), 1e-4) << i;
   fs::remove_all(root);
 }
 
