@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/subprocess.h"
+#include "golden_python.h"
 #include "policy/checkpoint.h"
 #include "policy/config.h"
 #include "policy/safetensors.h"
@@ -173,12 +174,7 @@ TEST(Checkpoint, LoraWritesPeftAdapterAndMergedModelAndResumesAdapters) {
   fs::remove_all(root);
 }
 
-// The golden Python (transformers, peft; made by hand, see tools/golden), or empty.
-fs::path golden_python() {
-  const fs::path python = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") /
-                          ".local/share/crl/golden-venv/bin/python3";
-  return fs::exists(python) ? python : fs::path();
-}
+using testing::golden_python;
 
 // Runs `script` (which prints "LOGITS v1 v2 ...") with `args`, and returns the values.
 std::vector<double> python_logits(const fs::path& python, const std::string& script, std::vector<std::string> args) {

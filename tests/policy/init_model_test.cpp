@@ -1,8 +1,10 @@
 // `crl init-model`: the folder it writes loads back (config, weights, tokenizer), is seeded, and
-// refuses bad options; `crl generate` on it is reproducible from the seed. With CRL_GOLDEN_PYTHON
-// pointing at a python that has transformers, also checks that transformers loads the folder and
-// computes the same logits and token ids.
+// refuses bad options; `crl generate` on it is reproducible from the seed. With the golden Python
+// (tests/policy/golden_python.h), also checks that transformers loads the folder and computes the
+// same logits and token ids.
 #include <gtest/gtest.h>
+
+#include "golden_python.h"
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -156,8 +158,10 @@ TEST_F(InitModel, CliInitModelThenGenerateIsReproducible) {
 
 // transformers must load what init-model writes and compute the same thing.
 TEST_F(InitModel, TransformersLoadsItAndAgrees) {
-  const char* python = std::getenv("CRL_GOLDEN_PYTHON");
-  if (python == nullptr) GTEST_SKIP() << "set CRL_GOLDEN_PYTHON to a python with transformers to run this check";
+  const std::string python = testing::golden_python().string();
+  if (python.empty()) {
+    GTEST_SKIP() << "no golden Python with transformers: set CRL_GOLDEN_PYTHON or make ~/.local/share/crl/golden-venv (README)";
+  }
   const InitModelOptions o = small("hf");
   init_model(o);
   const std::string text = "__global__ void add(const float* a) { c[i] = a[i]; }";
