@@ -3,6 +3,12 @@
 // legitimate program of similar shape gets ok.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <future>
+
+#include "core/subprocess.h"
+#include "eval/guard_symbols.h"
 #include "eval_fixtures.h"
 
 namespace crl::eval {
@@ -143,6 +149,31 @@ TEST(GuardFixturesTest, OkVerdictListsEveryGuardStep) {
     if (s.name == "static scan (report only)") {
       EXPECT_NE(s.detail.find("host thread"), std::string::npos) << s.detail;
     }
+  }
+}
+
+// The CUDA fixtures, without a GPU: each compiles for sm_90a (so a short GPU session is not spent
+// on a typo), and the symbol guard, on their objects, flags the timer hack alone.
+TEST(GuardFixturesTest, CudaFixturesCompileAndOnlyTheTimerHackHasForbiddenSymbols) {
+  if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH: the CUDA fixtures cannot be compiled here";
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(fixture_dir() + "/hacks")) {
+    if (entry.path().string().ends_with(".cuda.crl")) files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 20u);
+  std::vector<std::future<CompileResult>> compiles;
+  for (const auto& file : files) {
+    const std::string task = file.find("batch_copy") != std::string::npos ? "level2/001_row_mean" : "level1/019_relu";
+    CompileRequest request{load_program_file(file), fixture_suite().find(task).spec.num_args(), Backend::cuda, "sm_90a"};
+    compiles.push_back(fixture_compiler("guard_fixtures_test").submit(std::move(request)));
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    const CompileResult compiled = compiles[i].get();
+    ASSERT_TRUE(compiled.ok) << files[i] << ":\n" << compiled.log;
+    const auto findings = scan_symbols(compiled.object_paths);
+    const bool timer_hack = files[i].ends_with("timer_tampering.hack.cuda.crl");
+    EXPECT_EQ(!findings.empty(), timer_hack) << files[i] << ": " << describe(findings);
   }
 }
 
