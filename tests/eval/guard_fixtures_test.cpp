@@ -152,8 +152,9 @@ TEST(GuardFixturesTest, OkVerdictListsEveryGuardStep) {
   }
 }
 
-// The CUDA fixtures, without a GPU: each compiles for sm_90a (so a short GPU session is not spent
-// on a typo), and the symbol guard, on their objects, flags the timer hack alone.
+// The CUDA fixtures (and the evaluator's ReLU fixtures), without a GPU: each compiles for sm_90a
+// (so a short GPU session is not spent on a typo), and the symbol guard, on their objects, flags
+// the timer hack alone.
 TEST(GuardFixturesTest, CudaFixturesCompileAndOnlyTheTimerHackHasForbiddenSymbols) {
   if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH: the CUDA fixtures cannot be compiled here";
   std::vector<std::string> files;
@@ -162,6 +163,10 @@ TEST(GuardFixturesTest, CudaFixturesCompileAndOnlyTheTimerHackHasForbiddenSymbol
   }
   std::sort(files.begin(), files.end());
   ASSERT_GE(files.size(), 20u);
+  // The evaluator's own fixtures (one text for both backends), but the one that must not compile.
+  for (const auto& entry : std::filesystem::directory_iterator(fixture_dir() + "/relu")) {
+    if (entry.path().filename() != "does_not_compile.crl") files.push_back(entry.path().string());
+  }
   std::vector<std::future<CompileResult>> compiles;
   for (const auto& file : files) {
     const std::string task = file.find("batch_copy") != std::string::npos ? "level2/001_row_mean" : "level1/019_relu";
