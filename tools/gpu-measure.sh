@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# On the GPU machine, in one call: builds the evaluation targets against that machine's torch,
-# runs their gpu-labelled tests, checks chosen full-scale references and runs the compile and
-# evaluation benchmarks, each step under its own time limit, logging to $OUT (or results/gpu-measure).
-# Usage: tools/gpu-measure.sh [task-id ...]   (the tasks for `crl tasks check --scale full`)
+# On the GPU machine, in one call, each step under its own time limit, logging to $OUT (or
+# results/gpu-measure):
+#   tools/gpu-measure.sh eval [task-id ...]   builds the evaluation targets against that machine's
+#       torch, runs their gpu-labelled tests, checks the named references at full scale
+#       (`crl tasks check --scale full`) and runs the compile and evaluation benchmarks;
+#   tools/gpu-measure.sh train                (nvidia-h200-x2) builds the training targets, runs
+#       the 2-GPU NCCL data-parallel test, the training benchmark against the same step in
+#       PyTorch Python (full fine-tuning and LoRA), and the all-reduce bandwidth benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/gpu-measure}
@@ -19,23 +23,43 @@ step() {  # step NAME SECONDS COMMAND...: runs it with a limit (LIMIT_<NAME> ove
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   echo "$name: exit $? after $((SECONDS - start)) s" | tee -a "$OUT/steps.txt"
 }
+what=${1:-eval}
+shift || true
 step configure 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_PREFIX_PATH="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')" \
   -DCMAKE_CUDA_ARCHITECTURES=90a -DTORCH_CUDA_ARCH_LIST=9.0a -DCRL_BUILD_BENCHMARKS=ON
-step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker program_gpu_test compile_gpu_test \
-  compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test bench_compile bench_eval
-# Each test program runs whole, in one process, not test by test as ctest would: its evaluator's
-# workers, compile cache and reference outputs then serve all of its tests (ctest spent ~20 s of
-# process and CUDA start-up per test). One program at a time: several of them time programs.
-step guard_fixtures_gpu 240 "$BUILD_DIR/tests/eval/eval_guard_fixtures_gpu_test"
-step evaluator_gpu 180 "$BUILD_DIR/tests/eval/eval_evaluator_gpu_test"
-step compile_gpu 120 "$BUILD_DIR/tests/compile/compile_gpu_test"
-step compile_cuda 120 "$BUILD_DIR/tests/compile/compile_cuda_test"
-step program_gpu 60 "$BUILD_DIR/tests/program/program_gpu_test"
-if [ $# -gt 0 ]; then
-  args=()
-  for task in "$@"; do args+=(--task "$task"); done
-  step tasks_check_full 180 "$BUILD_DIR/apps/crl/crl" tasks check --scale full --backend cuda "${args[@]}" --json
-fi
-step bench_compile 120 "$BUILD_DIR/bench/bench_compile" --benchmark_format=json
-CRL_BENCH_TIME_BUDGET=${CRL_BENCH_TIME_BUDGET:-2} step bench_eval 240 "$BUILD_DIR/bench/bench_eval" --benchmark_format=json
+case "$what" in
+eval)
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker program_gpu_test compile_gpu_test \
+    compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test bench_compile bench_eval
+  # Each test program runs whole, in one process, not test by test as ctest would: its evaluator's
+  # workers, compile cache and reference outputs then serve all of its tests (ctest spent ~20 s of
+  # process and CUDA start-up per test). One program at a time: several of them time programs.
+  step guard_fixtures_gpu 240 "$BUILD_DIR/tests/eval/eval_guard_fixtures_gpu_test"
+  step evaluator_gpu 180 "$BUILD_DIR/tests/eval/eval_evaluator_gpu_test"
+  step compile_gpu 120 "$BUILD_DIR/tests/compile/compile_gpu_test"
+  step compile_cuda 120 "$BUILD_DIR/tests/compile/compile_cuda_test"
+  step program_gpu 60 "$BUILD_DIR/tests/program/program_gpu_test"
+  if [ $# -gt 0 ]; then
+    args=()
+    for task in "$@"; do args+=(--task "$task"); done
+    step tasks_check_full 180 "$BUILD_DIR/apps/crl/crl" tasks check --scale full --backend cuda "${args[@]}" --json
+  fi
+  step bench_compile 120 "$BUILD_DIR/bench/bench_compile" --benchmark_format=json
+  CRL_BENCH_TIME_BUDGET=${CRL_BENCH_TIME_BUDGET:-2} step bench_eval 240 "$BUILD_DIR/bench/bench_eval" --benchmark_format=json
+  ;;
+train)
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # see KINDS.md
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target dist_gpu_test dist_train_worker bench_train
+  step dist_gpu 180 "$BUILD_DIR/tests/dist/dist_gpu_test"
+  step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep --benchmark_format=json
+  step hf_train_full 180 python3 tools/bench/hf_train_step.py --out "$OUT/hf_train_full.json"
+  step hf_train_lora 180 python3 tools/bench/hf_train_step.py --lora --out "$OUT/hf_train_lora.json"
+  step bench_allreduce 180 mpirun --allow-run-as-root -np 2 "$BUILD_DIR/bench/bench_train" \
+    --benchmark_filter=AllReduce --benchmark_format=json
+  ;;
+*)
+  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train" >&2
+  exit 2
+  ;;
+esac

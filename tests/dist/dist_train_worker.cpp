@@ -1,8 +1,9 @@
 // A data-parallel SFT run for the dist tests, started by mpirun (or alone as a singleton):
-//   dist_train_worker OUT_DIR GLOBAL_BATCH STEPS
+//   dist_train_worker OUT_DIR GLOBAL_BATCH STEPS [cpu|cuda]
 // Every rank starts from differently seeded weights (so the initial broadcast is exercised),
-// takes its share of each global batch, trains through crl's Trainer with the CPU (MPI) gradient
-// reducer, and writes OUT_DIR/rank-<r>.safetensors (final weights) and rank-<r>.json (stats).
+// takes its share of each global batch, trains through crl's Trainer (fp32) with the gradient
+// reducer over MPI on the CPU, or over NCCL on GPU <local rank> with cuda, and writes
+// OUT_DIR/rank-<r>.safetensors (final weights) and rank-<r>.json (stats).
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
@@ -21,17 +22,21 @@
 int main(int argc, char** argv) {
   try {
     crl::dist::MpiSession mpi(&argc, &argv);
-    if (argc != 4) throw crl::InputError("usage: dist_train_worker OUT_DIR GLOBAL_BATCH STEPS");
+    if (argc != 4 && argc != 5) throw crl::InputError("usage: dist_train_worker OUT_DIR GLOBAL_BATCH STEPS [cpu|cuda]");
     const std::filesystem::path out_dir = argv[1];
     const int64_t global_batch = std::stoll(argv[2]);
     const int steps = std::stoi(argv[3]);
     const crl::dist::MpiRoles roles = crl::dist::split_roles(MPI_COMM_WORLD, mpi.size());
     if (global_batch % roles.role_size != 0) throw crl::InputError("GLOBAL_BATCH must divide by the rank count");
-    auto comm = crl::dist::make_communicator(roles.role_comm, torch::kCPU);
+    const std::string device_kind = argc == 5 ? argv[4] : "cpu";
+    if (device_kind != "cpu" && device_kind != "cuda") throw crl::InputError("device must be cpu or cuda");
+    const torch::Device device = device_kind == "cuda" ? torch::Device(torch::kCUDA, roles.local_rank) : torch::Device(torch::kCPU);
+    auto comm = crl::dist::make_communicator(roles.role_comm, device);
 
     crl::policy::CausalLm model(crl::policy::load_model_config(
         std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models" / "qwen2_gqa2_tied"));
     crl::policy::init_weights(model, 100 + static_cast<uint64_t>(roles.role_rank));
+    model->to(device);
     crl::policy::TrainerOptions options;
     options.schedule = crl::policy::LrSchedule{3e-3, 1, steps, 0.1};
     options.adamw.weight_decay = 0.01;
@@ -50,7 +55,7 @@ int main(int argc, char** argv) {
       torch::Tensor loss_mask = torch::zeros({global_batch, seq}, torch::kInt64);
       for (int64_t r = 0; r < global_batch; ++r) loss_mask.index_put_({r, torch::indexing::Slice(2 + (r * 3) % 8, seq)}, 1);
       const auto rows = torch::indexing::Slice(roles.role_rank * local_batch, (roles.role_rank + 1) * local_batch);
-      crl::policy::MicroBatch mb{ids.index({rows}), torch::Tensor(), loss_mask.index({rows})};
+      crl::policy::MicroBatch mb{ids.index({rows}).to(device), torch::Tensor(), loss_mask.index({rows}).to(device)};
       const std::vector<crl::policy::MicroBatch> mbs{mb};
       const auto result = trainer.step(mbs, [&](const torch::Tensor& logits, size_t) {
         return crl::rl::sft_loss(logits, mb.input_ids, mb.loss_mask).sum;

@@ -6,6 +6,10 @@ batch 8 x 1024, next-token cross-entropy on every token, AdamW (fused, fp32 mast
 crl: bf16 model, fp32 copies updated by the optimiser), grad-norm clipping at 1.0. Prints and
 writes JSON with training tokens/s.
 
+--lora: LoRA as PEFT computes it (rank 16, alpha 32, no dropout, on q/k/v/o/gate/up/down_proj:
+y = W0 x + (alpha/r) B A x, base weights frozen), written out here because peft is not installed
+on the GPU machine; only the adapters train, as in crl's BM_TrainStep/lora.
+
   python3 tools/bench/hf_train_step.py --out $OUT/hf_train_step.json [--lora] [--steps 20]
 """
 import argparse
@@ -23,6 +27,34 @@ def qwen2_05b_config():
         rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True)
 
 
+class LoraLinear(torch.nn.Module):
+    """A frozen linear layer with a LoRA branch beside it: base(x) + scale * B(A(x))."""
+
+    def __init__(self, base, rank, alpha):
+        super().__init__()
+        self.base = base
+        self.scale = alpha / rank
+        self.lora_a = torch.nn.Parameter(torch.empty(rank, base.in_features, device=base.weight.device,
+                                                     dtype=base.weight.dtype).uniform_(-base.in_features ** -0.5,
+                                                                                       base.in_features ** -0.5))
+        self.lora_b = torch.nn.Parameter(torch.zeros(base.out_features, rank, device=base.weight.device,
+                                                     dtype=base.weight.dtype))
+
+    def forward(self, x):
+        return self.base(x) + self.scale * torch.nn.functional.linear(torch.nn.functional.linear(x, self.lora_a),
+                                                                      self.lora_b)
+
+
+def add_lora(model, rank=16, alpha=32.0,
+             targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if name in targets and isinstance(child, torch.nn.Linear):
+                setattr(module, name, LoraLinear(child, rank, alpha))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -31,12 +63,15 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--checkpointing", action="store_true")
+    parser.add_argument("--lora", action="store_true")
     args = parser.parse_args()
 
     torch.manual_seed(0)
     config = qwen2_05b_config()
     config._attn_implementation = "sdpa"
     model = transformers.Qwen2ForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
+    if args.lora:
+        add_lora(model)
     if args.checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
@@ -69,7 +104,7 @@ def main():
     torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / args.steps
     result = {
-        "name": "hf_train_step_full" + ("_checkpointing" if args.checkpointing else ""),
+        "name": "hf_train_step_" + ("lora" if args.lora else "full") + ("_checkpointing" if args.checkpointing else ""),
         "batch": args.batch, "seq": args.seq, "seconds_per_step": seconds,
         "tokens_per_second": args.batch * args.seq / seconds,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
