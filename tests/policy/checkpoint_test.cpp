@@ -41,6 +41,17 @@ std::vector<std::pair<std::string, torch::Tensor>> trainable(CausalLm& model) {
   return out;
 }
 
+// What a checkpoint of `model` trained by `opt` (through `lora`, when given) holds at `step`.
+CheckpointContents contents(const CausalLm& model, const MasterAdamW& opt, int64_t step = 0,
+                            const LoraAdapters* lora = nullptr) {
+  CheckpointContents c;
+  c.model = &model;
+  c.optimizer = &opt;
+  c.step = step;
+  c.lora = lora;
+  return c;
+}
+
 void random_steps(MasterAdamW& opt, int steps) {
   for (int i = 0; i < steps; ++i) {
     std::vector<torch::Tensor> grads;
@@ -54,11 +65,8 @@ TEST(Checkpoint, ResumeRestoresModelOptimiserScheduleAndRng) {
   CausalLm model = tiny_model(1);
   MasterAdamW opt(trainable(model), {});
   random_steps(opt, 2);
-  CheckpointContents c;
-  c.model = &model;
-  c.optimizer = &opt;
+  CheckpointContents c = contents(model, opt, 2);
   c.schedule = LrSchedule{3e-4, 5, 50, 0.2};
-  c.step = 2;
   c.user_state = {{"data_position", 17}};
   torch::manual_seed(1234);
   const fs::path dir = save_checkpoint(root, c);
@@ -90,11 +98,7 @@ TEST(Checkpoint, CorruptAndUnfinishedCheckpointsAreSkippedForThePreviousOne) {
   const fs::path root = fresh_dir("corrupt");
   CausalLm model = tiny_model(1);
   MasterAdamW opt(trainable(model), {});
-  CheckpointContents c;
-  c.model = &model;
-  c.optimizer = &opt;
-  c.schedule = LrSchedule{};
-  c.step = 1;
+  CheckpointContents c = contents(model, opt, 1);
   save_checkpoint(root, c);
   const torch::Tensor step1_weight = state_tensors(model)[0].second.clone();
   random_steps(opt, 1);
@@ -145,12 +149,8 @@ TEST(Checkpoint, LoraWritesPeftAdapterAndMergedModelAndResumesAdapters) {
   LoraAdapters lora(model, config, 5);
   MasterAdamW opt(lora.named_parameters(), {});
   random_steps(opt, 2);
-  CheckpointContents c;
-  c.model = &model;
-  c.lora = &lora;
+  CheckpointContents c = contents(model, opt, 2, &lora);
   c.base_model = "tiny";
-  c.optimizer = &opt;
-  c.step = 2;
   const fs::path dir = save_checkpoint(root, c);
   for (const char* name : {"adapter_config.json", "adapter_model.safetensors", "config.json", "model.safetensors"}) {
     EXPECT_TRUE(fs::exists(dir / name)) << name;
@@ -196,11 +196,7 @@ TEST(Checkpoint, TransformersLoadsTheSavedModel) {
   const fs::path root = fresh_dir("hf");
   CausalLm model = tiny_model(6);
   MasterAdamW opt(trainable(model), {});
-  CheckpointContents c;
-  c.model = &model;
-  c.optimizer = &opt;
-  c.step = 0;
-  const fs::path dir = save_checkpoint(root, c);
+  const fs::path dir = save_checkpoint(root, contents(model, opt));
   const torch::Tensor ids = torch::tensor({{3, 14, 15, 92, 65}}, torch::kInt64);
   const torch::Tensor ours = model->forward(ids).detach();
   const std::string script =
@@ -223,10 +219,7 @@ TEST(Checkpoint, PeftLoadsTheAdapterOntoTheBaseModel) {
   // The base model, saved as it is.
   CausalLm base = tiny_model(4);
   MasterAdamW base_opt(trainable(base), {});
-  CheckpointContents b;
-  b.model = &base;
-  b.optimizer = &base_opt;
-  const fs::path base_dir = save_checkpoint(root / "base", b);
+  const fs::path base_dir = save_checkpoint(root / "base", contents(base, base_opt));
   // An adapted copy with trained-looking adapters on some modules.
   CausalLm model = tiny_model(4);
   LoraConfig config;
@@ -241,11 +234,8 @@ TEST(Checkpoint, PeftLoadsTheAdapterOntoTheBaseModel) {
     for (auto& [name, p] : lora.named_parameters()) p.normal_(0, 0.1);
   }
   MasterAdamW opt(lora.named_parameters(), {});
-  CheckpointContents c;
-  c.model = &model;
-  c.lora = &lora;
+  CheckpointContents c = contents(model, opt, 0, &lora);
   c.base_model = base_dir.string();
-  c.optimizer = &opt;
   const fs::path adapter_dir = save_checkpoint(root / "adapter", c);
   lora.apply();
   model->eval();
