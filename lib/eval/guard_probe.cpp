@@ -38,7 +38,8 @@ void synchronize_current_stream(const at::Device& device) {
 
 bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
   if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
-  return at::equal(a.contiguous().view(at::kByte), b.contiguous().view(at::kByte));
+  // Flattened first: a 0-dim tensor (a loss, a scalar parameter) cannot be viewed as bytes.
+  return at::equal(a.contiguous().reshape({-1}).view(at::kByte), b.contiguous().reshape({-1}).view(at::kByte));
 }
 
 std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& tensors) {

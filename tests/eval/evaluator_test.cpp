@@ -43,6 +43,17 @@ TEST_F(CpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithACiContainingOne) {
   EXPECT_EQ(v.steps.back().name, "timing");
 }
 
+// Scalars everywhere (a 0-dim parameter, a 0-dim output): every guard handles them. They once
+// made the guards throw, so every loss in the suite was a runtime_error even for its reference.
+TEST_F(CpuEvaluatorTest, ScalarParameterAndOutputTaskIsOkForItsReference) {
+  const Task& task = fixture_suite().find("level1/094_scaled_mse");
+  const Verdict v = evaluator().evaluate(task, task.program, "reference");
+  EXPECT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  bool guarded = false;
+  for (const auto& s : v.steps) guarded |= s.name == "guard: input mutation" && s.passed;
+  EXPECT_TRUE(guarded) << explain(v);
+}
+
 TEST_F(CpuEvaluatorTest, DeviceSectionLoopIsOk) {
   const Verdict v = evaluate("device_loop");
   EXPECT_EQ(v.status, VerdictStatus::kOk) << explain(v);
