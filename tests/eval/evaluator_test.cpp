@@ -3,6 +3,8 @@
 // candidates get their status, and the same evaluator goes on to judge the next one correctly.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "eval_fixtures.h"
 
 namespace crl::eval {
@@ -26,9 +28,17 @@ class CpuEvaluatorTest : public ::testing::Test {
 
 std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
+// A 95% interval misses the true value one time in twenty by construction, and CI runs this next
+// to other tests on 2 cores: the interval must contain 1.00 in one of two independent
+// evaluations (both missing has probability 1/400 for an unbiased measurement).
 TEST_F(CpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithACiContainingOne) {
-  const Verdict v = evaluate("same_as_reference");
+  Verdict v = evaluate("same_as_reference");
   ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  if (v.speedup_ci_low > 1.0 || v.speedup_ci_high < 1.0) {
+    std::cout << "first interval " << v.speedup_ci_low << ".." << v.speedup_ci_high << " missed 1.00; measuring again\n";
+    v = evaluate("same_as_reference");
+    ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  }
   EXPECT_EQ(v.trials_run, 3);
   EXPECT_EQ(v.trials_passed, 3);
   EXPECT_LE(v.speedup_ci_low, 1.0) << explain(v);
