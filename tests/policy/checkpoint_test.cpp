@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/subprocess.h"
 #include "golden_python.h"
+#include "tiny_model.h"
 #include "policy/checkpoint.h"
 #include "policy/config.h"
 #include "policy/safetensors.h"
@@ -21,13 +22,7 @@ namespace crl::policy {
 namespace {
 namespace fs = std::filesystem;
 
-const fs::path kModels = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models";
-
-CausalLm tiny_model(uint64_t seed) {
-  CausalLm model(load_model_config(kModels / "qwen2_gqa2_tied"));
-  init_weights(model, seed);
-  return model;
-}
+using testing::tiny_model;
 
 fs::path fresh_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("crl_checkpoint_test_" + name + "_" + std::to_string(getpid()));

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "tiny_model.h"
 #include "policy/config.h"
 #include "policy/lora.h"
 #include "policy/model.h"
@@ -11,13 +12,7 @@
 namespace crl::policy {
 namespace {
 
-const std::filesystem::path kModels = std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models";
-
-CausalLm tiny_model(uint64_t seed) {
-  CausalLm model(load_model_config(kModels / "qwen2_gqa2_tied"));
-  init_weights(model, seed);
-  return model;
-}
+using testing::tiny_model;
 
 TEST(Lora, StartsAsTheBaseModelAndTrainsOnlyAdapters) {
   CausalLm model = tiny_model(3);

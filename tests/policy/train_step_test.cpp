@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "dist/communicator.h"
+#include "tiny_model.h"
 #include "policy/config.h"
 #include "policy/lora.h"
 #include "policy/model.h"
@@ -12,13 +13,7 @@
 namespace crl::policy {
 namespace {
 
-const std::filesystem::path kModels = std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models";
-
-CausalLm tiny_model(uint64_t seed) {
-  CausalLm model(load_model_config(kModels / "qwen2_gqa2_tied"));
-  init_weights(model, seed);
-  return model;
-}
+using testing::tiny_model;
 
 // Cross-entropy sum over loss-masked next tokens (the SFT loss, written here without crl::rl).
 torch::Tensor masked_next_token_nll(const torch::Tensor& logits, const torch::Tensor& ids, const torch::Tensor& mask) {
