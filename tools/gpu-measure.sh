@@ -6,7 +6,11 @@
 #       (`crl tasks check --scale full`) and runs the compile and evaluation benchmarks;
 #   tools/gpu-measure.sh train                (nvidia-h200-x2) builds the training targets, runs
 #       the 2-GPU NCCL data-parallel test, the training benchmark against the same step in
-#       PyTorch Python (full fine-tuning and LoRA), and the all-reduce bandwidth benchmark.
+#       PyTorch Python (full fine-tuning and LoRA), and the all-reduce bandwidth benchmark;
+#   tools/gpu-measure.sh baselines            re-measures every level's references at full scale
+#       into $OUT/level<N>_full_h200.json (the files in results/baselines).
+# ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
+# warm machine whose build tree survived), so one measurement can span two device calls.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/gpu-measure}
@@ -19,6 +23,9 @@ if [ -d .carry/debs ]; then  # utf8proc is not installed there (see tools/gpu-bu
 fi
 step() {  # step NAME SECONDS COMMAND...: runs it with a limit (LIMIT_<NAME> overrides), logs to $OUT/NAME.log
   local name=$1 limit_var="LIMIT_$1"; local limit=${!limit_var:-$2}; shift 2
+  if [ -n "${ONLY:-}" ] && [ "$name" != configure ] && [ "$name" != build ] && [[ " $ONLY " != *" $name "* ]]; then
+    return 0
+  fi
   local start=$SECONDS
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   echo "$name: exit $? after $((SECONDS - start)) s" | tee -a "$OUT/steps.txt"
@@ -58,8 +65,16 @@ train)
   step bench_allreduce 180 mpirun --allow-run-as-root -np 2 "$BUILD_DIR/bench/bench_train" \
     --benchmark_filter=AllReduce --benchmark_format=json
   ;;
+baselines)
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
+  for level in 1 2 3; do
+    calls=10; [ "$level" = 3 ] && calls=5
+    step "baseline_level$level" 240 "$BUILD_DIR/apps/crl/crl" tasks check --scale full --level "$level" \
+      --backend cuda --timed-calls "$calls" --out "$OUT/level${level}_full_h200.json"
+  done
+  ;;
 *)
-  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train" >&2
+  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines" >&2
   exit 2
   ;;
 esac

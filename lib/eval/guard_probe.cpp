@@ -117,6 +117,17 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   // 1. One call on inputs A: threads and work left running, aliasing, ownership, input mutation.
   auto args = make_arguments(spec, scale, seeds[0], device);
   const auto args_before = clone_all(args);
+  // Free memory is poisoned first, at the outputs' sizes (the trusted reference's, run on a copy):
+  // an output block that still held an earlier call's correct result (seed A was trial 1's seed)
+  // would look finished at return even while work on another stream was still writing it.
+  {
+    std::vector<int64_t> expected_bytes;
+    {
+      auto copy = clone_all(args);
+      for (const auto& out : reference(copy)) expected_bytes.push_back(out.defined() ? static_cast<int64_t>(out.nbytes()) : 0);
+    }
+    poison_free_memory(expected_bytes, device);
+  }
   synchronize_device(device);
   const int threads_before = count_process_threads();
   auto first = candidate(args);
