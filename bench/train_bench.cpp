@@ -133,7 +133,9 @@ void BM_GradAllReduce(benchmark::State& state) {
   }
   std::vector<torch::Tensor> params;
   for (auto& p : s.model->parameters()) params.push_back(p);
-  dist::GradientReducer reducer(params, *s.comm);
+  dist::ReducerOptions options;
+  options.bucket_bytes = static_cast<size_t>(state.range(0)) << 20;
+  dist::GradientReducer reducer(params, *s.comm, options);
   for (auto _ : state) {
     state.PauseTiming();
     sync_all(*s.comm);
@@ -146,7 +148,8 @@ void BM_GradAllReduce(benchmark::State& state) {
   state.counters["buckets"] = static_cast<double>(reducer.bucket_count());
 }
 // Fixed iteration counts: every rank must run the same number of collectives.
-BENCHMARK(BM_GradAllReduce)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(30);
+// Argument: bucket size in MiB (the default, dist::ReducerOptions, among them).
+BENCHMARK(BM_GradAllReduce)->Arg(32)->Arg(64)->Arg(128)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(30);
 
 void BM_RawAllReduce(benchmark::State& state) {
   AllReduceSetup s = make_all_reduce_setup();

@@ -5,7 +5,7 @@
 #       torch, runs their gpu-labelled tests, checks the named references at full scale
 #       (`crl tasks check --scale full`) and runs the compile and evaluation benchmarks;
 #   tools/gpu-measure.sh train                (nvidia-h200-x2) builds the training targets, runs
-#       the 2-GPU NCCL data-parallel test, the training benchmark against the same step in
+#       the 2-GPU NCCL data-parallel test, the model's GPU tests against transformers, the training benchmark against the same step in
 #       PyTorch Python (full fine-tuning and LoRA), and the all-reduce bandwidth benchmark;
 #   tools/gpu-measure.sh baselines            re-measures every level's references at full scale
 #       into $OUT/level<N>_full_h200.json (the files in results/baselines).
@@ -57,8 +57,10 @@ eval)
   ;;
 train)
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # see KINDS.md
-  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target dist_gpu_test dist_train_worker bench_train
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target dist_gpu_test dist_train_worker bench_train \
+    policy_model_gpu_test
   step dist_gpu 180 "$BUILD_DIR/tests/dist/dist_gpu_test"
+  step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
   step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep --benchmark_format=json
   step hf_train_full 180 python3 tools/bench/hf_train_step.py --out "$OUT/hf_train_full.json"
   step hf_train_lora 180 python3 tools/bench/hf_train_step.py --lora --out "$OUT/hf_train_lora.json"

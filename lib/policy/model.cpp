@@ -88,13 +88,20 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
   // G*S query rows of that head. Query head h uses kv head h / G, as transformers' repeat_kv does.
   const int64_t groups = heads / kv_heads;
   const int64_t key_count = keys.size(2);
-  const torch::Tensor grouped_q = q.reshape({batch, kv_heads, groups * steps, head_dim});
-  torch::Tensor mask = in.mask;  // [B, 1, S, K]
-  if (groups > 1) {
-    mask = mask.unsqueeze(2).expand({batch, 1, groups, steps, key_count}).reshape({batch, 1, groups * steps, key_count});
+  torch::Tensor out;
+  if (!in.mask.defined()) {
+    // Plain causal over whole sequences (training, scoring): the fused causal kernels handle GQA
+    // themselves, and take no mask (an explicit one forces a slower kernel).
+    out = at::scaled_dot_product_attention(q, keys, values, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/groups > 1);
+  } else {
+    torch::Tensor mask = in.mask;  // [B, 1, S, K]
+    if (groups > 1) {
+      mask = mask.unsqueeze(2).expand({batch, 1, groups, steps, key_count}).reshape({batch, 1, groups * steps, key_count});
+    }
+    const torch::Tensor grouped_q = q.reshape({batch, kv_heads, groups * steps, head_dim});
+    out = at::scaled_dot_product_attention(grouped_q, keys, values, mask, 0.0, false, scale).reshape({batch, heads, steps, head_dim});
   }
-  const torch::Tensor out = at::scaled_dot_product_attention(grouped_q, keys, values, mask, 0.0, false, scale);
-  const torch::Tensor merged = out.reshape({batch, heads, steps, head_dim}).transpose(1, 2).reshape({batch, steps, heads * head_dim});
+  const torch::Tensor merged = out.transpose(1, 2).reshape({batch, steps, heads * head_dim});
   return lora.project("o_proj", o_proj, merged, training);
 }
 
@@ -166,49 +173,54 @@ torch::Tensor CausalLmImpl::forward(const torch::Tensor& input_ids) {
   return forward(in);
 }
 
+AttentionInputs CausalLmImpl::full_pass_inputs(const ForwardInputs& in, torch::ScalarType dtype) const {
+  const int64_t batch = in.input_ids.size(0);
+  const int64_t steps = in.input_ids.size(1);
+  const auto device = in.input_ids.device();
+  torch::Tensor position_ids = in.position_ids;
+  if (!position_ids.defined()) {
+    if (in.padding_mask.defined()) {
+      // Left padding: real tokens count positions from 0, as transformers' cumsum(mask) - 1.
+      position_ids = (in.padding_mask.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
+    } else {
+      position_ids = torch::arange(steps, torch::TensorOptions().dtype(torch::kInt64).device(device)).unsqueeze(0).expand({batch, steps});
+    }
+  }
+  AttentionInputs attn;
+  std::tie(attn.cos, attn.sin) = rotary_tables(position_ids, dtype);
+  if (in.attention_mask.defined()) {
+    attn.mask = in.attention_mask;
+  } else if (in.padding_mask.defined()) {
+    const auto bool_options = torch::TensorOptions().dtype(torch::kBool).device(device);
+    const torch::Tensor causal = torch::ones({steps, steps}, bool_options).tril().view({1, 1, steps, steps});
+    const torch::Tensor keys_real = in.padding_mask.to(torch::kBool).view({batch, 1, 1, steps});
+    // A padding query row would see no key at all (SDPA gives NaN); let it see itself instead.
+    const torch::Tensor self = torch::eye(steps, bool_options).view({1, 1, steps, steps});
+    attn.mask = (causal & keys_real) | self;
+  }
+  return attn;
+}
+
 torch::Tensor CausalLmImpl::forward(const ForwardInputs& in) {
   if (!in.input_ids.defined() || in.input_ids.dim() != 2) {
     throw InputError("CausalLm::forward: input_ids must be a [batch, steps] int64 tensor");
   }
-  const int64_t batch = in.input_ids.size(0);
   const int64_t steps = in.input_ids.size(1);
-  const auto device = in.input_ids.device();
-  const auto long_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  const torch::ScalarType dtype = model->embed_tokens->weight.scalar_type();
   AttentionInputs attn;
-  torch::Tensor position_ids = in.position_ids;
   if (in.cache == nullptr) {
-    if (!position_ids.defined()) {
-      if (in.padding_mask.defined()) {
-        // Left padding: real tokens count positions from 0, as transformers' cumsum(mask) - 1.
-        position_ids = (in.padding_mask.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
-      } else {
-        position_ids = torch::arange(steps, long_options).unsqueeze(0).expand({batch, steps});
-      }
-    }
-    if (in.attention_mask.defined()) {
-      attn.mask = in.attention_mask;
-    } else {
-      torch::Tensor mask = torch::ones({steps, steps}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
-      mask = mask.view({1, 1, steps, steps}).expand({batch, 1, steps, steps});
-      if (in.padding_mask.defined()) {
-        const torch::Tensor keys_real = in.padding_mask.to(torch::kBool).view({batch, 1, 1, steps});
-        // A padding query row would see no key at all (SDPA gives NaN); let it see itself instead.
-        const torch::Tensor self = torch::eye(steps, torch::TensorOptions().dtype(torch::kBool).device(device)).view({1, 1, steps, steps});
-        mask = (mask & keys_real) | self;
-      }
-      attn.mask = mask;
-    }
+    attn = full_pass_inputs(in, dtype);
   } else {
-    if (!position_ids.defined() || !in.attention_mask.defined() || !in.cache_slots.defined() || in.kv_length <= 0) {
+    if (!in.position_ids.defined() || !in.attention_mask.defined() || !in.cache_slots.defined() || in.kv_length <= 0) {
       throw InputError("CausalLm::forward: a cached pass needs position_ids, attention_mask, cache_slots and kv_length");
     }
+    std::tie(attn.cos, attn.sin) = rotary_tables(in.position_ids, dtype);
     attn.mask = in.attention_mask;
     attn.cache = in.cache;
     attn.cache_slots = in.cache_slots;
     attn.kv_length = in.kv_length;
   }
   torch::Tensor h = model->embed_tokens(in.input_ids);
-  std::tie(attn.cos, attn.sin) = rotary_tables(position_ids, h.scalar_type());
   for (const auto& layer : *model->layers) h = layer->as<DecoderLayer>()->forward(h, attn);
   if (in.last_position_only) h = h.narrow(1, steps - 1, 1);
   h = model->norm(h);

@@ -37,7 +37,8 @@ TORCH_MODULE(RmsNorm);
 // how many cache slots the attention reads, and which of them each query may see.
 struct AttentionInputs {
   torch::Tensor cos, sin;          // [B, S, head_dim] rotary tables in the model dtype
-  torch::Tensor mask;              // [B, 1, S, K] bool, true = may attend; K keys (cache slots or S)
+  torch::Tensor mask;              // [B, 1, S, K] bool, true = may attend; K keys (cache slots or S).
+                                   // Undefined (no cache only): plain causal, the fused kernel's case
   KvCache* cache = nullptr;        // null: attend over this step's keys only
   torch::Tensor cache_slots;       // [S] int64: cache slot of each of this step's tokens
   int64_t kv_length = 0;           // K when a cache is used: slots [0, K) are read
@@ -102,7 +103,9 @@ struct ForwardInputs {
   torch::Tensor input_ids;      // [B, S] int64
   torch::Tensor position_ids;   // [B, S] int64 rotary positions; undefined: 0..S-1 for every row
   torch::Tensor attention_mask; // [B, 1, S, K] bool; undefined: causal (no cache only)
-  torch::Tensor padding_mask;   // [B, S] bool/int, 1 = real token (no cache only; left or right padding)
+  torch::Tensor padding_mask;   // [B, S] bool/int, 1 = real token (no cache only). Needed for left
+                                // padding; right-padded rows can leave it undefined (causal attention
+                                // never looks right), which keeps the fused causal kernel
   KvCache* cache = nullptr;
   torch::Tensor cache_slots;    // [S] int64
   int64_t kv_length = 0;
@@ -116,6 +119,11 @@ struct CausalLmImpl : torch::nn::Module {
   torch::Tensor forward(const ForwardInputs& in);
   // Full causal pass over `input_ids` [B, S] with no cache.
   torch::Tensor forward(const torch::Tensor& input_ids);
+
+  // Positions, rotary tables and attention mask of a pass over whole sequences without a cache
+  // (in.cache must be null). The mask stays undefined (plain causal: SDPA's fused causal kernels,
+  // GQA without copies) unless in.attention_mask or in.padding_mask asks for more.
+  AttentionInputs full_pass_inputs(const ForwardInputs& in, torch::ScalarType dtype) const;
 
   // Rotary cos/sin [B, S, head_dim] for `position_ids` [B, S], computed in fp32 as transformers
   // does (positions times inverse frequencies, cos/sin, times the attention scaling), then cast.

@@ -20,6 +20,7 @@ MasterAdamW::MasterAdamW(std::vector<std::pair<std::string, torch::Tensor>> para
     exp_avg_.push_back(torch::zeros_like(masters_.back()));
     exp_avg_sq_.push_back(torch::zeros_like(masters_.back()));
     step_counts_.push_back(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(param.device())));
+    model_tensors_.push_back(param.detach());
   }
 }
 
@@ -48,7 +49,7 @@ void MasterAdamW::step(const std::vector<torch::Tensor>& grads, double lr) {
   at::_foreach_add_(step_counts_, 1.0);
   at::_fused_adamw_(masters_, grads, exp_avg_, exp_avg_sq_, {}, step_counts_, lr, options_.beta1, options_.beta2,
                     options_.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
-  for (size_t i = 0; i < masters_.size(); ++i) params_[i].second.detach().copy_(masters_[i]);
+  at::_foreach_copy_(model_tensors_, masters_);  // one multi-tensor launch, casting to the model dtype
   ++steps_;
 }
 

@@ -44,6 +44,7 @@ class MasterAdamW {
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   AdamWOptions options_;
   std::vector<torch::Tensor> masters_, exp_avg_, exp_avg_sq_, step_counts_;
+  std::vector<torch::Tensor> model_tensors_;  // params_' tensors, detached: the copy-back's targets
   int64_t steps_ = 0;
 };
 

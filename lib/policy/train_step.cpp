@@ -115,28 +115,11 @@ torch::Tensor forward_with_checkpointing(CausalLm& model, const torch::Tensor& i
   if (!input_ids.defined() || input_ids.dim() != 2) {
     throw InputError("forward_with_checkpointing: input_ids must be a [batch, steps] int64 tensor");
   }
-  const int64_t batch = input_ids.size(0), steps = input_ids.size(1);
-  const auto device = input_ids.device();
-  torch::Tensor position_ids;
-  torch::Tensor mask = torch::ones({steps, steps}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
-  mask = mask.view({1, 1, steps, steps}).expand({batch, 1, steps, steps});
-  if (padding_mask.defined()) {
-    // As CausalLm::forward: left-padded positions count from the first real token, and a padding
-    // query row sees itself so attention never normalises over an empty row.
-    position_ids = (padding_mask.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
-    const torch::Tensor keys_real = padding_mask.to(torch::kBool).view({batch, 1, 1, steps});
-    const torch::Tensor self =
-        torch::eye(steps, torch::TensorOptions().dtype(torch::kBool).device(device)).view({1, 1, steps, steps});
-    mask = (mask & keys_real) | self;
-  } else {
-    position_ids = torch::arange(steps, torch::TensorOptions().dtype(torch::kInt64).device(device))
-                       .unsqueeze(0)
-                       .expand({batch, steps});
-  }
-  AttentionInputs attn;
-  attn.mask = mask;
+  ForwardInputs in;
+  in.input_ids = input_ids;
+  in.padding_mask = padding_mask;
+  AttentionInputs attn = model->full_pass_inputs(in, model->model->embed_tokens->weight.scalar_type());
   torch::Tensor h = model->model->embed_tokens(input_ids);
-  std::tie(attn.cos, attn.sin) = model->rotary_tables(position_ids, h.scalar_type());
   for (const auto& module : *model->model->layers) {
     auto* layer = module->as<DecoderLayer>();
     const std::vector<torch::Tensor> weights = layer_weights(*layer);
