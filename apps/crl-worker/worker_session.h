@@ -33,7 +33,9 @@ class WorkerSession {
   eval::Message run(const nlohmann::json& request);
   eval::Message time(const nlohmann::json& request);
   NamedProgram& program(const std::string& which);
-  std::vector<at::Tensor> call(NamedProgram& program, const std::vector<at::Tensor>& args);
+  // Runs the program's forward, then (wait_for_device) synchronises the whole device and checks
+  // for CUDA errors; without that, returns as soon as forward does (the deferred-work probe).
+  std::vector<at::Tensor> call(NamedProgram& program, const std::vector<at::Tensor>& args, bool wait_for_device = true);
   // After a program ran on CUDA: synchronises and throws when the device reports an error.
   void check_device(const std::string& after);
   void flush_caches();

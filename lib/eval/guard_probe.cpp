@@ -13,6 +13,7 @@
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime.h>
 #endif
 
@@ -59,6 +60,15 @@ struct Checks {
 // large one are allocated, filled and freed, so an output the candidate allocates but never
 // writes holds NaN instead of whatever an earlier call left there.
 void poison_free_memory(const std::vector<int64_t>& output_bytes, const at::Device& device) {
+#if CRL_HAVE_CUDA
+  // The caching allocator's free blocks go back to the driver first: otherwise an unpoisoned block
+  // (an earlier trial's output, still holding a correct result) could serve the next allocation.
+  // The poisoned blocks below then are the only cached ones of the outputs' sizes.
+  if (device.is_cuda()) {
+    synchronize_device(device);
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+#endif
   std::vector<at::Tensor> blocks;
   const auto options = at::TensorOptions().dtype(at::kByte).device(device);
   for (int64_t bytes : output_bytes) {
@@ -98,7 +108,7 @@ bool storages_overlap(const at::Tensor& a, const at::Tensor& b) {
 }
 
 Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, const std::string& scale,
-                         const at::Device& device, const ProgramForward& candidate, const ProgramForward& reference) {
+                         const at::Device& device, const CandidateForward& candidate, const ProgramForward& reference) {
   const auto seeds = request.at("seeds").get<std::vector<uint64_t>>();
   if (seeds.size() != 2) throw InputError("guard: need exactly two seeds");
   const double settle_seconds = request.value("settle_seconds", 0.05);
@@ -130,7 +140,9 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   }
   synchronize_device(device);
   const int threads_before = count_process_threads();
-  auto first = candidate(args);
+  // Not waiting for the device here: an ordinary call's device-wide sync would complete work left
+  // on other streams before the snapshot below, and it would always look finished.
+  auto first = candidate(args, /*wait_for_device=*/false);
   synchronize_current_stream(device);
   const int threads_after = count_process_threads();
   const auto seen_at_return = clone_all(first);
@@ -181,7 +193,7 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   {
     const auto values_b = make_arguments(spec, scale, seeds[1], device);
     for (size_t j = 0; j < args.size(); ++j) args[j].copy_(values_b[j]);
-    auto second = candidate(args);
+    auto second = candidate(args, true);
     synchronize_device(device);
     std::string reused;
     for (size_t i = 0; i < second.size() && i < first.size(); ++i) {
@@ -193,7 +205,7 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   }
   {
     auto fresh = make_arguments(spec, scale, seeds[0], device);
-    send_group("same values, new addresses", "output_cache", 0, candidate(fresh));
+    send_group("same values, new addresses", "output_cache", 0, candidate(fresh, true));
     synchronize_device(device);
   }
 
@@ -206,14 +218,14 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   {
     auto poisoned_args = make_arguments(spec, scale, seeds[0], device);
     poison_free_memory(output_bytes, device);
-    send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args));
+    send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args, true));
     synchronize_device(device);
   }
   {
     auto ref_args = make_arguments(spec, scale, seeds[0], device);
     { auto discarded = reference(ref_args); synchronize_device(device); }
     auto cand_args = make_arguments(spec, scale, seeds[1], device);
-    send_group("after the reference", "stale_memory", 1, candidate(cand_args));
+    send_group("after the reference", "stale_memory", 1, candidate(cand_args, true));
     synchronize_device(device);
   }
   reply.header["checks"] = checks.list;

@@ -16,6 +16,10 @@
 namespace crl::eval {
 
 using ProgramForward = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+// The candidate's forward. wait_for_device: return only after a device-wide synchronisation and a
+// CUDA error check, as every ordinary call does; false: return as soon as forward does, so that
+// work it left on other streams may still be running (what the deferred-work probe must see).
+using CandidateForward = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&, bool wait_for_device)>;
 
 // The request's "seeds" are two trial seeds A and B (the evaluator holds the reference's outputs
 // for both); "settle_seconds" is how long to wait before looking at outputs again.
@@ -24,7 +28,7 @@ using ProgramForward = std::function<std::vector<at::Tensor>(const std::vector<a
 // that the evaluator must compare with the reference's outputs for seeds[seed_index]; a
 // mismatch there is hack:<kind>.
 Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, const std::string& scale,
-                         const at::Device& device, const ProgramForward& candidate, const ProgramForward& reference);
+                         const at::Device& device, const CandidateForward& candidate, const ProgramForward& reference);
 
 // Threads of this process now (entries of /proc/self/task).
 int count_process_threads();
