@@ -44,6 +44,7 @@ struct EvalCommandOptions {
   bool no_timing = false;
   bool explain = false;
   double remeasure_above = 10;
+  int compile_ahead = -1;  // -1: 8 on CUDA (compiles use the CPU while the GPU times), 0 on the CPU
   std::string h5;
   std::string cache_dir;
   std::vector<std::string> inputs;
@@ -214,9 +215,17 @@ int run_eval(const EvalCommandOptions& o) {
   eval::Evaluator evaluator(options, compiler);
 
   const bool progress = isatty(STDERR_FILENO) && candidates.size() > 1;
+  // On the CPU backend compiles ahead would compete with the timed programs for the same cores.
+  const size_t window = static_cast<size_t>(o.compile_ahead >= 0 ? o.compile_ahead : options.backend == Backend::cuda ? 8 : 0);
+  // Candidates [0, submitted) were sent to the compile pool, in order (it is FIFO): the one judged
+  // next is never queued behind those after it.
+  size_t submitted = 0;
   std::vector<eval::Verdict> verdicts;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (progress) show_progress(i, candidates.size(), candidates[i].task_id + " " + candidates[i].name);
+    for (; submitted < candidates.size() && submitted <= i + window; ++submitted) {
+      evaluator.compile_ahead(suite.find(candidates[submitted].task_id), candidates[submitted].program);
+    }
     verdicts.push_back(evaluator.evaluate(suite.find(candidates[i].task_id), candidates[i].program, candidates[i].name));
   }
   if (progress) {
@@ -268,6 +277,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                   "Speedups above this are re-measured by wall clock in a fresh worker before they count")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--compile-ahead", o.compile_ahead,
+                  "Candidates compiled ahead of the one being judged (default: 8 on CUDA, 0 on the CPU)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--h5", o.h5, "Append the verdicts to this HDF5 results file (table 'verdicts')");
   cmd->add_option("--cache-dir", o.cache_dir, "Compile cache folder (default: $CRL_CACHE_DIR or ~/.cache/crl/compile)");
   cmd->callback([&exit_code] { exit_code = run_eval(o); });

@@ -225,6 +225,11 @@ Evaluator::ReferenceState& Evaluator::reference_for(const Task& task) {
   return *reference_;
 }
 
+void Evaluator::compile_ahead(const Task& task, const ProgramText& candidate) {
+  // The future is dropped: the result lands in the cache (or reaches whoever joins the compile).
+  (void)compiler_.submit({candidate, task.spec.num_args(), options_.backend, ""});
+}
+
 Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, const std::string& candidate_name) {
   const auto start = Clock::now();
   Verdict v;
@@ -247,7 +252,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   // 1. Compile (the reference first: its failure is crl's problem, not the candidate's).
   ReferenceState& reference = reference_for(task);
   auto t = Clock::now();
-  const CompileResult compiled = compiler_.compile({candidate, task.spec.num_args(), options_.backend, ""});
+  // Through the pool, so that a compile started by compile_ahead() is joined, not repeated.
+  const CompileResult compiled = compiler_.submit({candidate, task.spec.num_args(), options_.backend, ""}).get();
   v.compile_log = truncate_log(compiled.log, options_.max_log_bytes);
   step("compile", compiled.ok,
        compiled.ok ? (compiled.cache_hit ? "cache hit" : fmt::format("compiled in {:.2f} s", compiled.seconds))

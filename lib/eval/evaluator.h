@@ -65,6 +65,11 @@ class Evaluator {
   // task's reference fails (compiler missing, reference does not run).
   Verdict evaluate(const Task& task, const ProgramText& candidate, const std::string& candidate_name);
 
+  // Starts compiling a candidate on the compiler's pool and returns at once: a later evaluate() of
+  // it finds it in the cache or joins the compile in flight. Compiling the next candidates this
+  // way while one is being timed keeps the node's cores busy (crl eval --compile-ahead).
+  void compile_ahead(const Task& task, const ProgramText& candidate);
+
   const EvalOptions& options() const { return options_; }
 
  private:

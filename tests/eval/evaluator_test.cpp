@@ -3,6 +3,9 @@
 // candidates get their status, and the same evaluator goes on to judge the next one correctly.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <chrono>
 #include <iostream>
 
 #include "eval_fixtures.h"
@@ -68,6 +71,20 @@ TEST_F(CpuEvaluatorTest, DeviceSectionLoopIsOk) {
   const Verdict v = evaluate("device_loop");
   EXPECT_EQ(v.status, VerdictStatus::kOk) << explain(v);
   EXPECT_GT(v.speedup, 0);
+}
+
+// crl eval --compile-ahead: a candidate whose compile was started ahead is joined (or found in the
+// cache) by evaluate(), never compiled a second time. The text is new, so no earlier run cached it.
+TEST_F(CpuEvaluatorTest, CandidateCompiledAheadIsNotCompiledAgain) {
+  ProgramText program = relu_candidate("device_loop");
+  program.host.text += fmt::format("// compiled ahead {}\n", std::chrono::system_clock::now().time_since_epoch().count());
+  const Task& task = fixture_suite().find("level1/019_relu");
+  evaluator().compile_ahead(task, program);
+  const Verdict v = evaluator().evaluate(task, program, "compiled ahead");
+  EXPECT_TRUE(v.ok()) << explain(v);
+  ASSERT_FALSE(v.steps.empty());
+  EXPECT_EQ(v.steps[0].name, "compile");
+  EXPECT_EQ(v.steps[0].detail, "cache hit") << explain(v);
 }
 
 TEST_F(CpuEvaluatorTest, SlowerCandidateHasSpeedupBelowOne) {
