@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine, in one call, each step under its own time limit, logging to $OUT (or
+# On the GPU machine, in one call, each step under its own time limit, logging to $LOGS (or
 # results/gpu-measure):
 #   tools/gpu-measure.sh eval [task-id ...]   builds the evaluation targets against that machine's
 #       torch, runs their gpu-labelled tests, checks the named references at full scale
@@ -8,27 +8,33 @@
 #       the 2-GPU NCCL data-parallel test, the model's GPU tests against transformers, the training benchmark against the same step in
 #       PyTorch Python (full fine-tuning and LoRA), and the all-reduce bandwidth benchmark;
 #   tools/gpu-measure.sh baselines            re-measures every level's references at full scale
-#       into $OUT/level<N>_full_h200.json (the files in results/baselines).
+#       into $LOGS/level<N>_full_h200.json (the files in results/baselines).
 # ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
 # warm machine whose build tree survived), so one measurement can span two device calls.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The device tool brings back only a few files from $OUT: the logs go to $LOGS, and after every step
+# $OUT/gpu-measure.tgz is rewritten with all of them (so a call cut short still returns what ran).
+# A second run in the same call (another mode, or ONLY=...) starts from the first one's archive.
 OUT=${OUT:-results/gpu-measure}
+LOGS=$(mktemp -d /tmp/gpu-measure.XXXXXX)
 mkdir -p "$OUT"
+if [ -f "$OUT/gpu-measure.tgz" ]; then tar xzf "$OUT/gpu-measure.tgz" -C "$LOGS"; fi
 BUILD_DIR=${CRL_BUILD_DIR:-build-gpu}
 if [ -d .carry/debs ]; then  # utf8proc is not installed there (see tools/gpu-build.sh)
   mkdir -p .carry/prefix
   for deb in .carry/debs/*.deb; do dpkg -x "$deb" .carry/prefix; done
   export LD_LIBRARY_PATH="$PWD/.carry/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-step() {  # step NAME SECONDS COMMAND...: runs it with a limit (LIMIT_<NAME> overrides), logs to $OUT/NAME.log
+step() {  # step NAME SECONDS COMMAND...: runs it with a limit (LIMIT_<NAME> overrides), logs to $LOGS/NAME.log
   local name=$1 limit_var="LIMIT_$1"; local limit=${!limit_var:-$2}; shift 2
   if [ -n "${ONLY:-}" ] && [ "$name" != configure ] && [ "$name" != build ] && [[ " $ONLY " != *" $name "* ]]; then
     return 0
   fi
   local start=$SECONDS
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  echo "$name: exit $? after $((SECONDS - start)) s" | tee -a "$OUT/steps.txt"
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  echo "$name: exit $? after $((SECONDS - start)) s" | tee -a "$LOGS/steps.txt"
+  tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
 }
 what=${1:-eval}
 shift || true
@@ -62,8 +68,8 @@ train)
   step dist_gpu 180 "$BUILD_DIR/tests/dist/dist_gpu_test"
   step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
   step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep --benchmark_format=json
-  step hf_train_full 180 python3 tools/bench/hf_train_step.py --out "$OUT/hf_train_full.json"
-  step hf_train_lora 180 python3 tools/bench/hf_train_step.py --lora --out "$OUT/hf_train_lora.json"
+  step hf_train_full 180 python3 tools/bench/hf_train_step.py --out "$LOGS/hf_train_full.json"
+  step hf_train_lora 180 python3 tools/bench/hf_train_step.py --lora --out "$LOGS/hf_train_lora.json"
   step bench_allreduce 180 mpirun --allow-run-as-root -np 2 "$BUILD_DIR/bench/bench_train" \
     --benchmark_filter=AllReduce --benchmark_format=json
   ;;
@@ -72,7 +78,7 @@ baselines)
   for level in 1 2 3; do
     calls=10; [ "$level" = 3 ] && calls=5
     step "baseline_level$level" 240 "$BUILD_DIR/apps/crl/crl" tasks check --scale full --level "$level" \
-      --backend cuda --timed-calls "$calls" --out "$OUT/level${level}_full_h200.json"
+      --backend cuda --timed-calls "$calls" --out "$LOGS/level${level}_full_h200.json"
   done
   ;;
 *)
