@@ -8,16 +8,23 @@
 // BM_GradAllReduce vs BM_RawAllReduce (under mpirun, 2+ ranks): bus bandwidth of the reducer's
 // bucketed all-reduce of the model's fp32 gradients against one all-reduce of the same bytes.
 //
-// Env: CRL_BENCH_BATCH (8), CRL_BENCH_SEQ (1024), CRL_BENCH_CHECKPOINTING (0)
+// Env: CRL_BENCH_BATCH (8), CRL_BENCH_SEQ (1024), CRL_BENCH_CHECKPOINTING (0), CRL_BENCH_MODEL
+// (qwen2-0.5b, or qwen2-1.5b: hidden 1536, 28 layers, 12 heads, 2 kv heads, intermediate 8960,
+// the "1.5B model on one H200 with long completions" with CRL_BENCH_CHECKPOINTING=1).
+// On a GPU the peak of the caching allocator is reported (peak_allocated_GiB).
 // Run (one GPU):  build-gpu/bench/bench_train --benchmark_filter=TrainStep --benchmark_out=$OUT/train.json
 // Run (2 GPUs):   mpirun -np 2 build-gpu/bench/bench_train --benchmark_filter=AllReduce --benchmark_out=$OUT/ar.json
+#include <ATen/DeviceAccelerator.h>
 #include <benchmark/benchmark.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "dist/communicator.h"
 #include "dist/gradient_reducer.h"
@@ -41,11 +48,25 @@ torch::Device bench_device(int local_rank) {
                   : torch::Device(torch::kCPU);
 }
 
+// CRL_BENCH_MODEL, checked: qwen2-0.5b (default) or qwen2-1.5b.
+std::string bench_model_shape() {
+  const char* model = std::getenv("CRL_BENCH_MODEL");
+  const std::string shape = model != nullptr && *model != '\0' ? model : "qwen2-0.5b";
+  if (shape != "qwen2-0.5b" && shape != "qwen2-1.5b") {
+    throw std::invalid_argument("CRL_BENCH_MODEL must be qwen2-0.5b or qwen2-1.5b, not " + shape);
+  }
+  return shape;
+}
+
 policy::ModelConfig bench_config() {
   policy::ModelConfig c;
   c.model_type = "qwen2";
   c.architectures = {"Qwen2ForCausalLM"};
-  if (on_gpu()) {
+  const std::string shape = bench_model_shape();
+  if (on_gpu() && shape == "qwen2-1.5b") {
+    c.vocab_size = 151936, c.hidden_size = 1536, c.intermediate_size = 8960, c.num_hidden_layers = 28;
+    c.num_attention_heads = 12, c.num_key_value_heads = 2;
+  } else if (on_gpu()) {
     c.vocab_size = 151936, c.hidden_size = 896, c.intermediate_size = 4864, c.num_hidden_layers = 24;
     c.num_attention_heads = 14, c.num_key_value_heads = 2;
   } else {
@@ -82,16 +103,23 @@ void BM_TrainStep(benchmark::State& state, bool use_lora) {
   const std::vector<policy::MicroBatch> mbs{{ids, torch::Tensor(), mask}};
   const auto loss = [&](const torch::Tensor& logits, size_t) { return rl::sft_loss(logits, ids, mask).sum; };
   for (int i = 0; i < 2; ++i) trainer.step(mbs, loss);  // warm-up: allocator, kernels
-  if (on_gpu()) torch::cuda::synchronize();
+  if (on_gpu()) {
+    torch::cuda::synchronize();
+    at::accelerator::resetPeakStats(device.index());
+  }
   for (auto _ : state) {
     trainer.step(mbs, loss);  // ends with .item() reads: synchronised
     if (on_gpu()) torch::cuda::synchronize();
   }
   state.counters["tokens_per_s"] =
       benchmark::Counter(static_cast<double>(batch * seq), benchmark::Counter::kIsIterationInvariantRate);
+  if (on_gpu()) {
+    const auto stats = at::accelerator::getDeviceStats(device.index());
+    state.counters["peak_allocated_GiB"] = static_cast<double>(stats.allocated_bytes[0].peak) / (1 << 30);
+  }
   state.counters["batch"] = static_cast<double>(batch);
   state.counters["seq"] = static_cast<double>(seq);
-  state.SetLabel(std::string(on_gpu() ? "cuda bf16 qwen2-0.5b" : "cpu fp32 tiny (path check only)") +
+  state.SetLabel((on_gpu() ? "cuda bf16 " + bench_model_shape() : std::string("cpu fp32 tiny (path check only)")) +
                  (options.activation_checkpointing ? " checkpointing" : ""));
 }
 BENCHMARK_CAPTURE(BM_TrainStep, full, false)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(5.0);
@@ -172,6 +200,12 @@ BENCHMARK(BM_RawAllReduce)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterat
 }  // namespace
 
 int main(int argc, char** argv) {
+  try {
+    bench_model_shape();  // a bad CRL_BENCH_MODEL is reported here, not as an abort mid-benchmark
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 2;
+  }
   dist::MpiSession mpi(&argc, &argv);
   const dist::MpiRoles roles = dist::split_roles(MPI_COMM_WORLD, mpi.size());
   g_local_rank = roles.local_rank;
