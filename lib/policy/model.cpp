@@ -84,8 +84,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
     keys = cache_k.narrow(2, 0, in.kv_length);
     values = cache_v.narrow(2, 0, in.kv_length);
   }
-  // Grouped-query attention without copying keys: the G query heads that share a kv head become
-  // G*S query rows of that head. Query head h uses kv head h / G, as transformers' repeat_kv does.
+  // Query head h uses kv head h / G (G = groups), as transformers' repeat_kv does.
   const int64_t groups = heads / kv_heads;
   const int64_t key_count = keys.size(2);
   torch::Tensor out;
@@ -94,6 +93,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
     // themselves, and take no mask (an explicit one forces a slower kernel).
     out = at::scaled_dot_product_attention(q, keys, values, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/groups > 1);
   } else {
+    // With a mask, GQA without copying keys: the G query heads that share a kv head become G*S
+    // query rows of that head, and the mask is repeated for them.
     torch::Tensor mask = in.mask;  // [B, 1, S, K]
     if (groups > 1) {
       mask = mask.unsqueeze(2).expand({batch, 1, groups, steps, key_count}).reshape({batch, 1, groups * steps, key_count});
