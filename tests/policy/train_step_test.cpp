@@ -1,5 +1,6 @@
-// Tests of the training step: activation checkpointing gives the plain pass's logits and
-// gradients (full and LoRA), gradient accumulation equals one large batch, SFT learns.
+// Tests of the training step: the fused causal attention path and activation checkpointing give
+// the plain masked pass's logits and gradients (full and LoRA), gradient accumulation equals one
+// large batch, SFT learns.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -36,6 +37,38 @@ Batch make_batch(int64_t rows, int64_t steps, uint64_t seed) {
   b.loss_mask = torch::zeros({rows, steps}, torch::kInt64);
   b.loss_mask.index_put_({torch::indexing::Slice(), torch::indexing::Slice(steps / 2, steps)}, 1);
   return b;
+}
+
+// Without a padding mask, attention takes SDPA's fused causal path (no mask tensor, GQA in the
+// kernel); with an all-ones padding mask it takes the masked path. Both must give the same logits
+// and gradients (the tiny model has 2 query heads per kv head).
+TEST(FusedCausalAttention, SameLogitsAndGradientsAsTheMaskedPath) {
+  CausalLm fused = tiny_model(6);
+  CausalLm masked = tiny_model(6);
+  ASSERT_GT(fused->config().num_attention_heads, fused->config().num_key_value_heads);
+  const Batch b = make_batch(3, 9, 2);
+  ForwardInputs plain_in;
+  plain_in.input_ids = b.ids;
+  ForwardInputs masked_in = plain_in;
+  masked_in.padding_mask = torch::ones_like(b.ids);
+  const torch::Tensor fused_logits = fused->forward(plain_in);
+  const torch::Tensor masked_logits = masked->forward(masked_in);
+  ASSERT_TRUE(torch::allclose(fused_logits, masked_logits, 1e-5, 1e-6))
+      << "max diff " << (fused_logits - masked_logits).abs().max().item<float>();
+  masked_next_token_nll(fused_logits, b.ids, b.loss_mask).backward();
+  masked_next_token_nll(masked_logits, b.ids, b.loss_mask).backward();
+  const auto masked_params = masked->named_parameters();
+  for (const auto& item : fused->named_parameters()) {
+    const torch::Tensor& g = item.value().grad();
+    const torch::Tensor& h = masked_params[item.key()].grad();
+    ASSERT_TRUE(g.defined() && h.defined()) << item.key();
+    // Different kernels round differently: fp32 round-off relative to the gradient's scale.
+    const double diff = (g - h).abs().max().item<double>();
+    EXPECT_LE(diff, 1e-4 * h.abs().max().item<double>() + 1e-7) << item.key();
+  }
+  // The checkpointed forward takes the same fused path without a padding mask.
+  CausalLm checkpointed = tiny_model(6);
+  EXPECT_TRUE(torch::allclose(forward_with_checkpointing(checkpointed, b.ids, torch::Tensor()), fused_logits, 1e-5, 1e-6));
 }
 
 TEST(ActivationCheckpointing, SameLogitsAndGradientsAsThePlainPass) {
