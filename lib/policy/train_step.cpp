@@ -153,12 +153,28 @@ Trainer::Trainer(CausalLm model, TrainerOptions options, dist::Communicator& com
   optimizer_ = std::make_unique<MasterAdamW>(std::move(trainable), options_.adamw);
 }
 
+namespace {
+
+// True when every row's real tokens come first (1...1 0...0). Such a batch needs no padding mask:
+// causal attention never looks right, and positions count from 0 either way; without the mask,
+// attention takes SDPA's fused causal kernels.
+bool right_padded_only(const torch::Tensor& padding_mask) {
+  if (padding_mask.dim() != 2) return false;
+  if (padding_mask.size(1) < 2) return true;
+  const torch::Tensor real = padding_mask.to(torch::kInt8);
+  return (real.slice(1, 1) <= real.slice(1, 0, -1)).all().item<bool>();
+}
+
+}  // namespace
+
 torch::Tensor Trainer::forward(const MicroBatch& batch) {
   if (lora_ != nullptr) lora_->apply();
-  if (options_.activation_checkpointing) return forward_with_checkpointing(model_, batch.input_ids, batch.padding_mask);
+  torch::Tensor padding = batch.padding_mask;
+  if (padding.defined() && right_padded_only(padding)) padding = torch::Tensor();
+  if (options_.activation_checkpointing) return forward_with_checkpointing(model_, batch.input_ids, padding);
   ForwardInputs in;
   in.input_ids = batch.input_ids;
-  in.padding_mask = batch.padding_mask;
+  in.padding_mask = padding;
   return model_->forward(in);
 }
 

@@ -31,7 +31,9 @@ struct TrainerOptions {
 };
 
 // A micro-batch: input_ids [B, S] int64; padding_mask [B, S] (1 = real token; undefined: none);
-// loss_mask [B, S] (1 = the token is a loss target; column 0 never is).
+// loss_mask [B, S] (1 = the token is a loss target; column 0 never is). A padding mask with only
+// right padding is dropped (exact for every real token), so such batches get the fused causal
+// attention; left padding keeps the masked path. Pack sequences to the left for speed.
 struct MicroBatch {
   torch::Tensor input_ids, padding_mask, loss_mask;
 };

@@ -171,6 +171,36 @@ TEST(Trainer, TwoMicroBatchesEqualOneBatchOfBoth) {
   }
 }
 
+// The trainer drops a padding mask that has only right padding (for the fused attention path):
+// its loss must equal the masked pass's. Left padding keeps the mask; checked the same way.
+TEST(Trainer, RightPaddedMaskIsDroppedExactlyAndLeftPaddingKept) {
+  auto comm = dist::make_local_communicator();
+  for (const bool left : {false, true}) {
+    Batch b = make_batch(3, 10, 11);
+    b.padding.fill_(1);
+    for (int64_t row = 0; row < 3; ++row) {
+      const int64_t pads = row + 1;
+      b.padding[row].narrow(0, left ? 0 : 10 - pads, pads).fill_(0);
+    }
+    b.loss_mask = b.loss_mask * b.padding;
+    CausalLm model = tiny_model(12);
+    ForwardInputs in;
+    in.input_ids = b.ids;
+    in.padding_mask = b.padding;
+    double expected = 0;
+    {
+      torch::NoGradGuard no_grad;
+      const double tokens = b.loss_mask.slice(1, 1).sum().item<double>();
+      expected = masked_next_token_nll(model->forward(in), b.ids, b.loss_mask).item<double>() / tokens;
+    }
+    Trainer trainer(model, test_options(false), *comm);
+    const std::vector<MicroBatch> mbs{{b.ids, b.padding, b.loss_mask}};
+    const StepStats stats =
+        trainer.step(mbs, [&](const torch::Tensor& logits, size_t) { return masked_next_token_nll(logits, b.ids, b.loss_mask); });
+    EXPECT_NEAR(stats.loss, expected, 1e-5 * expected) << (left ? "left" : "right") << " padding";
+  }
+}
+
 TEST(Trainer, SftLossFallsOnAFixedBatchFullAndLora) {
   auto comm = dist::make_local_communicator();
   const Batch b = make_batch(2, 12, 7);
