@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# On the GPU machine, in one call, each step under its own time limit, logging to $LOGS (or
-# results/gpu-measure):
+# On the GPU machine, in one call, each step under its own time limit, its logs packed into
+# $OUT/gpu-measure.tgz (OUT defaults to results/gpu-measure):
 #   tools/gpu-measure.sh eval [task-id ...]   builds the evaluation targets against that machine's
 #       torch, runs their gpu-labelled tests, checks the named references at full scale
 #       (`crl tasks check --scale full`) and runs the compile and evaluation benchmarks;
 #   tools/gpu-measure.sh train                (nvidia-h200-x2) builds the training targets, runs
-#       the 2-GPU NCCL data-parallel test, the model's GPU tests against transformers, the training benchmark against the same step in
-#       PyTorch Python (full fine-tuning and LoRA), and the all-reduce bandwidth benchmark;
+#       the loss kernels' and the model's GPU tests, the 2-GPU NCCL data-parallel test, the
+#       training benchmark against the same step in PyTorch Python (full fine-tuning and LoRA),
+#       a 1.5B model with activation checkpointing, and the all-reduce bandwidth benchmark;
 #   tools/gpu-measure.sh baselines            re-measures every level's references at full scale
-#       into $LOGS/level<N>_full_h200.json (the files in results/baselines).
+#       into level<N>_full_h200.json in the archive (the files in results/baselines).
 # ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
 # warm machine whose build tree survived), so one measurement can span two device calls.
 set -uo pipefail
@@ -64,7 +65,8 @@ eval)
 train)
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # see KINDS.md
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target dist_gpu_test dist_train_worker bench_train \
-    policy_model_gpu_test
+    policy_model_gpu_test rl_token_log_probs_gpu_test
+  step token_logp_gpu 60 "$BUILD_DIR/tests/rl/rl_token_log_probs_gpu_test"
   step dist_gpu 180 "$BUILD_DIR/tests/dist/dist_gpu_test"
   step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
   step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep --benchmark_format=json

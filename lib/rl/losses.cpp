@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "rl/token_log_probs.h"
 
 namespace crl::rl {
 namespace {
@@ -33,11 +34,13 @@ torch::Tensor next_token_log_probs(const torch::Tensor& logits, const torch::Ten
     throw InputError(fmt::format("next_token_log_probs: logits {} and input_ids {} must be [B, S, V] and [B, S]",
                                  shape_of(logits), shape_of(input_ids)));
   }
-  const int64_t steps = input_ids.size(1);
-  const torch::Tensor predicted = logits.slice(1, 0, steps - 1).to(torch::kFloat32).log_softmax(-1);
-  const torch::Tensor targets = input_ids.slice(1, 1, steps).to(torch::kInt64).unsqueeze(-1);
-  const torch::Tensor picked = predicted.gather(-1, targets).squeeze(-1);  // [B, S-1]
-  return torch::constant_pad_nd(picked, {1, 0}, 0.0);
+  const int64_t batch = input_ids.size(0), steps = input_ids.size(1), vocab = logits.size(2);
+  // Every position's row against the next token, over a [B*S, V] view of the logits (no copy);
+  // the last position has no next token: its placeholder target 0 gives a value that is dropped,
+  // so its gradient is zero.
+  const torch::Tensor targets = torch::constant_pad_nd(input_ids.slice(1, 1, steps).to(torch::kInt64), {0, 1}, 0);
+  const torch::Tensor all = token_log_probs(logits.reshape({batch * steps, vocab}), targets.reshape({-1}));
+  return torch::constant_pad_nd(all.view({batch, steps}).slice(1, 0, steps - 1), {1, 0}, 0.0);
 }
 
 LossSum sft_loss(const torch::Tensor& logits, const torch::Tensor& input_ids, const torch::Tensor& loss_mask) {

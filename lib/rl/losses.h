@@ -23,7 +23,8 @@ struct LossSum {
 };
 
 // log p(input_ids[:, t+1] | prefix) for t = 0..S-2, placed at column t+1: [B, S] fp32, column 0
-// is zero. Computed in fp32 (log_softmax of fp32 logits) whatever the logits' dtype.
+// is zero. Computed in fp32 whatever the logits' dtype, by token_log_probs (no fp32 copy of the
+// logits is made or kept for backward).
 torch::Tensor next_token_log_probs(const torch::Tensor& logits, const torch::Tensor& input_ids);
 
 // Cross-entropy on the masked (completion) tokens: sum over targets of -log p(token).
