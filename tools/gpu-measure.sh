@@ -70,6 +70,9 @@ train)
   step dist_gpu 180 "$BUILD_DIR/tests/dist/dist_gpu_test"
   step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
   step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep --benchmark_format=json
+  # The same full fine-tuning step with the loss on ATen ops instead of crl's kernels (A/B).
+  CRL_TOKEN_LOGP_KERNELS=0 step bench_train_aten_loss 120 "$BUILD_DIR/bench/bench_train" \
+    --benchmark_filter=TrainStep/full --benchmark_format=json
   # The capacity case: a 1.5B model, long sequences, activation checkpointing, one GPU.
   CRL_BENCH_MODEL=qwen2-1.5b CRL_BENCH_CHECKPOINTING=1 CRL_BENCH_BATCH=4 CRL_BENCH_SEQ=4096 \
     step bench_train_1p5b 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep/full --benchmark_format=json

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "core/error.h"
 
 #if CRL_HAVE_CUDA
@@ -17,8 +20,19 @@ namespace crl::rl {
 namespace {
 
 #if CRL_HAVE_CUDA
+// CRL_TOKEN_LOGP_KERNELS=0 takes the ATen path on CUDA too (to compare the two, or to rule the
+// kernels out when something looks wrong).
+bool kernels_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("CRL_TOKEN_LOGP_KERNELS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled;
+}
+
 // The kernels' types; float64 (tests) takes the ATen path.
 bool kernel_type(const torch::Tensor& logits, cuda::LogitsType& type) {
+  if (!kernels_enabled()) return false;
   switch (logits.scalar_type()) {
     case torch::kFloat32: type = cuda::LogitsType::f32; return true;
     case torch::kBFloat16: type = cuda::LogitsType::bf16; return true;

@@ -10,8 +10,8 @@ namespace crl::rl {
 // logits[r, targets[r]] - logsumexp(logits[r, :]), computed in fp32 (fp64). Its gradient w.r.t.
 // logits is grad[r] * (onehot(targets[r]) - softmax(logits[r])), in the logits' dtype. On CUDA,
 // for fp32/bf16/fp16, two kernels (one read of the logits forward, one read and one write
-// backward); otherwise the same formulas with ATen ops. A target outside [0, V) gives NaN on the
-// kernels' path and throws on the ATen path.
+// backward); otherwise the same formulas with ATen ops (CRL_TOKEN_LOGP_KERNELS=0 forces those on
+// CUDA too). A target outside [0, V) gives NaN on the kernels' path and throws on the ATen path.
 torch::Tensor token_log_probs(const torch::Tensor& logits, const torch::Tensor& targets);
 
 }  // namespace crl::rl
