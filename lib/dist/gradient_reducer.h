@@ -2,8 +2,9 @@
 //
 // Each trainable parameter gets a float32 slot in a flat bucket (buckets filled in reverse
 // parameter order, the order backward produces gradients, up to `bucket_bytes` each). A gradient
-// hook adds every micro-batch's gradient into its slot (so accumulation is in fp32 whatever the
-// model dtype); during the last micro-batch's backward, a bucket whose every parameter has
+// hook writes the step's first gradient into its slot and adds later ones (so accumulation is in
+// fp32 whatever the model dtype; slots are not zeroed first, only those that got no gradient, when
+// their bucket is launched); during the last micro-batch's backward, a bucket whose every parameter has
 // reported is all-reduced at once (asynchronously: NCCL on its own stream, MPI_Iallreduce on
 // CPU) while backward goes on. finish() launches what is left (parameters that got no gradient
 // count as zero) and waits. The result is the SUM over ranks: losses are normalised by the
@@ -44,7 +45,8 @@ class GradientReducer {
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  // Starts an optimiser step: zeroes the fp32 slots.
+  // Starts an optimiser step: the fp32 slots' contents become stale (overwritten by the first
+  // gradient, or zeroed at launch for a parameter that gets none).
   void begin_step();
   // Call before each micro-batch's backward; `last` marks the one whose backward all-reduces.
   void begin_micro_batch(bool last);
@@ -80,6 +82,7 @@ class GradientReducer {
   std::vector<torch::Tensor> slots_;
   std::vector<size_t> bucket_of_;
   std::vector<bool> arrived_;  // this parameter reported during the last micro-batch
+  std::vector<bool> written_;  // its slot holds this step's gradient (else stale: zeroed at launch)
   std::vector<unsigned> hook_handles_;
   bool last_micro_batch_ = true;
   bool in_step_ = false;
