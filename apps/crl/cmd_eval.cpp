@@ -260,7 +260,7 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   cmd->add_option("candidates", o.inputs, "A .crl file (with --task), a folder of them, or a .jsonl of {task, program, id}")
       ->required();
   cmd->add_option("--task", o.task, "The task every candidate is for (e.g. level1/019_relu)");
-  cmd->add_option("--suite", o.suite_dir, "The task suite folder (default: $CRL_SUITE_DIR or the source tree's)");
+  cmd->add_option("--suite,--suite-dir", o.suite_dir, "The task suite folder (default: $CRL_SUITE_DIR or the source tree's)");
   cmd->add_option("--backend", o.backend, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--scale", o.scale, "small or full (default: small on cpu, full on cuda)");

@@ -147,7 +147,7 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   tasks->require_subcommand(1);
   static TasksOptions o;
   const auto add_suite_dir = [](CLI::App* cmd) {
-    cmd->add_option("--suite-dir", o.suite_dir, "Suite folder (default: $CRL_SUITE_DIR, else the source tree's jobs/suite)");
+    cmd->add_option("--suite,--suite-dir", o.suite_dir, "Suite folder (default: $CRL_SUITE_DIR, else the source tree's jobs/suite)");
   };
 
   auto* list = tasks->add_subcommand("list", "List the tasks (id, category, name, full-scale cost)");

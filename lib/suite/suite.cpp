@@ -20,7 +20,7 @@ std::string resolve_suite_dir(const std::string& flag) {
   std::string dir, source;
   if (!flag.empty()) {
     dir = flag;
-    source = "--suite-dir";
+    source = "--suite";
   } else if (const char* env = std::getenv("CRL_SUITE_DIR"); env != nullptr && *env != '\0') {
     dir = env;
     source = "$CRL_SUITE_DIR";
@@ -31,7 +31,7 @@ std::string resolve_suite_dir(const std::string& flag) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw InputError(fmt::format("suite folder '{}' (from {}) does not exist or is not a folder; pass "
-                                 "--suite-dir or set CRL_SUITE_DIR to the folder holding level1/, level2/, ...",
+                                 "--suite or set CRL_SUITE_DIR to the folder holding level1/, level2/, ...",
                                  dir, source));
   }
   return dir;
