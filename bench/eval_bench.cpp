@@ -84,23 +84,16 @@ void BM_EvaluationsPerMinute(benchmark::State& state) {
   std::map<std::string, int> statuses;
   double seconds = 0;
   for (auto _ : state) {
-    std::vector<std::pair<std::string, ProgramText>> batch;
+    std::vector<Evaluator::Job> jobs;
     for (const auto& [name, copies] : kMix) {
       for (int c = 0; c < copies; ++c) {
         ProgramText program = load_program_file(kFixtures + "/relu/" + name + ".crl");
-        program.host.text += fmt::format("// bench variant {} {}\n", round, batch.size());
-        batch.emplace_back(name, std::move(program));
+        program.host.text += fmt::format("// bench variant {} {}\n", round, jobs.size());
+        jobs.push_back({&relu_task(), std::move(program), name});
       }
     }
     const auto start = std::chrono::steady_clock::now();
-    size_t submitted = 0;  // as crl eval: in order, the judged one first
-    for (size_t i = 0; i < batch.size(); ++i) {
-      for (; submitted < batch.size() && submitted <= i + window; ++submitted) {
-        evaluator.compile_ahead(relu_task(), batch[submitted].second);
-      }
-      const Verdict v = evaluator.evaluate(relu_task(), batch[i].second, batch[i].first);
-      ++statuses[v.status_text()];
-    }
+    for (const Verdict& v : evaluator.evaluate_all(jobs, window)) ++statuses[v.status_text()];
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++round;
   }

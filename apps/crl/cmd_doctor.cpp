@@ -29,13 +29,13 @@ std::vector<Capability> capabilities(const MachineReport& report) {
   std::vector<Capability> out;
   const bool torch = component_ok(report, "libtorch");
   const bool gpu = !report.gpus.empty() && component_ok(report, "gpu");
-  std::string worker = "found";
+  std::string worker_missing;  // why crl-worker cannot be found; empty when it can
   try {
     eval::find_worker_executable();
   } catch (const Error& e) {
-    worker = e.what();
+    worker_missing = e.what();
   }
-  const bool have_worker = worker == "found";
+  const bool have_worker = worker_missing.empty();
   std::string suite_detail;
   size_t tasks = 0;
   try {
@@ -46,7 +46,7 @@ std::vector<Capability> capabilities(const MachineReport& report) {
   }
   out.push_back({"task suite", tasks > 0 ? "ready" : "missing", suite_detail});
   out.push_back({"evaluate on the CPU", torch && have_worker ? "ready" : "needs libtorch and crl-worker",
-                 have_worker ? "crl eval CANDIDATE.crl --task ID --backend cpu" : worker});
+                 have_worker ? "crl eval CANDIDATE.crl --task ID --backend cpu" : worker_missing});
   out.push_back({"evaluate on the GPU",
                  torch && have_worker && gpu && component_ok(report, "nvcc") ? "ready" : "needs a GPU and nvcc",
                  "crl eval CANDIDATE.crl --task ID --backend cuda"});

@@ -217,17 +217,11 @@ int run_eval(const EvalCommandOptions& o) {
   const bool progress = isatty(STDERR_FILENO) && candidates.size() > 1;
   // On the CPU backend compiles ahead would compete with the timed programs for the same cores.
   const size_t window = static_cast<size_t>(o.compile_ahead >= 0 ? o.compile_ahead : options.backend == Backend::cuda ? 8 : 0);
-  // Candidates [0, submitted) were sent to the compile pool, in order (it is FIFO): the one judged
-  // next is never queued behind those after it.
-  size_t submitted = 0;
-  std::vector<eval::Verdict> verdicts;
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  std::vector<eval::Evaluator::Job> jobs;
+  for (const auto& c : candidates) jobs.push_back({&suite.find(c.task_id), c.program, c.name});
+  const std::vector<eval::Verdict> verdicts = evaluator.evaluate_all(jobs, window, [&](size_t i) {
     if (progress) show_progress(i, candidates.size(), candidates[i].task_id + " " + candidates[i].name);
-    for (; submitted < candidates.size() && submitted <= i + window; ++submitted) {
-      evaluator.compile_ahead(suite.find(candidates[submitted].task_id), candidates[submitted].program);
-    }
-    verdicts.push_back(evaluator.evaluate(suite.find(candidates[i].task_id), candidates[i].program, candidates[i].name));
-  }
+  });
   if (progress) {
     show_progress(candidates.size(), candidates.size(), "done");
     std::cerr << "\n";

@@ -52,7 +52,6 @@ std::string time_text(double ms) {
   return fmt::format("{:.1f} us", ms * 1000);
 }
 
-
 void run_list(const TasksOptions& o, int& exit_code) {
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
   const auto tasks = suite.select(filter_of(o));

@@ -75,7 +75,6 @@ void remove_tree(const std::string& path) {
   ::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-
 CompileCache::CompileCache(std::string root) : root_(std::move(root)) {
   for (const char* sub : {"objects", "pch", "locks", "tmp", "toolchains"}) {
     std::error_code ec;

@@ -230,6 +230,20 @@ void Evaluator::compile_ahead(const Task& task, const ProgramText& candidate) {
   (void)compiler_.submit({candidate, task.spec.num_args(), options_.backend, ""});
 }
 
+std::vector<Verdict> Evaluator::evaluate_all(const std::vector<Job>& jobs, size_t compile_ahead,
+                                             const std::function<void(size_t)>& before_each) {
+  std::vector<Verdict> verdicts;
+  size_t submitted = 0;  // jobs [0, submitted) were sent to the compile pool
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (before_each) before_each(i);
+    for (; submitted < jobs.size() && submitted <= i + compile_ahead; ++submitted) {
+      this->compile_ahead(*jobs[submitted].task, jobs[submitted].program);
+    }
+    verdicts.push_back(evaluate(*jobs[i].task, jobs[i].program, jobs[i].name));
+  }
+  return verdicts;
+}
+
 Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, const std::string& candidate_name) {
   const auto start = Clock::now();
   Verdict v;
@@ -325,9 +339,12 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   if (options_.hack_guards) {
     t = Clock::now();
     const size_t seed_b = reference.seeds.size() > 1 ? 1 : 0;
+    std::vector<int64_t> output_bytes;
+    for (const auto& out : reference.outputs[0]) output_bytes.push_back(static_cast<int64_t>(out.values.nbytes()));
     auto reply = ask(*worker,
                      Message{{{"op", "guard"},
                               {"seeds", {reference.seeds[0], reference.seeds[seed_b]}},
+                              {"output_bytes", output_bytes},
                               {"settle_seconds", options_.guard_settle_seconds}},
                              {}},
                      options_.call_timeout_seconds * 8, "hack guards");

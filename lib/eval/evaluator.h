@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,9 +67,20 @@ class Evaluator {
   Verdict evaluate(const Task& task, const ProgramText& candidate, const std::string& candidate_name);
 
   // Starts compiling a candidate on the compiler's pool and returns at once: a later evaluate() of
-  // it finds it in the cache or joins the compile in flight. Compiling the next candidates this
-  // way while one is being timed keeps the node's cores busy (crl eval --compile-ahead).
+  // it finds it in the cache or joins the compile in flight.
   void compile_ahead(const Task& task, const ProgramText& candidate);
+
+  struct Job {
+    const Task* task;
+    ProgramText program;
+    std::string name;
+  };
+  // Evaluates the jobs in order while the next `compile_ahead` of them compile on the pool, which
+  // keeps the node's cores busy while one is timed (crl eval --compile-ahead). Compiles are
+  // submitted in order, the judged job's first, so the FIFO pool never queues it behind later
+  // ones. `before_each(i)` runs before job i (progress).
+  std::vector<Verdict> evaluate_all(const std::vector<Job>& jobs, size_t compile_ahead,
+                                    const std::function<void(size_t)>& before_each = {});
 
   const EvalOptions& options() const { return options_; }
 

@@ -112,6 +112,8 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   const auto seeds = request.at("seeds").get<std::vector<uint64_t>>();
   if (seeds.size() != 2) throw InputError("guard: need exactly two seeds");
   const double settle_seconds = request.value("settle_seconds", 0.05);
+  // The reference's output sizes (the evaluator holds its outputs): what free memory is poisoned at.
+  const auto output_bytes = request.at("output_bytes").get<std::vector<int64_t>>();
   Checks checks;
   Message reply;
   nlohmann::json groups = nlohmann::json::array();
@@ -127,17 +129,10 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   // 1. One call on inputs A: threads and work left running, aliasing, ownership, input mutation.
   auto args = make_arguments(spec, scale, seeds[0], device);
   const auto args_before = clone_all(args);
-  // Free memory is poisoned first, at the outputs' sizes (the trusted reference's, run on a copy):
-  // an output block that still held an earlier call's correct result (seed A was trial 1's seed)
-  // would look finished at return even while work on another stream was still writing it.
-  {
-    std::vector<int64_t> expected_bytes;
-    {
-      auto copy = clone_all(args);
-      for (const auto& out : reference(copy)) expected_bytes.push_back(out.defined() ? static_cast<int64_t>(out.nbytes()) : 0);
-    }
-    poison_free_memory(expected_bytes, device);
-  }
+  // Free memory is poisoned first: an output block that still held an earlier call's correct
+  // result (seed A was trial 1's seed) would look finished at return even while work on another
+  // stream was still writing it.
+  poison_free_memory(output_bytes, device);
   synchronize_device(device);
   const int threads_before = count_process_threads();
   // Not waiting for the device here: an ordinary call's device-wide sync would complete work left
@@ -211,8 +206,6 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
 
   // 3. Stale memory: candidate first on poisoned free memory; then reference first (its outputs
   //    freed just before) on other values.
-  std::vector<int64_t> output_bytes;
-  for (const auto& out : first) output_bytes.push_back(out.defined() ? static_cast<int64_t>(out.nbytes()) : 0);
   first.clear();
   args.clear();
   {

@@ -22,7 +22,8 @@ using ProgramForward = std::function<std::vector<at::Tensor>(const std::vector<a
 using CandidateForward = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&, bool wait_for_device)>;
 
 // The request's "seeds" are two trial seeds A and B (the evaluator holds the reference's outputs
-// for both); "settle_seconds" is how long to wait before looking at outputs again.
+// for both); "output_bytes" the byte sizes of the reference's outputs (what free memory is
+// poisoned at); "settle_seconds" how long to wait before looking at outputs again.
 // The reply's header has "checks": [{name, passed, kind, detail}] for what the worker could judge
 // alone, and "groups": [{name, kind, seed_index, count}] naming consecutive runs of reply tensors
 // that the evaluator must compare with the reference's outputs for seeds[seed_index]; a

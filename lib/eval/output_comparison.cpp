@@ -134,20 +134,14 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     const Tolerance tol = tolerance_for(ref.scalar_type());
     const ValueStats stats = compare_values(ref.contiguous(), cand.contiguous(), tol);
     result.max_abs_error = std::max(result.max_abs_error, stats.max_abs_error);
-    const int64_t n_bad = stats.bad;
-    if (n_bad > 0) {
-      result.worst_index = stats.worst_index;
-      result.worst_reference = stats.worst_reference;
-      result.worst_candidate = stats.worst_candidate;
-    }
-    if (n_bad == 0) {
-      result.worst_index = -1;
-      continue;
-    }
-    result.mismatched_elements = n_bad;
+    if (stats.bad == 0) continue;
+    result.worst_index = stats.worst_index;
+    result.worst_reference = stats.worst_reference;
+    result.worst_candidate = stats.worst_candidate;
+    result.mismatched_elements = stats.bad;
     return fail(fmt::format(
         "{} of {} elements outside atol {:g} + rtol {:g}; worst at flat index {}: got {:.8g}, expected {:.8g}",
-        n_bad, ref.numel(), tol.atol, tol.rtol, result.worst_index, result.worst_candidate,
+        stats.bad, ref.numel(), tol.atol, tol.rtol, result.worst_index, result.worst_candidate,
         result.worst_reference));
   }
   result.ok = true;

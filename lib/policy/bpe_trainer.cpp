@@ -250,9 +250,7 @@ BpeTrainingResult train_byte_level_bpe_to_file(std::string_view corpus,
                                                const BpeTrainerOptions& options,
                                                const std::filesystem::path& path) {
   BpeTrainingResult result = train_byte_level_bpe(corpus, options);
-  AtomicFileWriter writer(path);
-  writer.write(result.tokenizer_json);
-  writer.commit();
+  write_file_atomically(path, result.tokenizer_json);
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "policy/config.h"
@@ -40,12 +41,6 @@ std::string file_sha256(const fs::path& path) {
   }
   if (in.bad()) throw IoError(fmt::format("{}: read failed", path.string()));
   return hasher.hex();
-}
-
-void write_text_file(const fs::path& path, const std::string& text) {
-  AtomicFileWriter writer(path);
-  writer.write(text);
-  writer.commit();
 }
 
 std::string read_text_file(const fs::path& path) {
@@ -156,7 +151,7 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
     add_file("model.safetensors");
   }
   if (contents.lora != nullptr) {
-    write_text_file(temp_dir / "adapter_config.json", contents.lora->adapter_config(contents.base_model).dump(2));
+    write_file_atomically(temp_dir / "adapter_config.json", contents.lora->adapter_config(contents.base_model).dump(2));
     add_file("adapter_config.json");
     write_safetensors(temp_dir / "adapter_model.safetensors", contents.lora->named_parameters(), {{"format", "pt"}});
     add_file("adapter_model.safetensors");
@@ -169,12 +164,12 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
                           {"schedule", contents.schedule.to_json()},
                           {"lora", contents.lora != nullptr},
                           {"user_state", contents.user_state}};
-  write_text_file(temp_dir / "trainer_state.json", state.dump(2));
+  write_file_atomically(temp_dir / "trainer_state.json", state.dump(2));
   add_file("trainer_state.json");
 
   nlohmann::json manifest = {{"step", contents.step}, {"sha256", nlohmann::json::object()}};
   for (const auto& name : files) manifest["sha256"][name] = file_sha256(temp_dir / name);
-  write_text_file(temp_dir / kDone, manifest.dump(2));
+  write_file_atomically(temp_dir / kDone, manifest.dump(2));
 
   if (fs::exists(final_dir)) {
     // A step saved twice (e.g. after a resume): the new one replaces it only once complete.

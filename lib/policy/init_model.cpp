@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "policy/bpe_trainer.h"
 #include "policy/model.h"
@@ -46,12 +47,6 @@ bool has_entries(const std::filesystem::path& dir) {
   }
   closedir(d);
   return any;
-}
-
-void write_text_atomically(const std::filesystem::path& path, const std::string& text) {
-  AtomicFileWriter writer(path);
-  writer.write(text);
-  writer.commit();
 }
 
 }  // namespace
@@ -124,14 +119,14 @@ InitModelResult init_model(const InitModelOptions& o) {
     parameters += tensor.numel();
   }
   write_safetensors(o.out_dir / "model.safetensors", named, {{"format", "pt"}});
-  write_text_atomically(o.out_dir / "config.json", c.to_json().dump(2) + "\n");
+  write_file_atomically(o.out_dir / "config.json", c.to_json().dump(2) + "\n");
   nlohmann::json generation;
   generation["eos_token_id"] = *eos;
   generation["pad_token_id"] = *eos;
   generation["do_sample"] = true;
   generation["temperature"] = 1.0;
   generation["top_p"] = 1.0;
-  write_text_atomically(o.out_dir / "generation_config.json", generation.dump(2) + "\n");
+  write_file_atomically(o.out_dir / "generation_config.json", generation.dump(2) + "\n");
   return {c, tokenizer.vocab_size(), parameters};
 }
 

@@ -20,7 +20,6 @@ const std::set<std::string>& known_targets() {
   return names;
 }
 
-
 }  // namespace
 
 void LoraConfig::validate() const {

@@ -174,7 +174,7 @@ torch::Tensor CausalLmImpl::forward(const torch::Tensor& input_ids) {
   return forward(in);
 }
 
-AttentionInputs CausalLmImpl::full_pass_inputs(const ForwardInputs& in, torch::ScalarType dtype) const {
+AttentionInputs CausalLmImpl::full_pass_inputs(const ForwardInputs& in) const {
   const int64_t batch = in.input_ids.size(0);
   const int64_t steps = in.input_ids.size(1);
   const auto device = in.input_ids.device();
@@ -188,7 +188,7 @@ AttentionInputs CausalLmImpl::full_pass_inputs(const ForwardInputs& in, torch::S
     }
   }
   AttentionInputs attn;
-  std::tie(attn.cos, attn.sin) = rotary_tables(position_ids, dtype);
+  std::tie(attn.cos, attn.sin) = rotary_tables(position_ids, dtype());
   if (in.attention_mask.defined()) {
     attn.mask = in.attention_mask;
   } else if (in.padding_mask.defined()) {
@@ -207,15 +207,14 @@ torch::Tensor CausalLmImpl::forward(const ForwardInputs& in) {
     throw InputError("CausalLm::forward: input_ids must be a [batch, steps] int64 tensor");
   }
   const int64_t steps = in.input_ids.size(1);
-  const torch::ScalarType dtype = model->embed_tokens->weight.scalar_type();
   AttentionInputs attn;
   if (in.cache == nullptr) {
-    attn = full_pass_inputs(in, dtype);
+    attn = full_pass_inputs(in);
   } else {
     if (!in.position_ids.defined() || !in.attention_mask.defined() || !in.cache_slots.defined() || in.kv_length <= 0) {
       throw InputError("CausalLm::forward: a cached pass needs position_ids, attention_mask, cache_slots and kv_length");
     }
-    std::tie(attn.cos, attn.sin) = rotary_tables(in.position_ids, dtype);
+    std::tie(attn.cos, attn.sin) = rotary_tables(in.position_ids, dtype());
     attn.mask = in.attention_mask;
     attn.cache = in.cache;
     attn.cache_slots = in.cache_slots;

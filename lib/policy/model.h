@@ -123,7 +123,7 @@ struct CausalLmImpl : torch::nn::Module {
   // Positions, rotary tables and attention mask of a pass over whole sequences without a cache
   // (in.cache must be null). The mask stays undefined (plain causal: SDPA's fused causal kernels,
   // GQA without copies) unless in.attention_mask or in.padding_mask asks for more.
-  AttentionInputs full_pass_inputs(const ForwardInputs& in, torch::ScalarType dtype) const;
+  AttentionInputs full_pass_inputs(const ForwardInputs& in) const;
 
   // Rotary cos/sin [B, S, head_dim] for `position_ids` [B, S], computed in fp32 as transformers
   // does (positions times inverse frequencies, cos/sin, times the attention scaling), then cast.

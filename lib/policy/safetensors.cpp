@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace crl::policy {
@@ -544,9 +545,7 @@ void write_sharded_safetensors(const std::filesystem::path& directory, const Nam
     for (const auto* p : shards[i]) weight_map[p->name] = name;
   }
   const json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
-  AtomicFileWriter writer(directory / "model.safetensors.index.json");
-  writer.write(index.dump(2) + "\n");
-  writer.commit();
+  write_file_atomically(directory / "model.safetensors.index.json", index.dump(2) + "\n");
 }
 
 }  // namespace crl::policy

@@ -22,8 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/atomic_file.h"
-
 namespace crl::policy {
 
 // One tensor's entry in a safetensors header.
@@ -91,7 +89,6 @@ class SafetensorsCheckpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, size_t> shard_of_;
 };
-
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 

@@ -108,6 +108,16 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
   }
 };
 
+// True when every row's real tokens come first (1...1 0...0). Such a batch needs no padding mask:
+// causal attention never looks right, and positions count from 0 either way; without the mask,
+// attention takes SDPA's fused causal kernels.
+bool right_padded_only(const torch::Tensor& padding_mask) {
+  if (padding_mask.dim() != 2) return false;
+  if (padding_mask.size(1) < 2) return true;
+  const torch::Tensor real = padding_mask.to(torch::kInt8);
+  return (real.slice(1, 1) <= real.slice(1, 0, -1)).all().item<bool>();
+}
+
 }  // namespace
 
 torch::Tensor forward_with_checkpointing(CausalLm& model, const torch::Tensor& input_ids,
@@ -118,7 +128,7 @@ torch::Tensor forward_with_checkpointing(CausalLm& model, const torch::Tensor& i
   ForwardInputs in;
   in.input_ids = input_ids;
   in.padding_mask = padding_mask;
-  AttentionInputs attn = model->full_pass_inputs(in, model->model->embed_tokens->weight.scalar_type());
+  AttentionInputs attn = model->full_pass_inputs(in);
   torch::Tensor h = model->model->embed_tokens(input_ids);
   for (const auto& module : *model->model->layers) {
     auto* layer = module->as<DecoderLayer>();
@@ -152,20 +162,6 @@ Trainer::Trainer(CausalLm model, TrainerOptions options, dist::Communicator& com
   reducer_->broadcast_parameters(0);
   optimizer_ = std::make_unique<MasterAdamW>(std::move(trainable), options_.adamw);
 }
-
-namespace {
-
-// True when every row's real tokens come first (1...1 0...0). Such a batch needs no padding mask:
-// causal attention never looks right, and positions count from 0 either way; without the mask,
-// attention takes SDPA's fused causal kernels.
-bool right_padded_only(const torch::Tensor& padding_mask) {
-  if (padding_mask.dim() != 2) return false;
-  if (padding_mask.size(1) < 2) return true;
-  const torch::Tensor real = padding_mask.to(torch::kInt8);
-  return (real.slice(1, 1) <= real.slice(1, 0, -1)).all().item<bool>();
-}
-
-}  // namespace
 
 torch::Tensor Trainer::forward(const MicroBatch& batch) {
   if (lora_ != nullptr) lora_->apply();

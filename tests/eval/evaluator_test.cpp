@@ -87,6 +87,25 @@ TEST_F(CpuEvaluatorTest, CandidateCompiledAheadIsNotCompiledAgain) {
   EXPECT_EQ(v.steps[0].detail, "cache hit") << explain(v);
 }
 
+// evaluate_all keeps the jobs' order and judges each one from its compile-ahead, not a new compile.
+TEST_F(CpuEvaluatorTest, EvaluateAllJudgesInOrderWithCompilesAhead) {
+  const Task& task = fixture_suite().find("level1/019_relu");
+  const auto now = std::chrono::system_clock::now().time_since_epoch().count();
+  std::vector<Evaluator::Job> jobs;
+  for (const char* fixture : {"device_loop", "wrong_values"}) {
+    ProgramText program = relu_candidate(fixture);
+    program.host.text += fmt::format("// evaluate_all {} {}\n", fixture, now);
+    jobs.push_back({&task, std::move(program), fixture});
+  }
+  const std::vector<Verdict> verdicts = evaluator().evaluate_all(jobs, 1);
+  ASSERT_EQ(verdicts.size(), 2u);
+  EXPECT_EQ(verdicts[0].candidate, "device_loop");
+  EXPECT_TRUE(verdicts[0].ok()) << explain(verdicts[0]);
+  EXPECT_EQ(verdicts[1].candidate, "wrong_values");
+  EXPECT_EQ(verdicts[1].status, VerdictStatus::kMismatch);
+  for (const Verdict& v : verdicts) EXPECT_EQ(v.steps.at(0).detail, "cache hit") << explain(v);
+}
+
 TEST_F(CpuEvaluatorTest, SlowerCandidateHasSpeedupBelowOne) {
   const Verdict v = evaluate("slower");
   ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);

@@ -62,7 +62,8 @@ const nlohmann::json* find_check(const Message& reply, const std::string& name) 
   return nullptr;
 }
 
-const nlohmann::json kRequest = {{"seeds", {11, 12}}, {"settle_seconds", 0.1}};
+// The relu task's one output: 4096 float32 values.
+const nlohmann::json kRequest = {{"seeds", {11, 12}}, {"settle_seconds", 0.1}, {"output_bytes", {4096 * 4}}};
 
 TEST(GuardProbe, WorkStillRunningWhenForwardReturnsIsDeferredWork) {
   DeferredCandidate candidate;
