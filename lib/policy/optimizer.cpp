@@ -24,14 +24,13 @@ MasterAdamW::MasterAdamW(std::vector<std::pair<std::string, torch::Tensor>> para
   }
 }
 
-double MasterAdamW::clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm) {
-  if (grads.empty()) return 0.0;
+torch::Tensor MasterAdamW::clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm) {
+  if (grads.empty()) return torch::zeros({}, torch::kFloat32);
   torch::NoGradGuard no_grad;
   const std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
   const torch::Tensor total = torch::stack(norms).norm();
-  const double norm = total.item<double>();
-  if (max_norm > 0 && norm > max_norm) at::_foreach_mul_(grads, max_norm / (norm + 1e-6));
-  return norm;
+  if (max_norm > 0) at::_foreach_mul_(grads, (max_norm / (total + 1e-6)).clamp_max(1.0));
+  return total;
 }
 
 void MasterAdamW::step(const std::vector<torch::Tensor>& grads, double lr) {

@@ -25,9 +25,11 @@ class MasterAdamW {
   // `params`: trainable parameters by name (their dtype is the compute dtype).
   MasterAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options);
 
-  // Global L2 norm of `grads` (before clipping); when max_norm > 0 and the norm exceeds it, scales
-  // the grads in place by max_norm / (norm + 1e-6) as torch.nn.utils.clip_grad_norm_.
-  static double clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm);
+  // Global L2 norm of `grads` (before clipping), as an fp32 scalar on their device; when max_norm > 0
+  // and the norm exceeds it, scales the grads in place by max_norm / (norm + 1e-6) as
+  // torch.nn.utils.clip_grad_norm_. Like it, without waiting for the GPU: the factor is clamped to
+  // 1 on the device, and multiplying by 1 changes nothing.
+  static torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm);
 
   // One AdamW step with rate `lr` from fp32 `grads` (one per parameter, in order).
   void step(const std::vector<torch::Tensor>& grads, double lr);

@@ -187,9 +187,11 @@ StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const Loss
   const double global_tokens = comm_.all_reduce_scalar(local_tokens);
   if (global_tokens <= 0) throw InputError("Trainer::step: no loss tokens on any rank");
 
+  // From here to the optimiser's launch nothing waits for the GPU (no .item()), so the CPU queues
+  // work ahead of it; the step's figures are read once, at the end.
   model_->train();
   reducer_->begin_step();
-  double local_loss = 0;
+  torch::Tensor local_loss;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     reducer_->begin_micro_batch(i + 1 == micro_batches.size());
     const torch::Tensor logits = forward(micro_batches[i]);
@@ -197,7 +199,8 @@ StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const Loss
     if (!sum.defined() || sum.numel() != 1) throw InputError("Trainer::step: the loss function must return a scalar");
     const torch::Tensor scaled = sum.to(torch::kFloat32) / global_tokens;
     scaled.backward();
-    local_loss += sum.item<double>();
+    const torch::Tensor loss_value = sum.detach().to(torch::kFloat64).reshape({});
+    local_loss = local_loss.defined() ? local_loss + loss_value : loss_value;
   }
   reducer_->finish();
   if (lora_ != nullptr) lora_->remove();
@@ -207,11 +210,12 @@ StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const Loss
 
   StepStats stats;
   stats.tokens = static_cast<int64_t>(global_tokens);
-  stats.loss = comm_.all_reduce_scalar(local_loss) / global_tokens;
-  stats.grad_norm = MasterAdamW::clip_grad_norm(reducer_->gradients(), options_.max_grad_norm);
+  const torch::Tensor grad_norm = MasterAdamW::clip_grad_norm(reducer_->gradients(), options_.max_grad_norm);
   stats.lr = options_.schedule.lr_at(optimizer_->steps());
   optimizer_->step(reducer_->gradients(), stats.lr);
   stats.step = optimizer_->steps();
+  stats.grad_norm = grad_norm.item<double>();
+  stats.loss = comm_.all_reduce_scalar(local_loss.item<double>()) / global_tokens;
   return stats;
 }
 

@@ -50,7 +50,7 @@ LossSum sft_loss(const torch::Tensor& logits, const torch::Tensor& input_ids, co
   mask = mask.slice(1, 1, mask.size(1));  // column 0 is never a target
   LossSum out;
   out.sum = -(logp.slice(1, 1, logp.size(1)) * mask).sum();
-  out.tokens = static_cast<int64_t>(mask.sum().item<double>());
+  out.tokens = mask.sum();
   return out;
 }
 
@@ -97,15 +97,16 @@ LossSum grpo_loss(const torch::Tensor& logp, const torch::Tensor& old_logp, cons
   LossSum out;
   {
     torch::NoGradGuard no_grad;
-    out.clipped_tokens = ((clipped < unclipped).to(torch::kFloat32) * mask).sum().item<double>();
-    out.tokens = static_cast<int64_t>(mask.sum().item<double>());
+    out.clipped_tokens = ((clipped < unclipped).to(torch::kFloat32) * mask).sum();
+    out.tokens = mask.sum();
+    out.kl_sum = torch::zeros({}, mask.options());
   }
   if (options.kl_beta > 0) {
     const torch::Tensor log_ref_over_policy = ref_logp->to(torch::kFloat32).detach() - lp;
     const torch::Tensor kl = torch::exp(log_ref_over_policy) - log_ref_over_policy - 1.0;
     per_token = per_token + options.kl_beta * kl;
     torch::NoGradGuard no_grad;
-    out.kl_sum = (kl * mask).sum().item<double>();
+    out.kl_sum = (kl * mask).sum();
   }
   out.sum = (per_token * mask).sum();
   return out;

@@ -14,12 +14,14 @@
 
 namespace crl::rl {
 
-// A loss as a differentiable sum over target tokens, plus what was counted.
+// A loss as a differentiable sum over target tokens, plus what was counted. The counts are fp32
+// scalar tensors on the loss's device, not numbers: reading one (.item()) waits for the GPU, and a
+// training step that waited mid-way would leave the GPU idle while the CPU catches up.
 struct LossSum {
-  torch::Tensor sum;        // fp32 scalar with autograd history
-  int64_t tokens = 0;       // target tokens in the sum
-  double clipped_tokens = 0;  // GRPO: tokens whose ratio was clipped (the min took the clipped side)
-  double kl_sum = 0;        // GRPO: sum of the k3 KL estimate over target tokens (0 without a reference)
+  torch::Tensor sum;             // fp32 scalar with autograd history
+  torch::Tensor tokens;          // target tokens in the sum
+  torch::Tensor clipped_tokens;  // GRPO: tokens whose ratio was clipped (the min took the clipped side)
+  torch::Tensor kl_sum;          // GRPO: sum of the k3 KL estimate over target tokens (0 without a reference)
 };
 
 // log p(input_ids[:, t+1] | prefix) for t = 0..S-2, placed at column t+1: [B, S] fp32, column 0

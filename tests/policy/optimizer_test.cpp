@@ -76,11 +76,11 @@ TEST(MasterAdamW, RejectsGradientsOfTheWrongShapeOrDtype) {
 
 TEST(ClipGradNorm, ScalesToTheMaximumAndReportsTheNormBefore) {
   std::vector<torch::Tensor> grads{torch::tensor({3.0f}), torch::tensor({4.0f})};
-  EXPECT_NEAR(MasterAdamW::clip_grad_norm(grads, 1.0), 5.0, 1e-6);
+  EXPECT_NEAR(MasterAdamW::clip_grad_norm(grads, 1.0).item<double>(), 5.0, 1e-6);
   EXPECT_NEAR(grads[0].item<float>(), 0.6f, 1e-5);
   EXPECT_NEAR(grads[1].item<float>(), 0.8f, 1e-5);
   // Below the maximum, or with clipping off: unchanged.
-  EXPECT_NEAR(MasterAdamW::clip_grad_norm(grads, 10.0), 1.0, 1e-5);
+  EXPECT_NEAR(MasterAdamW::clip_grad_norm(grads, 10.0).item<double>(), 1.0, 1e-5);
   EXPECT_NEAR(grads[1].item<float>(), 0.8f, 1e-5);
 }
 

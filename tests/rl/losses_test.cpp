@@ -18,7 +18,7 @@ TEST(SftLoss, MasksPromptAndMatchesDirectCrossEntropy) {
   // Row 0: prompt = tokens 0,1; completion 2,3. Row 1: prompt token 0, completion 1,2; 3 is padding.
   const torch::Tensor mask = torch::tensor({{0, 0, 1, 1}, {0, 1, 1, 0}}, torch::kInt64);
   const LossSum loss = sft_loss(logits, ids, mask);
-  EXPECT_EQ(loss.tokens, 4);
+  EXPECT_EQ(loss.tokens.item<double>(), 4.0);
 
   // Direct: -log softmax(logits[b, t-1])[ids[b, t]] for each target (b, t).
   const auto direct_term = [&](int b, int t) {
@@ -89,17 +89,19 @@ GrpoCase make_grpo_case() {
 void check_grpo_against_direct(const GrpoOptions& options) {
   GrpoCase c = make_grpo_case();
   const LossSum loss = grpo_loss(c.logp, c.old_logp, c.adv, c.mask, options, c.ref_logp);
-  double expected = 0;
+  double expected = 0, expected_kl = 0;
   int tokens = 0;
   for (int b = 0; b < 2; ++b) {
     for (int t = 0; t < 4; ++t) {
       if (c.mask[b][t].item<double>() == 0) continue;
       ++tokens;
-      expected += direct_grpo_token(c.logp[b][t].item<double>(), c.old_logp[b][t].item<double>(),
-                                    c.ref_logp[b][t].item<double>(), c.adv[b].item<double>(), options);
+      const double lp = c.logp[b][t].item<double>(), ref_lp = c.ref_logp[b][t].item<double>();
+      expected += direct_grpo_token(lp, c.old_logp[b][t].item<double>(), ref_lp, c.adv[b].item<double>(), options);
+      if (options.kl_beta > 0) expected_kl += std::exp(ref_lp - lp) - (ref_lp - lp) - 1.0;
     }
   }
-  EXPECT_EQ(loss.tokens, tokens);
+  EXPECT_EQ(loss.tokens.item<double>(), tokens);
+  EXPECT_NEAR(loss.kl_sum.item<double>(), expected_kl, 1e-5);
   EXPECT_NEAR(loss.sum.item<double>(), expected, 1e-5);
 
   // Gradient against central finite differences of the direct formula (away from the clip
@@ -138,7 +140,7 @@ TEST(GrpoLoss, HandDerivedGradientsPerBranch) {
   EXPECT_NEAR(g[1][1].item<double>(), 0.0, 1e-9);                 // ratio 0.6, A = -1.3: clipped
   EXPECT_NEAR(g[1][2].item<double>(), 1.3 * std::exp(-0.1), 1e-6);  // inside the range
   EXPECT_NEAR(g[1][3].item<double>(), 0.0, 1e-12);                // masked
-  EXPECT_EQ(loss.clipped_tokens, 2.0);
+  EXPECT_EQ(loss.clipped_tokens.item<double>(), 2.0);
 }
 
 TEST(GrpoLoss, ValidatesInputs) {
