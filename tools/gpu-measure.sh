@@ -7,7 +7,8 @@
 #   tools/gpu-measure.sh train                (nvidia-h200-x2) builds the training targets, runs
 #       the loss kernels' and the model's GPU tests, the 2-GPU NCCL data-parallel test, the
 #       training benchmark against the same step in PyTorch Python (full fine-tuning and LoRA),
-#       a 1.5B model with activation checkpointing, and the all-reduce bandwidth benchmark;
+#       a 1.5B model with activation checkpointing, and the all-reduce bandwidth benchmark (on one
+#       GPU, ONLY= without dist_gpu and bench_allreduce);
 #   tools/gpu-measure.sh baselines            re-measures every level's references at full scale
 #       into level<N>_full_h200.json in the archive (the files in results/baselines).
 # ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
@@ -69,14 +70,16 @@ train)
   step token_logp_gpu 60 "$BUILD_DIR/tests/rl/rl_token_log_probs_gpu_test"
   step dist_gpu 180 "$BUILD_DIR/tests/dist/dist_gpu_test"
   step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
-  step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep --benchmark_format=json
+  # Each training step also prints its GPU kernels' time per step by name (3 profiled steps), as
+  # hf_train_full does for PyTorch's, so a gap between the two can be placed.
+  CRL_BENCH_PROFILE=3 step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep --benchmark_format=json
   # The same full fine-tuning step with the loss on ATen ops instead of crl's kernels (A/B).
   CRL_TOKEN_LOGP_KERNELS=0 step bench_train_aten_loss 120 "$BUILD_DIR/bench/bench_train" \
     --benchmark_filter=TrainStep/full --benchmark_format=json
   # The issue's capacity case: a 1.5B model, long sequences, activation checkpointing, one GPU.
   CRL_BENCH_MODEL=qwen2-1.5b CRL_BENCH_CHECKPOINTING=1 CRL_BENCH_BATCH=4 CRL_BENCH_SEQ=4096 \
     step bench_train_1p5b 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep/full --benchmark_format=json
-  step hf_train_full 180 python3 tools/bench/hf_train_step.py --out "$LOGS/hf_train_full.json"
+  step hf_train_full 180 python3 tools/bench/hf_train_step.py --profile 3 --out "$LOGS/hf_train_full.json"
   step hf_train_lora 180 python3 tools/bench/hf_train_step.py --lora --out "$LOGS/hf_train_lora.json"
   step bench_allreduce 180 mpirun --allow-run-as-root -np 2 "$BUILD_DIR/bench/bench_train" \
     --benchmark_filter=AllReduce --benchmark_format=json

@@ -10,7 +10,10 @@ writes JSON with training tokens/s.
 y = W0 x + (alpha/r) B A x, base weights frozen), written out here because peft is not installed
 on the GPU machine; only the adapters train, as in crl's BM_TrainStep/lora.
 
-  python3 tools/bench/hf_train_step.py --out $OUT/hf_train_step.json [--lora] [--steps 20]
+  python3 tools/bench/hf_train_step.py --out $OUT/hf_train_step.json [--lora] [--steps 20] [--profile 3]
+
+--profile N: after timing, N more steps under torch.profiler; the GPU kernels' time per step by
+name goes to stderr (compare with bench_train's CRL_BENCH_PROFILE=N).
 """
 import argparse
 import json
@@ -55,6 +58,29 @@ def add_lora(model, rank=16, alpha=32.0,
                 setattr(module, name, LoraLinear(child, rank, alpha))
 
 
+def print_kernel_profile(steps, step):
+    """The GPU kernels' time per step, summed by kernel name, longest first, to stderr."""
+    import sys
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        wall_ms = (time.perf_counter() - start) * 1e3 / steps
+    by_name = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            spent, count = by_name.get(event.name, (0.0, 0))
+            by_name[event.name] = (spent + event.time_range.elapsed_us() / 1e3 / steps, count + 1)
+    total = sum(t for t, _ in by_name.values())
+    print(f"GPU time per step: {total:.2f} ms over {len(by_name)} kernel names, in {wall_ms:.2f} ms of wall time "
+          "(profiled)", file=sys.stderr)
+    for name, (spent, count) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:40]:
+        print(f"{spent:9.3f} ms {100 * spent / total:5.1f}% {count // steps:5d} x  {name[:150]}", file=sys.stderr)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -64,6 +90,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--checkpointing", action="store_true")
     parser.add_argument("--lora", action="store_true")
+    parser.add_argument("--profile", type=int, default=0)
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -112,6 +139,8 @@ def main():
         "gpu": torch.cuda.get_device_name(),
     }
     print(json.dumps(result, indent=2))
+    if args.profile > 0:
+        print_kernel_profile(args.profile, step)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
 
