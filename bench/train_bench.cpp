@@ -28,9 +28,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
-#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>

@@ -75,7 +75,9 @@ train)
   step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
   # Each training step also prints its GPU kernels' time per step by name (3 profiled steps), as
   # hf_train_full does for PyTorch's, so a gap between the two can be placed.
-  CRL_BENCH_PROFILE=3 step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep --benchmark_format=json
+  # The benchmarks' JSON goes to its own file, apart from the profile in the log.
+  CRL_BENCH_PROFILE=3 step bench_train 240 "$BUILD_DIR/bench/bench_train" --benchmark_filter=TrainStep \
+    --benchmark_out="$LOGS/bench_train.json" --benchmark_out_format=json
   # The same full fine-tuning step with the loss on ATen ops instead of crl's kernels (A/B).
   CRL_TOKEN_LOGP_KERNELS=0 step bench_train_aten_loss 120 "$BUILD_DIR/bench/bench_train" \
     --benchmark_filter=TrainStep/full --benchmark_format=json
