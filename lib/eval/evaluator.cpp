@@ -230,14 +230,14 @@ void Evaluator::compile_ahead(const Task& task, const ProgramText& candidate) {
   (void)compiler_.submit({candidate, task.spec.num_args(), options_.backend, ""});
 }
 
-std::vector<Verdict> Evaluator::evaluate_all(const std::vector<Job>& jobs, size_t compile_ahead,
+std::vector<Verdict> Evaluator::evaluate_all(const std::vector<Job>& jobs, size_t ahead,
                                              const std::function<void(size_t)>& before_each) {
   std::vector<Verdict> verdicts;
   size_t submitted = 0;  // jobs [0, submitted) were sent to the compile pool
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (before_each) before_each(i);
-    for (; submitted < jobs.size() && submitted <= i + compile_ahead; ++submitted) {
-      this->compile_ahead(*jobs[submitted].task, jobs[submitted].program);
+    for (; submitted < jobs.size() && submitted <= i + ahead; ++submitted) {
+      compile_ahead(*jobs[submitted].task, jobs[submitted].program);
     }
     verdicts.push_back(evaluate(*jobs[i].task, jobs[i].program, jobs[i].name));
   }

@@ -75,11 +75,11 @@ class Evaluator {
     ProgramText program;
     std::string name;
   };
-  // Evaluates the jobs in order while the next `compile_ahead` of them compile on the pool, which
+  // Evaluates the jobs in order while the next `ahead` of them compile on the pool, which
   // keeps the node's cores busy while one is timed (crl eval --compile-ahead). Compiles are
   // submitted in order, the judged job's first, so the FIFO pool never queues it behind later
   // ones. `before_each(i)` runs before job i (progress).
-  std::vector<Verdict> evaluate_all(const std::vector<Job>& jobs, size_t compile_ahead,
+  std::vector<Verdict> evaluate_all(const std::vector<Job>& jobs, size_t ahead,
                                     const std::function<void(size_t)>& before_each = {});
 
   const EvalOptions& options() const { return options_; }

@@ -188,7 +188,7 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   {
     const auto values_b = make_arguments(spec, scale, seeds[1], device);
     for (size_t j = 0; j < args.size(); ++j) args[j].copy_(values_b[j]);
-    auto second = candidate(args, true);
+    auto second = candidate(args, /*wait_for_device=*/true);
     synchronize_device(device);
     std::string reused;
     for (size_t i = 0; i < second.size() && i < first.size(); ++i) {
@@ -200,7 +200,7 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   }
   {
     auto fresh = make_arguments(spec, scale, seeds[0], device);
-    send_group("same values, new addresses", "output_cache", 0, candidate(fresh, true));
+    send_group("same values, new addresses", "output_cache", 0, candidate(fresh, /*wait_for_device=*/true));
     synchronize_device(device);
   }
 
@@ -211,14 +211,14 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
   {
     auto poisoned_args = make_arguments(spec, scale, seeds[0], device);
     poison_free_memory(output_bytes, device);
-    send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args, true));
+    send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args, /*wait_for_device=*/true));
     synchronize_device(device);
   }
   {
     auto ref_args = make_arguments(spec, scale, seeds[0], device);
     { auto discarded = reference(ref_args); synchronize_device(device); }
     auto cand_args = make_arguments(spec, scale, seeds[1], device);
-    send_group("after the reference", "stale_memory", 1, candidate(cand_args, true));
+    send_group("after the reference", "stale_memory", 1, candidate(cand_args, /*wait_for_device=*/true));
     synchronize_device(device);
   }
   reply.header["checks"] = checks.list;

@@ -108,14 +108,16 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
   }
 };
 
-// True when every row's real tokens come first (1...1 0...0). Such a batch needs no padding mask:
-// causal attention never looks right, and positions count from 0 either way; without the mask,
-// attention takes SDPA's fused causal kernels.
-bool right_padded_only(const torch::Tensor& padding_mask) {
-  if (padding_mask.dim() != 2) return false;
-  if (padding_mask.size(1) < 2) return true;
+// 1 when every row's real tokens come first (1...1 0...0), else 0, as an fp64 scalar on the mask's
+// device (read by the caller, with others at once). Such a batch needs no padding mask: causal
+// attention never looks right, and positions count from 0 either way; without the mask, attention
+// takes SDPA's fused causal kernels.
+torch::Tensor right_padded_only(const torch::Tensor& padding_mask) {
+  const auto options = padding_mask.options().dtype(torch::kFloat64);
+  if (padding_mask.dim() != 2) return torch::zeros({}, options);
+  if (padding_mask.size(1) < 2) return torch::ones({}, options);
   const torch::Tensor real = padding_mask.to(torch::kInt8);
-  return (real.slice(1, 1) <= real.slice(1, 0, -1)).all().item<bool>();
+  return (real.slice(1, 1) <= real.slice(1, 0, -1)).all().to(torch::kFloat64);
 }
 
 }  // namespace
@@ -164,9 +166,13 @@ Trainer::Trainer(CausalLm model, TrainerOptions options, dist::Communicator& com
 }
 
 torch::Tensor Trainer::forward(const MicroBatch& batch) {
+  const bool keep_padding = batch.padding_mask.defined() && right_padded_only(batch.padding_mask).item<double>() == 0;
+  return forward(batch, keep_padding);
+}
+
+torch::Tensor Trainer::forward(const MicroBatch& batch, bool keep_padding) {
   if (lora_ != nullptr) lora_->apply();
-  torch::Tensor padding = batch.padding_mask;
-  if (padding.defined() && right_padded_only(padding)) padding = torch::Tensor();
+  const torch::Tensor padding = keep_padding ? batch.padding_mask : torch::Tensor();
   if (options_.activation_checkpointing) return forward_with_checkpointing(model_, batch.input_ids, padding);
   ForwardInputs in;
   in.input_ids = batch.input_ids;
@@ -176,13 +182,28 @@ torch::Tensor Trainer::forward(const MicroBatch& batch) {
 
 StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const LossSumFn& loss_sum) {
   if (micro_batches.empty()) throw InputError("Trainer::step: no micro-batches");
-  double local_tokens = 0;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const MicroBatch& mb = micro_batches[i];
     if (!mb.loss_mask.defined() || !mb.input_ids.defined() || mb.loss_mask.sizes() != mb.input_ids.sizes()) {
       throw InputError(fmt::format("Trainer::step: micro-batch {}: loss_mask must have input_ids' shape", i));
     }
-    local_tokens += mb.loss_mask.slice(1, 1, mb.loss_mask.size(1)).to(torch::kFloat64).sum().item<double>();
+  }
+  // What the step needs to know before it starts, read from the device in one go while nothing is
+  // queued: per micro-batch, its loss tokens and whether its padding mask can be dropped.
+  const torch::Device device = micro_batches[0].input_ids.device();
+  std::vector<torch::Tensor> facts;  // per micro-batch: loss tokens, then 1 if only right-padded
+  for (const MicroBatch& mb : micro_batches) {
+    facts.push_back(mb.loss_mask.slice(1, 1, mb.loss_mask.size(1)).to(torch::kFloat64).sum().to(device));
+    facts.push_back(mb.padding_mask.defined() ? right_padded_only(mb.padding_mask).to(device)
+                                              : torch::ones({}, torch::TensorOptions().dtype(torch::kFloat64).device(device)));
+  }
+  const torch::Tensor read = torch::stack(facts).cpu();
+  const double* values = read.data_ptr<double>();
+  double local_tokens = 0;
+  std::vector<bool> keep_padding(micro_batches.size());
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    local_tokens += values[2 * i];
+    keep_padding[i] = micro_batches[i].padding_mask.defined() && values[2 * i + 1] == 0;
   }
   const double global_tokens = comm_.all_reduce_scalar(local_tokens);
   if (global_tokens <= 0) throw InputError("Trainer::step: no loss tokens on any rank");
@@ -194,7 +215,7 @@ StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const Loss
   torch::Tensor local_loss;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     reducer_->begin_micro_batch(i + 1 == micro_batches.size());
-    const torch::Tensor logits = forward(micro_batches[i]);
+    const torch::Tensor logits = forward(micro_batches[i], keep_padding[i]);
     const torch::Tensor sum = loss_sum(logits, i);
     if (!sum.defined() || sum.numel() != 1) throw InputError("Trainer::step: the loss function must return a scalar");
     const torch::Tensor scaled = sum.to(torch::kFloat32) / global_tokens;

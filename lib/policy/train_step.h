@@ -72,6 +72,9 @@ class Trainer {
   LoraAdapters* lora() { return lora_; }
 
  private:
+  // forward() once the padding decision is made (keep_padding false: the mask is not used).
+  torch::Tensor forward(const MicroBatch& batch, bool keep_padding);
+
   CausalLm model_;
   TrainerOptions options_;
   dist::Communicator& comm_;

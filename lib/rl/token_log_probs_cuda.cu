@@ -6,8 +6,11 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
-#include <stdexcept>
 #include <string>
+#include <type_traits>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
 
 namespace crl::rl::cuda {
 namespace {
@@ -102,17 +105,20 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const T* __restrict_
   }
 }
 
-void check_launch(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    throw std::runtime_error(std::string("token_log_probs: ") + what + " launch failed: " + cudaGetErrorString(err));
+void check_shape(int64_t rows, int64_t vocab, int64_t row_stride) {
+  if (rows < 0 || vocab <= 0 || row_stride < vocab || rows > 0x7fffffff) {
+    throw InputError("token_log_probs: bad shape (rows " + std::to_string(rows) + ", vocab " + std::to_string(vocab) +
+                     ", row stride " + std::to_string(row_stride) + ")");
   }
 }
 
-void check_shape(int64_t rows, int64_t vocab, int64_t row_stride) {
-  if (rows < 0 || vocab <= 0 || row_stride < vocab || rows > 0x7fffffff) {
-    throw std::invalid_argument("token_log_probs: bad shape (rows " + std::to_string(rows) + ", vocab " +
-                                std::to_string(vocab) + ", row stride " + std::to_string(row_stride) + ")");
+// Calls launch(T*) with a null pointer of the logits' element type (the kernels' template argument).
+template <typename Launch>
+void for_element_type(LogitsType type, Launch&& launch) {
+  switch (type) {
+    case LogitsType::f32: launch(static_cast<float*>(nullptr)); break;
+    case LogitsType::bf16: launch(static_cast<__nv_bfloat16*>(nullptr)); break;
+    case LogitsType::f16: launch(static_cast<__half*>(nullptr)); break;
   }
 }
 
@@ -122,20 +128,12 @@ void token_log_probs_forward(LogitsType type, const void* logits, int64_t rows, 
                              const int64_t* targets, float* lse, float* logp, cudaStream_t stream) {
   check_shape(rows, vocab, row_stride);
   if (rows == 0) return;
-  const dim3 grid(static_cast<unsigned>(rows));
-  switch (type) {
-    case LogitsType::f32:
-      forward_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(logits), vocab, row_stride, targets, lse, logp);
-      break;
-    case LogitsType::bf16:
-      forward_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(logits), vocab, row_stride, targets,
-                                                    lse, logp);
-      break;
-    case LogitsType::f16:
-      forward_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __half*>(logits), vocab, row_stride, targets, lse, logp);
-      break;
-  }
-  check_launch("forward");
+  for_element_type(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    forward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits), vocab, row_stride,
+                                                                        targets, lse, logp);
+  });
+  CRL_CUDA_CHECK(cudaGetLastError());  // the launch itself (configuration, no device)
 }
 
 void token_log_probs_backward(LogitsType type, const void* logits, int64_t rows, int64_t vocab, int64_t row_stride,
@@ -143,22 +141,12 @@ void token_log_probs_backward(LogitsType type, const void* logits, int64_t rows,
                               cudaStream_t stream) {
   check_shape(rows, vocab, row_stride);
   if (rows == 0) return;
-  const dim3 grid(static_cast<unsigned>(rows));
-  switch (type) {
-    case LogitsType::f32:
-      backward_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(logits), vocab, row_stride, targets, lse,
-                                                     grad_logp, static_cast<float*>(grad_logits));
-      break;
-    case LogitsType::bf16:
-      backward_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(logits), vocab, row_stride, targets,
-                                                     lse, grad_logp, static_cast<__nv_bfloat16*>(grad_logits));
-      break;
-    case LogitsType::f16:
-      backward_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const __half*>(logits), vocab, row_stride, targets, lse,
-                                                     grad_logp, static_cast<__half*>(grad_logits));
-      break;
-  }
-  check_launch("backward");
+  for_element_type(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    backward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits), vocab, row_stride,
+                                                                         targets, lse, grad_logp, static_cast<T*>(grad_logits));
+  });
+  CRL_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace crl::rl::cuda
