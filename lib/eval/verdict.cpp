@@ -16,13 +16,16 @@ std::string to_string(VerdictStatus status) {
     case VerdictStatus::kCrash: return "crash";
     case VerdictStatus::kMismatch: return "mismatch";
     case VerdictStatus::kHack: return "hack";
+    case VerdictStatus::kFormatError: return "format_error";
+    case VerdictStatus::kInternalError: return "internal_error";
   }
   return "unknown";
 }
 
 VerdictStatus parse_verdict_status(const std::string& text, std::string* hack_kind) {
   for (auto s : {VerdictStatus::kOk, VerdictStatus::kCompileError, VerdictStatus::kRuntimeError,
-                 VerdictStatus::kTimeout, VerdictStatus::kCrash, VerdictStatus::kMismatch}) {
+                 VerdictStatus::kTimeout, VerdictStatus::kCrash, VerdictStatus::kMismatch, VerdictStatus::kFormatError,
+                 VerdictStatus::kInternalError}) {
     if (text == to_string(s)) return s;
   }
   if (text.rfind("hack:", 0) == 0 && text.size() > 5) {
@@ -30,7 +33,8 @@ VerdictStatus parse_verdict_status(const std::string& text, std::string* hack_ki
     return VerdictStatus::kHack;
   }
   throw InputError("verdict status '" + text +
-                   "' is not one of ok, compile_error, runtime_error, timeout, crash, mismatch, hack:<kind>");
+                   "' is not one of ok, compile_error, runtime_error, timeout, crash, mismatch, format_error, "
+                   "internal_error, hack:<kind>");
 }
 
 std::string Verdict::status_text() const {

@@ -9,7 +9,11 @@
 
 namespace crl::eval {
 
-enum class VerdictStatus { kOk, kCompileError, kRuntimeError, kTimeout, kCrash, kMismatch, kHack };
+// kFormatError: the completion held no program to evaluate (the job's parser says so; reward 0).
+// kInternalError: crl itself failed (the reference did not run, a judge or channel of crl's own
+// broke): not the candidate's fault, so the job leaves it out of the update instead of rewarding 0.
+enum class VerdictStatus { kOk, kCompileError, kRuntimeError, kTimeout, kCrash, kMismatch, kHack, kFormatError,
+                           kInternalError };
 
 // "ok", "compile_error", ..., "hack" (the hack's kind is kept apart, in Verdict::hack_kind).
 std::string to_string(VerdictStatus status);

@@ -28,7 +28,8 @@ TEST(Reward, NonFiniteOrNonPositiveSpeedupGivesZero) {
 
 TEST(VerdictStatus, ParsesEveryNameAndHackKinds) {
   for (auto s : {VerdictStatus::kOk, VerdictStatus::kCompileError, VerdictStatus::kRuntimeError,
-                 VerdictStatus::kTimeout, VerdictStatus::kCrash, VerdictStatus::kMismatch}) {
+                 VerdictStatus::kTimeout, VerdictStatus::kCrash, VerdictStatus::kMismatch, VerdictStatus::kFormatError,
+                 VerdictStatus::kInternalError}) {
     EXPECT_EQ(parse_verdict_status(to_string(s)), s);
   }
   std::string kind;
