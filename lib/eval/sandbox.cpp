@@ -1,0 +1,291 @@
+// The candidate sandbox: no_new_privs, a Landlock ruleset (read anywhere, write only the scratch
+// folder and device files) and a seccomp filter (a deny list of process, signal, tracing, limit
+// and network calls; everything a CUDA or LibTorch program needs stays allowed).
+#include "eval/sandbox.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace crl::eval {
+namespace {
+
+#if defined(__x86_64__)
+constexpr uint32_t kAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
+#else
+#error "crl's sandbox knows the system calls of x86-64 and aarch64 only"
+#endif
+
+constexpr uint32_t kArgLow(int i) { return static_cast<uint32_t>(offsetof(seccomp_data, args) + 8 * i); }
+constexpr uint32_t kArgHigh(int i) { return kArgLow(i) + 4; }
+constexpr uint32_t kDeny = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+constexpr uint32_t kNoSys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
+
+// A seccomp program built block by block; every block starts and ends with the syscall number in A.
+class FilterBuilder {
+ public:
+  FilterBuilder() {
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)));
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0));
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+    load_nr();
+#if defined(__x86_64__)
+    // The x32 ABI's numbers (bit 30 set) would slip past the checks below.
+    add(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));
+    add(BPF_STMT(BPF_RET | BPF_K, kDeny));
+#endif
+  }
+  void deny(long nr, uint32_t ret = kDeny) {
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 1));
+    add(BPF_STMT(BPF_RET | BPF_K, ret));
+  }
+  // Allowed only when the low word of argument `arg` is one of `values`.
+  void allow_only_if(long nr, int arg, const std::vector<uint32_t>& values) { membership(nr, arg, values, true); }
+  // Denied when the low word of argument `arg` is one of `values`.
+  void deny_if(long nr, int arg, const std::vector<uint32_t>& values) { membership(nr, arg, values, false); }
+  // Allowed only when argument `arg` has `bit` set.
+  void allow_only_with_bit(long nr, int arg, uint32_t bit) {
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 4));
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArgLow(arg)));
+    add(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, bit, 1, 0));
+    add(BPF_STMT(BPF_RET | BPF_K, kDeny));
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    load_nr();
+  }
+  // Allowed only when the 64-bit argument `arg` is zero (a null pointer).
+  void allow_only_if_null(long nr, int arg) {
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 6));
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArgLow(arg)));
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3));
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArgHigh(arg)));
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1));
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    add(BPF_STMT(BPF_RET | BPF_K, kDeny));
+    load_nr();
+  }
+  std::vector<sock_filter> finish() {
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    return program_;
+  }
+
+ private:
+  void add(sock_filter f) { program_.push_back(f); }
+  void load_nr() { add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr))); }
+  void membership(long nr, int arg, const std::vector<uint32_t>& values, bool listed_allowed) {
+    const auto n = static_cast<uint8_t>(values.size());
+    // 0: nr? 1: load arg; 2..n+1: compare; n+2: RET (not listed); n+3: RET (listed); n+4: reload nr.
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, static_cast<uint8_t>(n + 3)));
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArgLow(arg)));
+    for (uint8_t k = 0; k < n; ++k) {
+      add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, values[k], static_cast<uint8_t>(n - k), 0));
+    }
+    add(BPF_STMT(BPF_RET | BPF_K, listed_allowed ? kDeny : SECCOMP_RET_ALLOW));
+    add(BPF_STMT(BPF_RET | BPF_K, listed_allowed ? SECCOMP_RET_ALLOW : kDeny));
+    load_nr();
+  }
+  std::vector<sock_filter> program_;
+};
+
+std::vector<sock_filter> candidate_filter() {
+  const auto self = static_cast<uint32_t>(getpid());
+  const auto own_group = static_cast<uint32_t>(-static_cast<int32_t>(getpid()));
+  FilterBuilder f;
+  // No new programs or processes: threads only (clone3 says ENOSYS, so glibc falls back to clone).
+  f.deny(SYS_execve);
+  f.deny(SYS_execveat);
+#ifdef SYS_fork
+  f.deny(SYS_fork);
+  f.deny(SYS_vfork);
+#endif
+  f.allow_only_with_bit(SYS_clone, 0, CLONE_THREAD);
+  f.deny(SYS_clone3, kNoSys);
+  // Signals and tracing reach only this process (the worker leads its own process group).
+  f.allow_only_if(SYS_kill, 0, {self, 0, own_group});
+  f.allow_only_if(SYS_tgkill, 0, {self});
+  f.deny(SYS_tkill);
+  f.allow_only_if(SYS_rt_sigqueueinfo, 0, {self});
+  f.allow_only_if(SYS_rt_tgsigqueueinfo, 0, {self});
+  for (long nr : {SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_pidfd_open, SYS_pidfd_send_signal,
+                  SYS_pidfd_getfd, SYS_kcmp}) {
+    f.deny(nr);
+  }
+  // The evaluator freezes and kills the worker through its process group, and reads its outputs
+  // through process_vm_readv: the worker may not leave the group or hide its memory.
+  f.deny(SYS_setsid);
+  f.deny(SYS_setpgid);
+  f.deny_if(SYS_prctl, 0, {PR_SET_DUMPABLE, PR_SET_PTRACER, PR_SET_PDEATHSIG});
+  // Limits only go down from what the evaluator set (prlimit64 may read, not write).
+  f.deny(SYS_setrlimit);
+  f.allow_only_if_null(SYS_prlimit64, 2);
+  // No network: Unix sockets only (socketpair included).
+  f.allow_only_if(SYS_socket, 0, {AF_UNIX});
+  f.allow_only_if(SYS_socketpair, 0, {AF_UNIX});
+  // Namespaces, mounts, kernel objects and interfaces that would sidestep the rules above.
+  for (long nr : {SYS_unshare, SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_bpf,
+                  SYS_perf_event_open, SYS_io_uring_setup, SYS_kexec_load, SYS_init_module, SYS_finit_module,
+                  SYS_delete_module, SYS_reboot, SYS_swapon, SYS_swapoff, SYS_fanotify_init, SYS_open_by_handle_at,
+                  SYS_name_to_handle_at, SYS_userfaultfd}) {
+    f.deny(nr);
+  }
+  return f.finish();
+}
+
+// The access rights this kernel's Landlock ABI handles (and the header knows).
+uint64_t landlock_fs_rights(int abi) {
+  uint64_t rights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+                    LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+                    LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+                    LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+                    LANDLOCK_ACCESS_FS_MAKE_SYM;
+#ifdef LANDLOCK_ACCESS_FS_REFER
+  if (abi >= 2) rights |= LANDLOCK_ACCESS_FS_REFER;
+#endif
+#ifdef LANDLOCK_ACCESS_FS_TRUNCATE
+  if (abi >= 3) rights |= LANDLOCK_ACCESS_FS_TRUNCATE;
+#endif
+  (void)abi;
+  return rights;
+}
+
+constexpr uint64_t kFileRights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE
+#ifdef LANDLOCK_ACCESS_FS_TRUNCATE
+                                 | LANDLOCK_ACCESS_FS_TRUNCATE
+#endif
+    ;
+
+void add_landlock_rule(int ruleset, const std::string& path, uint64_t allowed, uint64_t handled) {
+  const int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (fd < 0) return;  // a device file that does not exist here needs no rule
+  landlock_path_beneath_attr rule{};
+  rule.allowed_access = allowed & handled;
+  rule.parent_fd = fd;
+  const long r = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+  const int err = errno;
+  close(fd);
+  if (r != 0) throw Error(fmt::format("sandbox: landlock_add_rule({}) failed: {}", path, std::strerror(err)));
+}
+
+// Returns the ABI applied, or 0 with *why set when the kernel has no Landlock.
+int apply_landlock(const SandboxPolicy& policy, std::string* why) {
+  const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi < 1) {
+    *why = fmt::format("Landlock not available ({}): files outside the scratch folder stay writable", std::strerror(errno));
+    return 0;
+  }
+  const uint64_t handled = landlock_fs_rights(static_cast<int>(abi));
+  landlock_ruleset_attr attr{};
+  attr.handled_access_fs = handled;
+  const int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
+  if (ruleset < 0) throw Error(fmt::format("sandbox: landlock_create_ruleset failed: {}", std::strerror(errno)));
+  try {
+    const uint64_t read_only = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_EXECUTE;
+    if (policy.readable_paths.empty()) add_landlock_rule(ruleset, "/", read_only, handled);
+    for (const auto& path : policy.readable_paths) {
+      struct stat st{};
+      const bool is_dir = stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      add_landlock_rule(ruleset, path, is_dir ? read_only : (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_EXECUTE), handled);
+    }
+    if (!policy.writable_dir.empty()) add_landlock_rule(ruleset, policy.writable_dir, handled, handled);
+    for (const auto& file : policy.writable_files) add_landlock_rule(ruleset, file, kFileRights, handled);
+    if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) {
+      throw Error(fmt::format("sandbox: landlock_restrict_self failed: {}", std::strerror(errno)));
+    }
+  } catch (...) {
+    close(ruleset);
+    throw;
+  }
+  close(ruleset);
+  return static_cast<int>(abi);
+}
+
+}  // namespace
+
+std::vector<std::string> default_writable_device_files() {
+  std::vector<std::string> files = {"/dev/null"};
+  if (DIR* dir = opendir("/dev")) {
+    while (const dirent* entry = readdir(dir)) {
+      if (std::strncmp(entry->d_name, "nvidia", 6) == 0) files.push_back(std::string("/dev/") + entry->d_name);
+    }
+    closedir(dir);
+  }
+  return files;
+}
+
+std::vector<std::string> default_readable_paths(const std::vector<std::string>& extra) {
+  std::vector<std::string> paths = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
+                                    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/proc", "/sys", "/dev"};
+  auto add = [&paths](const std::string& p) {
+    if (p.empty() || p == "/") return;
+    for (const auto& q : paths) {
+      if (q == p) return;
+    }
+    paths.push_back(p);
+  };
+  if (FILE* maps = std::fopen("/proc/self/maps", "r")) {
+    char line[4096];
+    while (std::fgets(line, sizeof line, maps) != nullptr) {
+      const char* slash = std::strchr(line, '/');
+      if (slash == nullptr) continue;
+      std::string file(slash);
+      while (!file.empty() && (file.back() == '\n' || file.back() == ' ')) file.pop_back();
+      if (const size_t deleted = file.find(" (deleted)"); deleted != std::string::npos) file.resize(deleted);
+      add(file.substr(0, file.rfind('/')));
+      if (const size_t site = file.find("/site-packages/"); site != std::string::npos) {
+        add(file.substr(0, site + std::strlen("/site-packages")));
+      }
+    }
+    std::fclose(maps);
+  }
+  for (const auto& p : extra) add(p);
+  return paths;
+}
+
+SandboxReport apply_sandbox(const SandboxPolicy& policy) {
+  SandboxReport report;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    throw Error(fmt::format("sandbox: PR_SET_NO_NEW_PRIVS failed: {}", std::strerror(errno)));
+  }
+  report.no_new_privs = true;
+  std::string missing;
+  if (policy.landlock) report.landlock_abi = apply_landlock(policy, &missing);
+  if (policy.seccomp) {
+    std::vector<sock_filter> program = candidate_filter();
+    sock_fprog fprog{static_cast<unsigned short>(program.size()), program.data()};
+    // TSYNC: every thread LibTorch and the CUDA runtime already started gets the filter too.
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog) != 0) {
+      throw Error(fmt::format("sandbox: installing the seccomp filter failed: {}", std::strerror(errno)));
+    }
+    report.seccomp = true;
+  }
+  report.detail = fmt::format("sandbox: no_new_privs, {}, {}{}",
+                              report.landlock_abi > 0 ? fmt::format("Landlock ABI {} (writes only in {}; reads {})",
+                                                                    report.landlock_abi, policy.writable_dir,
+                                                                    policy.readable_paths.empty()
+                                                                        ? std::string("anywhere")
+                                                                        : fmt::format("{} folders", policy.readable_paths.size()))
+                                                      : "no Landlock",
+                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, network)" : "no seccomp",
+                              missing.empty() ? "" : "; " + missing);
+  return report;
+}
+
+}  // namespace crl::eval

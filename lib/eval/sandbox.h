@@ -1,0 +1,47 @@
+// The candidate worker's sandbox: what a program may do to the world outside its own process.
+// Applied by crl-worker (candidate role) after LibTorch and the device are initialised and before
+// the candidate's library is loaded, so the candidate's own static initialisers already run in it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace crl::eval {
+
+struct SandboxPolicy {
+  std::string writable_dir;                 // the evaluation's scratch folder: the only place files may be written
+  std::vector<std::string> writable_files;  // device files that must stay writable (/dev/null, /dev/nvidia*)
+  // Where files may be read; empty: everywhere. default_readable_paths() gives what a LibTorch
+  // and CUDA process needs (its libraries, /usr, /proc, /sys, /dev) plus the folders named.
+  std::vector<std::string> readable_paths;
+  bool landlock = true;                     // restrict file access (Linux 5.13+, where the kernel allows it)
+  bool seccomp = true;                      // refuse process, signal, tracing and network system calls
+};
+
+// What was applied, for the worker's log and the verdict (a kernel without Landlock says so here).
+struct SandboxReport {
+  bool no_new_privs = false;
+  int landlock_abi = 0;          // 0: not applied
+  bool seccomp = false;
+  std::string detail;            // one line: what was applied and what the kernel did not allow
+};
+
+// The device files a CUDA process keeps opening after start: /dev/nvidia*, /dev/null.
+std::vector<std::string> default_writable_device_files();
+
+// What a worker must still be able to read: system and toolchain folders (/usr, /lib*, /opt is
+// not among them), the dynamic loader's cache, /proc, /sys, /dev, the folder of every file this
+// process has mapped (its libraries) and the site-packages folder of a Python-installed LibTorch
+// (its CUDA libraries load lazily), plus `extra` (the task's folder, the compile cache).
+std::vector<std::string> default_readable_paths(const std::vector<std::string>& extra);
+
+// Applies the policy to the calling process and every thread it creates afterwards (threads that
+// already exist keep their old rights for file access: apply it before the program starts any).
+// After it, the process cannot start programs or processes (execve, fork, clone without
+// CLONE_THREAD), signal or trace another process, change its session, group, dumpability or
+// limits, open network sockets (only AF_UNIX), or write files outside writable_dir and
+// writable_files. Throws Error when a step the kernel supports fails; steps the kernel lacks are
+// reported, not fatal.
+SandboxReport apply_sandbox(const SandboxPolicy& policy);
+
+}  // namespace crl::eval

@@ -1,0 +1,163 @@
+// The candidate sandbox, tried as a candidate would: each forbidden act in a child process that
+// applied the sandbox, and the legitimate twin of each (threads, files in its folder) still works.
+#include "eval/sandbox.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace crl::eval {
+namespace {
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/crl-sandbox-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Runs `act` in a sandboxed child; returns its exit code (0: the act succeeded, 1: it was
+  // refused, 2: the sandbox itself failed, 3: something else went wrong).
+  int in_sandbox(const std::function<bool()>& act, bool landlock = true) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      try {
+        apply_sandbox({dir_, {"/dev/null"}, {}, landlock, true});
+      } catch (...) {
+        _exit(2);
+      }
+      _exit(act() ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+  }
+  std::string dir_;
+};
+
+TEST_F(SandboxTest, CannotStartAProgram) {
+  EXPECT_EQ(in_sandbox([] {
+              char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+              execv("/bin/true", argv);
+              return false;  // still here: refused
+            }),
+            1);
+}
+
+TEST_F(SandboxTest, CannotForkButCanStartThreads) {
+  EXPECT_EQ(in_sandbox([] {
+              const pid_t p = fork();
+              if (p == 0) _exit(0);
+              return p > 0;
+            }),
+            1);
+  EXPECT_EQ(in_sandbox([] {
+              std::atomic<int> ran{0};
+              std::thread t([&] { ran = 1; });
+              t.join();
+              return ran == 1;
+            }),
+            0);
+}
+
+TEST_F(SandboxTest, CannotSignalItsParentButCanSignalItself) {
+  EXPECT_EQ(in_sandbox([] { return kill(getppid(), 0) == 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return kill(-1, 0) == 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return kill(getpid(), 0) == 0; }), 0);
+}
+
+TEST_F(SandboxTest, CannotLeaveItsGroupOrHideItsMemory) {
+  EXPECT_EQ(in_sandbox([] { return setsid() >= 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return setpgid(0, 0) == 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0; }), 1);
+}
+
+TEST_F(SandboxTest, NoNetworkButUnixSockets) {
+  EXPECT_EQ(in_sandbox([] { return socket(AF_INET, SOCK_STREAM, 0) >= 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return socket(AF_INET6, SOCK_DGRAM, 0) >= 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return socket(AF_UNIX, SOCK_STREAM, 0) >= 0; }), 0);
+}
+
+TEST_F(SandboxTest, LimitsOnlyGoDown) {
+  EXPECT_EQ(in_sandbox([] {
+              rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+              return setrlimit(RLIMIT_AS, &unlimited) == 0;
+            }),
+            1);
+  EXPECT_EQ(in_sandbox([] {
+              rlimit now{};
+              return getrlimit(RLIMIT_AS, &now) == 0;
+            }),
+            0);
+}
+
+TEST_F(SandboxTest, WritesOnlyInItsFolderWhereTheKernelHasLandlock) {
+  const std::string inside = dir_ + "/ok.txt";
+  EXPECT_EQ(in_sandbox([&] {
+              const int fd = open(inside.c_str(), O_WRONLY | O_CREAT, 0600);
+              return fd >= 0 && write(fd, "x", 1) == 1;
+            }),
+            0);
+  // /proc/self/mem is how a program would rewrite its own code (or the timer's): not writable.
+  const int self_mem = in_sandbox([] { return open("/proc/self/mem", O_RDWR) >= 0; });
+  const std::string outside = "/tmp/crl-sandbox-outside-" + std::to_string(getpid());
+  const int outside_write = in_sandbox([&] { return open(outside.c_str(), O_WRONLY | O_CREAT, 0600) >= 0; });
+  std::filesystem::remove(outside);
+  const int abi = [&] {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(apply_sandbox({dir_, {}, {}, true, false}).landlock_abi);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WEXITSTATUS(status);
+  }();
+  if (abi == 0) GTEST_SKIP() << "this kernel has no Landlock: file writes are not confined here";
+  EXPECT_EQ(self_mem, 1);
+  EXPECT_EQ(outside_write, 1);
+  EXPECT_EQ(in_sandbox([] { return open("/etc/hostname", O_RDONLY) >= 0; }), 0);  // reading stays allowed
+}
+
+// With the worker's read list: its libraries and the toolchain stay readable, the machine's other
+// files do not (a program that prints /etc/passwd into its log would put it in the results file).
+TEST_F(SandboxTest, ReadsOnlyTheToolchainAndWhatItIsGiven) {
+  const std::string given = dir_ + "/given.txt";
+  { const int fd = open(given.c_str(), O_WRONLY | O_CREAT, 0600); ASSERT_GE(fd, 0); close(fd); }
+  auto reads = [&](const std::string& path) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      SandboxPolicy p;
+      p.writable_dir = dir_;
+      p.readable_paths = default_readable_paths({});
+      const auto report = apply_sandbox(p);
+      if (report.landlock_abi == 0) _exit(3);
+      _exit(open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WEXITSTATUS(status);
+  };
+  const int passwd = reads("/etc/passwd");
+  if (passwd == 3) GTEST_SKIP() << "this kernel has no Landlock: file reads are not confined here";
+  EXPECT_EQ(passwd, 1);
+  EXPECT_EQ(reads("/etc/hostname"), 1);
+  EXPECT_EQ(reads("/usr/include/stdio.h"), 0);
+  EXPECT_EQ(reads("/proc/self/status"), 0);
+  EXPECT_EQ(reads(given), 0);  // its own folder
+}
+
+}  // namespace
+}  // namespace crl::eval
