@@ -1,5 +1,6 @@
 // The compiler: cache lookup, precompiled prelude, parallel host/device compiles, link, thread pool.
 #include "compile/compiler.h"
+#include "compile/node_slots.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -66,6 +68,30 @@ std::string join(const std::vector<std::string>& parts) {
 }
 
 void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text, /*durable=*/false); }
+
+// Empty when every #include, #include_next and #embed of the program names a header by a
+// relative path without "..", and it embeds no file with .incbin; else a message naming the line.
+std::string file_inclusion_outside_the_toolchain(const ProgramText& program) {
+  static const std::regex directive(R"re(^\s*#\s*(include_next|include|embed)\s*[<"]([^>"]*)[>"])re");
+  static const std::regex has_include(R"re(__has_include(_next)?\s*\(\s*[<"]([^>"]*)[>"])re");
+  static const std::regex incbin(R"re(\.incbin\b)re");
+  for (const SourceSection* section : {&program.device, &program.host}) {
+    std::istringstream lines(section->text);
+    std::string line;
+    for (int n = std::max(section->first_line, 1); std::getline(lines, line); ++n) {
+      std::smatch m;
+      std::string path;
+      if (std::regex_search(line, m, directive) || std::regex_search(line, m, has_include)) path = m[2].str();
+      const bool outside = !path.empty() && (path[0] == '/' || path.find("..") != std::string::npos);
+      if (outside || std::regex_search(line, incbin)) {
+        return fmt::format("{}:{}: crl: programs may include the toolchain's headers only (a relative path, no \"..\", "
+                           "no .incbin): refused before compiling",
+                           program.origin.empty() ? "program" : program.origin, n);
+      }
+    }
+  }
+  return "";
+}
 
 // A fixed-size pool of threads running queued tasks in order.
 class ThreadPool {
@@ -122,6 +148,7 @@ struct Compiler::Impl {
   std::mutex inflight_mutex;
   std::map<std::string, std::vector<std::promise<CompileResult>>> inflight;  // key -> waiting duplicates
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<NodeSlots> node_slots;
   bool use_gold = false;  // gold links against LibTorch's 450 MB libraries about twice as fast as bfd
 
   static bool names(const CompileRequest& request, const char* library) {
@@ -223,6 +250,9 @@ struct Compiler::Impl {
   }
 
   CommandResult run_tool(const std::vector<std::string>& argv, const std::string& dir, double timeout_seconds = 0) const {
+    // One of the node's compiler slots for as long as the tool runs (the node's budget, shared
+    // with every other process on it; the pool's threads only bound this process).
+    const NodeSlots::Hold hold(*node_slots);
     CommandOptions o;
     if (timeout_seconds <= 0) timeout_seconds = options.timeout_seconds;
     o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
@@ -360,6 +390,15 @@ struct Compiler::Impl {
 
   CompileResult compile(const CompileRequest& request) {
     const auto start = Clock::now();
+    // A program may include the toolchain's headers, nothing else: a path of its own choosing
+    // would put that file's text into the compiler's log, the verdict and the results file.
+    if (const std::string why = file_inclusion_outside_the_toolchain(request.program); !why.empty()) {
+      CompileResult refused;
+      refused.stage = "host";
+      refused.log = why;
+      refused.seconds = seconds_since(start);
+      return refused;
+    }
     const std::string key = key_of(request);
     if (auto hit = cache->lookup(key, request.program.origin)) {
       hit->seconds = seconds_since(start);
@@ -399,6 +438,9 @@ Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
   d.use_gold = gold_links_cxx(d.toolchain.cxx, d.options.cache_dir);
   d.cxx_version = compiler_version(d.toolchain.cxx, d.options.cache_dir);
   if (!d.toolchain.nvcc.empty()) d.nvcc_version = compiler_version(d.toolchain.nvcc, d.options.cache_dir);
+  d.node_slots = std::make_unique<NodeSlots>(
+      d.options.node_slots_dir.empty() ? default_node_slots_dir() : d.options.node_slots_dir,
+      d.options.node_slots > 0 ? d.options.node_slots : default_node_compile_slots());
   d.pool = std::make_unique<ThreadPool>(d.options.jobs);
 }
 

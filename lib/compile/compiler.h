@@ -41,6 +41,11 @@ struct CompilerOptions {
   // precompiled prelude is ~400 MB, read by every host compile.
   std::string cache_dir;
   size_t jobs = 0;                // pool threads; 0: the machine's hardware threads
+  // Compiler processes running at once on the whole node, whoever started them (NodeSlots):
+  // 0: $CRL_NODE_COMPILE_SLOTS, else the hardware threads; the slots' lock files live in
+  // node_slots_dir (default: default_node_slots_dir()).
+  int node_slots = 0;
+  std::string node_slots_dir;
   std::string cuda_arch;          // default for requests; empty: the local GPU's (sm_90a without one)
   double timeout_seconds = 300;   // per compiler invocation; longer fails (not cached: may be the node)
   size_t max_log_bytes = 16384;   // longer compiler logs keep their head and say how much was cut

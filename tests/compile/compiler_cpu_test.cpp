@@ -140,6 +140,29 @@ TEST(CompilerCpu, CompileErrorsNameTheCrlFileLineAndAreCached) {
   EXPECT_EQ(again.key, result.key);
 }
 
+// The attack: include a file of the machine's so that the compiler prints it into the log (and
+// from there into the verdict and the results file). Each variant is refused before any compiler
+// runs; the legitimate twin (a toolchain header by a relative path) still compiles.
+TEST(CompilerCpu, IncludingFilesOutsideTheToolchainIsRefusedBeforeCompiling) {
+  const std::string secret = "/tmp/crl-include-attack-" + unique_tag();
+  { std::ofstream(secret) << "the secret text\n"; }
+  for (const std::string& directive :
+       {"#include \"" + secret + "\"", "#include <" + secret + ">", "  #  include_next \"../../../../" + secret + "\"",
+        "#if __has_include(\"" + secret + "\")\n#endif", "asm(\".incbin \\\"" + secret + "\\\"\");"}) {
+    const std::string text = "// crl:host\n" + directive + "\nat::Tensor forward(const at::Tensor& x) { return x.clone(); }\n";
+    const CompileResult r = shared_compiler().compile(request_for(text, 1, Backend::cpu, "attack.crl"));
+    EXPECT_FALSE(r.ok) << directive;
+    EXPECT_EQ(r.log.find("the secret text"), std::string::npos) << r.log;
+    EXPECT_NE(r.log.find("attack.crl:2: crl: programs may include the toolchain's headers only"), std::string::npos)
+        << directive << "\n" << r.log;
+  }
+  const CompileResult legit = shared_compiler().compile(request_for(
+      "// crl:host\n#include <cmath>\n#include \"ATen/ATen.h\"\nat::Tensor forward(const at::Tensor& x) { return x.clone(); }\n", 1,
+      Backend::cpu, "legit.crl"));
+  EXPECT_TRUE(legit.ok) << legit.log;
+  std::filesystem::remove(secret);
+}
+
 TEST(CompilerCpu, LongCompilerLogsAreCutAndSaySo) {
   CompilerOptions options = test_options(1);
   options.max_log_bytes = 300;
