@@ -92,33 +92,63 @@ void read_all(int fd, void* data, size_t size, const Deadline& deadline, const s
   }
 }
 
-// Checks a tensor header and returns the tensor it describes, allocated but not yet filled.
-at::Tensor validate_header(const TensorHeader& h, const ChannelLimits& limits, const std::string& what,
-                           std::string* device) {
+// A checked tensor header: what the data that follows will be, before anything is allocated.
+struct CheckedHeader {
+  std::vector<int64_t> shape;
+  at::ScalarType dtype;
+  std::string device;
+};
+
+CheckedHeader validate_header(const TensorHeader& h, const ChannelLimits& limits, const std::string& what) {
   if (h.magic != kTensorMagic) throw InputError(what + ": tensor header has a bad magic number");
   if (h.dtype >= kWireDtypes.size()) throw InputError(fmt::format("{}: unknown tensor dtype code {}", what, h.dtype));
   if (h.ndim > kMaxDims) throw InputError(fmt::format("{}: tensor has {} dimensions (at most {})", what, h.ndim, kMaxDims));
   if (h.device > 1) throw InputError(fmt::format("{}: unknown device code {}", what, h.device));
-  const at::ScalarType dtype = kWireDtypes[h.dtype];
-  const uint64_t element = c10::elementSize(dtype);
+  CheckedHeader out;
+  out.dtype = kWireDtypes[h.dtype];
+  const uint64_t element = c10::elementSize(out.dtype);
   uint64_t bytes = element;
-  std::vector<int64_t> shape;
+  // The product of the non-zero extents is bounded too: a zero extent makes the size 0, but
+  // extents near 2^62 beside it would still overflow LibTorch's stride computation.
+  uint64_t nonzero_bytes = element;
   for (int d = 0; d < h.ndim; ++d) {
     const int64_t extent = h.shape[d];
     if (extent < 0) throw InputError(fmt::format("{}: tensor dimension {} is negative ({})", what, d, extent));
-    if (extent != 0 && bytes > limits.max_tensor_bytes / static_cast<uint64_t>(extent)) {
+    if (extent != 0 && nonzero_bytes > limits.max_tensor_bytes / static_cast<uint64_t>(extent)) {
       throw InputError(fmt::format("{}: tensor of shape dimension {} = {} exceeds the {} byte limit", what, d,
                                    extent, limits.max_tensor_bytes));
     }
+    if (extent != 0) nonzero_bytes *= static_cast<uint64_t>(extent);
     bytes *= static_cast<uint64_t>(extent);
-    shape.push_back(extent);
+    out.shape.push_back(extent);
   }
   if (bytes != h.data_bytes) {
     throw InputError(fmt::format("{}: tensor declares {} data bytes but its shape and dtype need {}", what,
                                  h.data_bytes, bytes));
   }
-  *device = h.device == 1 ? "cuda" : "cpu";
-  return at::empty(shape, at::TensorOptions().dtype(dtype));
+  out.device = h.device == 1 ? "cuda" : "cpu";
+  return out;
+}
+
+// Reads a tensor's data in pieces of at most 64 MiB, each allocated only once the one before it
+// arrived: a sender that claims gigabytes must send them before this process holds them.
+at::Tensor read_tensor_data(int fd, const CheckedHeader& h, uint64_t bytes, const Deadline& deadline,
+                            const std::string& what) {
+  constexpr uint64_t kPiece = uint64_t{64} << 20;
+  const auto options = at::TensorOptions().dtype(at::kByte);
+  if (bytes <= kPiece) {
+    at::Tensor flat = at::empty({static_cast<int64_t>(bytes)}, options);
+    read_all(fd, flat.data_ptr(), bytes, deadline, what);
+    return flat.view(h.dtype).reshape(h.shape);
+  }
+  std::vector<at::Tensor> pieces;
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t n = std::min(kPiece, bytes - done);
+    pieces.push_back(at::empty({static_cast<int64_t>(n)}, options));
+    read_all(fd, pieces.back().data_ptr(), n, deadline, what);
+    done += n;
+  }
+  return at::cat(pieces).view(h.dtype).reshape(h.shape);
 }
 
 TensorHeader make_header(const ProgramOutput& out, at::Tensor* contiguous) {
@@ -176,14 +206,13 @@ Message read_message(int fd, const Deadline& deadline, const std::string& what, 
   for (uint32_t i = 0; i < frame.tensor_count; ++i) {
     TensorHeader h{};
     read_all(fd, &h, sizeof h, deadline, what);
-    ProgramOutput out;
-    out.values = validate_header(h, limits, fmt::format("{}: tensor {}", what, i), &out.device);
+    const std::string name = fmt::format("{}: tensor {}", what, i);
+    const CheckedHeader checked = validate_header(h, limits, name);
     total += h.data_bytes;
     if (total > limits.max_message_bytes) {
       throw InputError(fmt::format("{}: message exceeds the {} byte limit", what, limits.max_message_bytes));
     }
-    read_all(fd, out.values.data_ptr(), h.data_bytes, deadline, what);
-    message.tensors.push_back(std::move(out));
+    message.tensors.push_back(ProgramOutput{read_tensor_data(fd, checked, h.data_bytes, deadline, name), checked.device});
   }
   return message;
 }
@@ -200,12 +229,13 @@ ProgramOutput decode_tensor(const std::string& bytes, const ChannelLimits& limit
   TensorHeader h{};
   if (bytes.size() < sizeof h) throw InputError(fmt::format("tensor: {} bytes is shorter than its header", bytes.size()));
   std::memcpy(&h, bytes.data(), sizeof h);
-  ProgramOutput out;
-  out.values = validate_header(h, limits, "tensor", &out.device);
+  const CheckedHeader checked = validate_header(h, limits, "tensor");
   if (bytes.size() - sizeof h != h.data_bytes) {
     throw InputError(fmt::format("tensor: {} data bytes follow the header, which declares {}", bytes.size() - sizeof h,
                                  h.data_bytes));
   }
+  // Allocated only now that the bytes are known to be there.
+  ProgramOutput out{at::empty(checked.shape, at::TensorOptions().dtype(checked.dtype)), checked.device};
   std::memcpy(out.values.data_ptr(), bytes.data() + sizeof h, h.data_bytes);
   return out;
 }
