@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "apps/crl/commands.h"
 #include "machine/machine_probe.h"
@@ -39,11 +40,12 @@ struct EvalCommandOptions {
   std::string scale;
   int trials = 5;
   double time_budget = -1;
-  uint64_t seed = 1;
+  uint64_t seed = 0;
   bool json = false;
   bool no_timing = false;
   bool explain = false;
-  double remeasure_above = 10;
+  bool no_sandbox = false;
+  double remeasure_above = 3;
   int compile_ahead = -1;  // -1: 8 on CUDA (compiles use the CPU while the GPU times), 0 on the CPU
   std::string h5;
   std::string cache_dir;
@@ -198,6 +200,7 @@ int run_eval(const EvalCommandOptions& o) {
   options.seed = o.seed;
   options.timing = !o.no_timing;
   options.remeasure_above_speedup = o.remeasure_above;
+  options.sandbox = !o.no_sandbox;
   if (o.time_budget >= 0) {
     options.time_budget_seconds = o.time_budget;
   } else {
@@ -219,18 +222,25 @@ int run_eval(const EvalCommandOptions& o) {
   const size_t window = static_cast<size_t>(o.compile_ahead >= 0 ? o.compile_ahead : options.backend == Backend::cuda ? 8 : 0);
   std::vector<eval::Evaluator::Job> jobs;
   for (const auto& c : candidates) jobs.push_back({&suite.find(c.task_id), c.program, c.name});
-  const std::vector<eval::Verdict> verdicts = evaluator.evaluate_all(jobs, window, [&](size_t i) {
-    if (progress) show_progress(i, candidates.size(), candidates[i].task_id + " " + candidates[i].name);
-  });
+  // The results file is opened before any work (a bad path fails now, not after an hour) and
+  // each verdict is appended and flushed as it is made: a killed run keeps every verdict so far.
+  std::optional<results::ResultsWriter> writer;
+  if (!o.h5.empty()) writer.emplace(o.h5);
+  const std::vector<eval::Verdict> verdicts = evaluator.evaluate_all(
+      jobs, window,
+      [&](size_t i) {
+        if (progress) show_progress(i, candidates.size(), candidates[i].task_id + " " + candidates[i].name);
+      },
+      [&](const eval::Verdict& v) {
+        if (!writer) return;
+        eval::append_verdicts(*writer, {v});
+        writer->flush();
+      });
   if (progress) {
     show_progress(candidates.size(), candidates.size(), "done");
     std::cerr << "\n";
   }
-  if (!o.h5.empty()) {
-    results::ResultsWriter writer(o.h5);
-    eval::append_verdicts(writer, verdicts);
-    writer.close();
-  }
+  if (writer) writer->close();
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& v : verdicts) out.push_back(eval::to_json(v));
@@ -263,14 +273,18 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--time-budget", o.time_budget, "Seconds of timing per candidate (default: 3 on cpu, 10 on cuda)")
       ->check(CLI::Range(0.0, 3600.0));
-  cmd->add_option("--seed", o.seed, "Seed of the trial and timing inputs")->capture_default_str();
+  cmd->add_option("--seed", o.seed,
+                  "Secret of the trial and timing inputs (default 0: a fresh one per task; a verdict's 'judge' step "
+                  "names the one it used, to replay it)")
+      ->capture_default_str();
   cmd->add_flag("--no-timing", o.no_timing, "Check correctness only");
   cmd->add_flag("--json", o.json, "Print the verdicts as a JSON array");
   cmd->add_flag("--explain", o.explain, "After the table, list each verdict's checks (hack guards included) and what each saw");
   cmd->add_option("--remeasure-above", o.remeasure_above,
-                  "Speedups above this are re-measured by wall clock in a fresh worker before they count")
+                  "Speedups above this are re-measured one call at a time in a fresh worker before they count")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_flag("--no-sandbox", o.no_sandbox, "Run candidates without seccomp and Landlock (debugging only)");
   cmd->add_option("--compile-ahead", o.compile_ahead,
                   "Candidates compiled ahead of the one being judged (default: 8 on CUDA, 0 on the CPU)")
       ->check(CLI::Range(0, 1024));

@@ -1,6 +1,7 @@
-// The evaluation engine: compiles a candidate, runs it in a sandboxed crl-worker against the
-// task's reference (whose outputs stay in this process), times both, and returns a Verdict.
-// Candidates are never loaded into this process.
+// The evaluation engine: compiles a candidate and judges it against the task's reference. Three
+// processes: this one (orchestration, the clock), a trusted judge that runs only the reference
+// and holds its outputs and inputs, and a sandboxed worker that runs only the candidate.
+// Candidate code never shares a process with the reference, the timer or the comparison.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,8 @@ struct EvalOptions {
   Backend backend = Backend::cpu;
   std::string scale = "small";
   int trials = 5;                       // correctness trials, each on inputs from a new seed
-  uint64_t seed = 1;                    // trial and timing seeds derive from it and the task
+  uint64_t seed = 0;                    // 0: a fresh secret per judged task; else trial and timing
+                                        // seeds derive from it (replays an evaluation exactly)
   bool timing = true;                   // false: stop after the correctness trials
   double time_budget_seconds = 10;      // timing stops when it is spent ...
   double target_relative_ci = 0.01;     // ... or when the speedup's 95% CI is within +-1%
@@ -41,18 +43,25 @@ struct EvalOptions {
   // Hack guards (docs/hack-guards.md).
   bool hack_guards = true;              // false only in tests of the guards themselves
   double guard_settle_seconds = 0.05;   // wait before outputs are looked at again (deferred work)
-  double remeasure_above_speedup = 10;  // speedups above this are re-measured in a fresh worker ...
-  double remeasure_max_disagreement = 1.5;  // ... and must agree within this factor
+  double remeasure_above_speedup = 3;   // speedups above this are re-measured in a fresh worker, by
+  double remeasure_max_disagreement = 1.5;  // single calls; intervals more than this apart: a hack
+  // The judge (docs/evaluation.md).
+  bool sandbox = true;                  // seccomp and Landlock around the candidate's worker
+  uint64_t arena_bytes = uint64_t{16} << 30;        // the candidate's input slots, at most
+  uint64_t judge_cache_bytes = uint64_t{16} << 30;  // reference outputs the judge keeps per task
+  int max_slots = 64;                   // inputs per timed batch (fresh values in each)
+  double idle_slack_us = 50;
+  double roofline_margin = 1.25;        // hack:beyond_roofline below the least time / this (GPU only)
+  double peak_bytes_per_second = 0;     // the GPU's peaks for the gate; 0: roofline.h's table by
+  double peak_flops_per_second = 0;     // device name (both must be set to override it)            // the GPU is idle when the probe takes <= 1.5 x baseline + this
 };
 
 // crl-worker's path: $CRL_WORKER, else next to the running executable (or in ../crl-worker/),
 // else the one this build made. Throws Error when none exists.
 std::string find_worker_executable();
 
-// Seeds of the correctness trials, and the first input seed of each timing round, for a task.
-std::vector<uint64_t> trial_seeds(const EvalOptions& options, const std::string& task_id);
-uint64_t timing_input_seed(const EvalOptions& options, const std::string& task_id, const std::string& measurement,
-                           int round);
+// Seeds of the correctness trials of a task under a secret (EvalOptions::seed, or the judge's).
+std::vector<uint64_t> trial_seeds(uint64_t secret, int trials, const std::string& task_id);
 
 class Evaluator {
  public:
@@ -78,24 +87,26 @@ class Evaluator {
   // Evaluates the jobs in order while the next `ahead` of them compile on the pool, which
   // keeps the node's cores busy while one is timed (crl eval --compile-ahead). Compiles are
   // submitted in order, the judged job's first, so the FIFO pool never queues it behind later
-  // ones. `before_each(i)` runs before job i (progress).
+  // ones. `before_each(i)` runs before job i (progress), `after_each(verdict)` as each is made
+  // (crl eval --h5 appends and flushes it then).
   std::vector<Verdict> evaluate_all(const std::vector<Job>& jobs, size_t ahead,
-                                    const std::function<void(size_t)>& before_each = {});
+                                    const std::function<void(size_t)>& before_each = {},
+                                    const std::function<void(const Verdict&)>& after_each = {});
 
   const EvalOptions& options() const { return options_; }
 
  private:
-  struct ReferenceState;
-  ReferenceState& reference_for(const Task& task);
-  std::unique_ptr<WorkerProcess> start_worker(const std::string& log_name);
-  nlohmann::json load_request(const Task& task, const std::string& reference_library,
-                              const std::string& candidate_library, double gpu_memory_fraction) const;
+  struct JudgeState;
+  JudgeState& judge_for(const Task& task);
+  std::unique_ptr<WorkerProcess> start_candidate_worker(const std::string& log_name);
+  nlohmann::json load_request(const Task& task, const std::string& library, const std::string& library_key,
+                              double gpu_memory_fraction) const;
 
   EvalOptions options_;
   Compiler& compiler_;
   std::string worker_executable_;
   std::unique_ptr<class ScratchDir> scratch_;
-  std::unique_ptr<ReferenceState> reference_;
+  std::unique_ptr<JudgeState> judge_;
   // A candidate worker started at the end of the previous evaluation: it loads LibTorch while
   // the next candidate compiles, not while anything is timed.
   std::unique_ptr<WorkerProcess> spare_;

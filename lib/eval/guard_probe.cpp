@@ -108,7 +108,7 @@ bool storages_overlap(const at::Tensor& a, const at::Tensor& b) {
 }
 
 Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, const std::string& scale,
-                         const at::Device& device, const CandidateForward& candidate, const ProgramForward& reference) {
+                         const at::Device& device, const CandidateForward& candidate) {
   const auto seeds = request.at("seeds").get<std::vector<uint64_t>>();
   if (seeds.size() != 2) throw InputError("guard: need exactly two seeds");
   const double settle_seconds = request.value("settle_seconds", 0.05);
@@ -204,21 +204,14 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
     synchronize_device(device);
   }
 
-  // 3. Stale memory: candidate first on poisoned free memory; then reference first (its outputs
-  //    freed just before) on other values.
+  // 3. Stale memory: the candidate on poisoned free memory. (The reference never runs in this
+  //    process, so its outputs cannot be left in this allocator for a candidate to find.)
   first.clear();
   args.clear();
   {
     auto poisoned_args = make_arguments(spec, scale, seeds[0], device);
     poison_free_memory(output_bytes, device);
     send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args, /*wait_for_device=*/true));
-    synchronize_device(device);
-  }
-  {
-    auto ref_args = make_arguments(spec, scale, seeds[0], device);
-    { auto discarded = reference(ref_args); synchronize_device(device); }
-    auto cand_args = make_arguments(spec, scale, seeds[1], device);
-    send_group("after the reference", "stale_memory", 1, candidate(cand_args, /*wait_for_device=*/true));
     synchronize_device(device);
   }
   reply.header["checks"] = checks.list;

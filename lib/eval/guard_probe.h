@@ -1,6 +1,8 @@
-// Hack-guard probes that run inside crl-worker after the correctness trials: threads and work
-// still running after forward returned, outputs that alias or do not own their memory, inputs
-// modified in place, outputs cached across calls, stale (uninitialised) memory.
+// Hack-guard probes that run inside the candidate's worker after the correctness trials: threads
+// and work still running after forward returned, outputs that alias or do not own their memory,
+// inputs modified in place, outputs cached across calls, stale (uninitialised) memory. They run
+// in the candidate's own process, so a determined program can defeat them; they name the common
+// hacks precisely, while the judge's checks (docs/evaluation.md) are what the reward rests on.
 #pragma once
 
 #include <ATen/Tensor.h>
@@ -15,7 +17,6 @@
 
 namespace crl::eval {
 
-using ProgramForward = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
 // The candidate's forward. wait_for_device: return only after a device-wide synchronisation and a
 // CUDA error check, as every ordinary call does; false: return as soon as forward does, so that
 // work it left on other streams may still be running (what the deferred-work probe must see).
@@ -29,7 +30,7 @@ using CandidateForward = std::function<std::vector<at::Tensor>(const std::vector
 // that the evaluator must compare with the reference's outputs for seeds[seed_index]; a
 // mismatch there is hack:<kind>.
 Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, const std::string& scale,
-                         const at::Device& device, const CandidateForward& candidate, const ProgramForward& reference);
+                         const at::Device& device, const CandidateForward& candidate);
 
 // Threads of this process now (entries of /proc/self/task).
 int count_process_threads();

@@ -1,4 +1,5 @@
-// Output comparison on the CPU in float64 (one parallel pass), with NaN/Inf rules and the worst element reported.
+// Output comparison in float64 (on the CPU one parallel pass; on a GPU, ATen in chunks where the
+// outputs live), with NaN/Inf rules and the worst element reported.
 #include "eval/output_comparison.h"
 
 #include <ATen/ATen.h>
@@ -100,6 +101,50 @@ ValueStats compare_values(const at::Tensor& ref, const at::Tensor& cand, const T
   return total;
 }
 
+// The same rules on the device that holds both tensors (the judge compares on the GPU, where the
+// outputs are), in chunks so that full-scale outputs need only bounded temporaries.
+ValueStats compare_values_on_device(const at::Tensor& ref, const at::Tensor& cand, const Tolerance& tol) {
+  ValueStats total;
+  const at::Tensor rf = ref.reshape({-1});
+  const at::Tensor cf = cand.reshape({-1});
+  const bool integral = !at::isFloatingType(ref.scalar_type());
+  constexpr int64_t kChunk = int64_t{1} << 25;
+  for (int64_t begin = 0; begin < rf.numel(); begin += kChunk) {
+    const int64_t length = std::min(kChunk, rf.numel() - begin);
+    const at::Tensor r0 = rf.narrow(0, begin, length);
+    const at::Tensor c0 = cf.narrow(0, begin, length);
+    at::Tensor excess;
+    at::Tensor err;
+    const at::Tensor r = r0.to(at::kDouble);
+    const at::Tensor c = c0.to(at::kDouble);
+    if (integral) {
+      excess = at::where(at::ne(r0, c0), INFINITY, 0.0).to(at::kDouble);
+      err = at::zeros_like(r);
+    } else {
+      err = (c - r).abs();
+      const at::Tensor allowed = (r.abs() * tol.rtol + tol.atol).clamp_min(1e-300);
+      const at::Tensor r_nan = at::isnan(r), c_nan = at::isnan(c);
+      const at::Tensor any_inf = at::isinf(r) | at::isinf(c);
+      excess = at::where(r_nan | c_nan, at::where(r_nan & c_nan, 0.0, INFINITY).to(at::kDouble),
+                         at::where(any_inf, at::where(at::eq(r, c), 0.0, INFINITY).to(at::kDouble), err / allowed));
+      err = at::where(at::isfinite(err), err, 0.0);
+    }
+    const int64_t bad = (excess > 1.0).sum().item<int64_t>();
+    ValueStats local;
+    local.bad = bad;
+    local.max_abs_error = err.max().item<double>();
+    if (bad > 0) {
+      const int64_t worst = excess.argmax().item<int64_t>();
+      local.worst_excess = excess[worst].item<double>();
+      local.worst_index = begin + worst;
+      local.worst_reference = r[worst].item<double>();
+      local.worst_candidate = c[worst].item<double>();
+    }
+    total.add(local);
+  }
+  return total;
+}
+
 }  // namespace
 
 ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
@@ -132,7 +177,9 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     }
     if (ref.numel() == 0) continue;
     const Tolerance tol = tolerance_for(ref.scalar_type());
-    const ValueStats stats = compare_values(ref.contiguous(), cand.contiguous(), tol);
+    if (ref.device() != cand.device()) return fail("is not where the reference's output is (crl compares like with like)");
+    const ValueStats stats = ref.is_cpu() ? compare_values(ref.contiguous(), cand.contiguous(), tol)
+                                          : compare_values_on_device(ref, cand, tol);
     result.max_abs_error = std::max(result.max_abs_error, stats.max_abs_error);
     if (stats.bad == 0) continue;
     result.worst_index = stats.worst_index;
@@ -146,6 +193,21 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
   }
   result.ok = true;
   return result;
+}
+
+bool batch_copy_would_pass(const std::vector<ProgramOutput>& outputs, const ToleranceForDtype& tolerance_for) {
+  bool any_batch = false;
+  for (const auto& out : outputs) {
+    if (out.values.dim() < 1 || out.values.size(0) < 2) continue;
+    any_batch = true;
+    // Sample by sample against sample 0, so nothing of the output's size is allocated, and the
+    // usual case (samples differ) stops at the first.
+    const std::vector<ProgramOutput> first{{out.values.narrow(0, 0, 1), out.device}};
+    for (int64_t b = 1; b < out.values.size(0); ++b) {
+      if (!compare_outputs({{out.values.narrow(0, b, 1), out.device}}, first, tolerance_for).ok) return false;
+    }
+  }
+  return any_batch;
 }
 
 }  // namespace crl::eval

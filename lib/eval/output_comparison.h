@@ -19,7 +19,8 @@ struct Tolerance {
 // float32 (and float64) 1e-4, float16 and bfloat16 1e-2, integers and bool exact (0).
 Tolerance default_tolerance(at::ScalarType dtype);
 
-// An output as it crossed the worker boundary: the values (on the CPU) and where they were made.
+// An output as the judge sees it: the values (where they live: the CPU, or the GPU that the
+// judge compares on) and the device the program returned it on.
 struct ProgramOutput {
   at::Tensor values;
   std::string device;  // "cpu" or "cuda", the device the program returned the tensor on
@@ -44,5 +45,12 @@ using ToleranceForDtype = std::function<Tolerance(at::ScalarType)>;
 ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
                                  const std::vector<ProgramOutput>& candidate,
                                  const ToleranceForDtype& tolerance_for = default_tolerance);
+
+// Whether a program that computed only the first sample (index 0 along dim 0 of every output
+// with two or more) and copied it across the batch would match these reference outputs. False
+// when no output has a batch. The per-sample guard runs only where this is true: elsewhere the
+// trials already catch copying, and scaling inputs apart could push tasks with narrow input
+// ranges (a long cumulative product) to overflow at slightly different places.
+bool batch_copy_would_pass(const std::vector<ProgramOutput>& outputs, const ToleranceForDtype& tolerance_for);
 
 }  // namespace crl::eval

@@ -81,14 +81,22 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(125);  // the evaluator died before prctl took effect
     // Move the channel ends above 4 first, so the dup2s below cannot clobber one another.
-    const int req = fcntl(to_child[0], F_DUPFD, 10);
-    const int rep = fcntl(from_child[1], F_DUPFD, 10);
+    const int req = fcntl(to_child[0], F_DUPFD, 64);
+    const int rep = fcntl(from_child[1], F_DUPFD, 64);
+    int moved_fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    for (size_t i = 0; i < options_.inherited_fds.size() && i < 8; ++i) {
+      moved_fds[i] = fcntl(options_.inherited_fds[i], F_DUPFD, 64);
+    }
     if (req < 0 || rep < 0 || dup2(req, 3) < 0 || dup2(rep, 4) < 0) _exit(126);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0) _exit(126);
     if (dup2(log_fd, STDOUT_FILENO) < 0 || dup2(log_fd, STDERR_FILENO) < 0) _exit(126);
-    // Nothing else of the evaluator's (other workers' pipes, result files) reaches the worker.
-    syscall(SYS_close_range, 5u, ~0u, 0u);
+    // The arenas land at 5, 6, ...; nothing else of the evaluator's (other workers' pipes, result
+    // files) reaches the worker. (The arena fds were moved above every target number first.)
+    for (size_t i = 0; i < options_.inherited_fds.size() && i < 8; ++i) {
+      if (moved_fds[i] < 0 || dup2(moved_fds[i], static_cast<int>(5 + i)) < 0) _exit(126);
+    }
+    syscall(SYS_close_range, static_cast<unsigned>(5 + std::min<size_t>(options_.inherited_fds.size(), 8)), ~0u, 0u);
     if (options_.address_space_limit > 0) {
       const rlimit as{options_.address_space_limit, options_.address_space_limit};
       setrlimit(RLIMIT_AS, &as);
@@ -149,12 +157,14 @@ void WorkerProcess::reap(std::chrono::milliseconds wait) {
 void WorkerProcess::kill() {
   if (!running_) return;
   ::kill(-pid_, SIGKILL);
+  frozen_ = false;
   exit_.killed_by_us = true;
   reap(std::chrono::milliseconds(10000));
 }
 
 void WorkerProcess::stop(std::chrono::milliseconds grace) {
   if (!running_) return;
+  thaw();
   try {
     write_message(request_fd_, Message{{{"op", "quit"}}, {}});
   } catch (const Error&) {
@@ -163,9 +173,37 @@ void WorkerProcess::stop(std::chrono::milliseconds grace) {
   reap(grace);
 }
 
+void WorkerProcess::freeze() {
+  if (!running_ || frozen_) return;
+  ::kill(-pid_, SIGSTOP);
+  // Wait until the kernel reports it stopped (or it died: reap() will say how).
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid_, &status, WUNTRACED);
+    if (r == pid_ && WIFSTOPPED(status)) break;
+    if (r == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) {
+      running_ = false;
+      exit_.exited = WIFEXITED(status);
+      exit_.exit_code = exit_.exited ? WEXITSTATUS(status) : 0;
+      exit_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      ::kill(-pid_, SIGKILL);
+      return;
+    }
+    if (r < 0 && errno != EINTR) return;
+  }
+  frozen_ = true;
+}
+
+void WorkerProcess::thaw() {
+  if (!running_ || !frozen_) return;
+  ::kill(-pid_, SIGCONT);
+  frozen_ = false;
+}
+
 Message WorkerProcess::request(const Message& request, std::chrono::milliseconds timeout) {
   const std::string what = fmt::format("worker {}", pid_);
   if (!running_) throw ChannelClosed(what + " is not running (" + exit_.describe() + ")");
+  thaw();
   try {
     write_message(request_fd_, request);
     return read_message(reply_fd_, std::chrono::steady_clock::now() + timeout, what);

@@ -22,6 +22,9 @@ struct WorkerOptions {
   uint64_t address_space_limit = 0;        // RLIMIT_AS in bytes, 0 for none (never on CUDA)
   uint64_t log_size_limit = 64ull << 20;   // RLIMIT_FSIZE: a worker that writes more is killed
   std::string working_dir;                 // empty: inherit
+  // Descriptors of the evaluator's that the worker inherits, at these numbers (5, 6, ...): the
+  // shared-memory arenas of the CPU backend. Everything else above 4 is closed.
+  std::vector<int> inherited_fds;
 };
 
 // How a worker ended.
@@ -57,6 +60,12 @@ class WorkerProcess {
   void kill();
   // Asks it to quit, waits up to `grace`, then kills it.
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  // Stops every thread of the worker (SIGSTOP to its group) and waits until it has stopped: a frozen
+  // worker runs nothing on the CPU and submits nothing to a GPU, while the judge measures the
+  // reference or reads the worker's outputs. request() thaws it first.
+  void freeze();
+  void thaw();
+  bool frozen() const { return frozen_; }
   // Valid once the worker is no longer running.
   const WorkerExit& exit() const { return exit_; }
   // The worker's stdout and stderr so far, cut to at most max_bytes (head and tail kept).
@@ -70,6 +79,7 @@ class WorkerProcess {
   int request_fd_ = -1;  // we write requests here
   int reply_fd_ = -1;    // and read replies here
   bool running_ = false;
+  bool frozen_ = false;
   WorkerExit exit_;
 };
 

@@ -91,7 +91,7 @@ TEST(CrlEvalCli, ExplainListsEveryCheckAndWhatItSaw) {
   for (const char* check : {"guard: symbols", "static scan (report only)", "trial 1", "guard: threads",
                             "guard: deferred work", "guard: aliasing", "guard: input mutation", "guard: output reuse",
                             "guard: same addresses, new values", "guard: same values, new addresses",
-                            "guard: free memory poisoned", "guard: after the reference", "guard: timed outputs",
+                            "guard: free memory poisoned", "guard: timed outputs",
                             "timing"}) {
     const auto at = ok_part.find(std::string(check) + " ");
     ASSERT_NE(at, std::string::npos) << check << " missing in:\n" << ok_part;

@@ -1,0 +1,85 @@
+// The candidate worker's request handlers: load, arena, run, time, guard (see candidate_session.h).
+#include "apps/crl-worker/candidate_session.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "eval/guard_probe.h"
+#include "program/arguments.h"
+
+namespace crl::worker {
+
+eval::Message CandidateSession::handle(const eval::Message& request) {
+  const std::string op = request.header.value("op", "");
+  if (op == "load") return load(request.header);
+  if (!candidate_) throw InputError("request '" + op + "' before 'load'");
+  // Whatever the previous request described has been read by now.
+  held_.clear();
+  if (op == "arena") {
+    arena_.open(eval::arena_layout_from_json(request.header.at("layout")), device_.device(),
+                request.header.value("ipc_handle", ""));
+    return {};
+  }
+  if (op == "run") return run(request.header);
+  if (op == "time") return time(request.header);
+  if (op == "guard") return guard(request.header);
+  if (op == "empty") {
+    device_.synchronize();
+    return {};
+  }
+  if (op == "release") return {};
+  throw InputError("unknown candidate request '" + op + "'");
+}
+
+eval::Message CandidateSession::load(const nlohmann::json& request) {
+  spec_ = load_spec(request, &scale_);
+  device_.init(request);
+  candidate_ = std::make_unique<NamedProgram>("candidate", request.at("candidate_library").get<std::string>());
+  return eval::Message{{{"num_args", spec_->num_args()}}, {}};
+}
+
+eval::Message CandidateSession::run(const nlohmann::json& request) {
+  std::vector<at::Tensor> args;
+  size_t spread_inputs = 0;
+  if (request.contains("slot")) {
+    args = arena_.arguments(request["slot"].get<int>());
+  } else {
+    // Guards' own inputs (their seeds are trial seeds; nothing is timed on them).
+    args = make_arguments(*spec_, scale_, request.at("seed").get<uint64_t>(), device_.device());
+    if (request.value("spread_samples", false)) spread_inputs = spread_samples(*spec_, args);
+  }
+  const auto outputs = call_and_check(device_, *candidate_, args);
+  nlohmann::json header;
+  header["outputs"] = export_outputs(outputs, &held_);
+  header["spread_inputs"] = spread_inputs;
+  return eval::Message{header, {}};
+}
+
+eval::Message CandidateSession::time(const nlohmann::json& request) {
+  // One call per slot back to back (fresh inputs in each), one device sync at the end; the
+  // evaluator's clock around the request is the measurement, and every slot's outputs are
+  // described so that the judge can check any of them.
+  std::vector<std::vector<at::Tensor>> outputs;
+  device_.synchronize();
+  for (const auto& s : request.at("slots")) outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
+  device_.check("the candidate's timed calls");
+  return eval::Message{{{"batch", eval::describe_batch(outputs, &held_)}}, {}};
+}
+
+eval::Message CandidateSession::guard(const nlohmann::json& request) {
+  eval::Message probes = eval::run_guard_probes(
+      request, *spec_, scale_, device_.device(),
+      [this](const std::vector<at::Tensor>& args, bool wait_for_device) {
+        if (!wait_for_device) return (*candidate_)(args);
+        return call_and_check(device_, *candidate_, args);
+      });
+  // The probes' output groups leave as references, like every other output.
+  std::vector<at::Tensor> tensors;
+  for (const auto& t : probes.tensors) tensors.push_back(t.values);
+  probes.header["outputs"] = export_outputs(tensors, &held_);
+  probes.tensors.clear();
+  return probes;
+}
+
+}  // namespace crl::worker

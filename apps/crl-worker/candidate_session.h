@@ -1,0 +1,36 @@
+// The candidate role of crl-worker: runs one candidate program and nothing else, inside the
+// sandbox (lib/eval/sandbox.h), on inputs the judge wrote into the arena; its outputs stay in this
+// process and leave only as TensorRefs that the judge (or the evaluator) reads while it is frozen.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/crl-worker/worker_device.h"
+#include "eval/worker_channel.h"
+
+namespace crl::worker {
+
+class CandidateSession {
+ public:
+  eval::Message handle(const eval::Message& request);
+  bool poisoned() const { return device_.poisoned(); }
+
+ private:
+  eval::Message load(const nlohmann::json& request);
+  eval::Message run(const nlohmann::json& request);
+  eval::Message time(const nlohmann::json& request);
+  eval::Message guard(const nlohmann::json& request);
+
+  WorkerDevice device_;
+  std::optional<TaskSpec> spec_;
+  std::string scale_;
+  std::unique_ptr<NamedProgram> candidate_;
+  InputArena arena_;
+  // Outputs the last request described: alive until the next request, so the judge can read them.
+  std::vector<at::Tensor> held_;
+};
+
+}  // namespace crl::worker

@@ -1,0 +1,359 @@
+// The judge's request handlers (see judge_session.h and docs/evaluation.md).
+#include "apps/crl-worker/judge_session.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "eval/output_comparison.h"
+#include "program/arguments.h"
+
+#if CRL_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Sleep.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace crl::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+eval::Message reply(nlohmann::json header = nlohmann::json::object()) { return eval::Message{std::move(header), {}}; }
+
+int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors) n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
+nlohmann::json metas_of(const std::vector<at::Tensor>& tensors) {
+  nlohmann::json metas = nlohmann::json::array();
+  for (const auto& t : tensors) {
+    nlohmann::json m = eval::to_json(eval::meta_of(t));
+    m["device"] = t.is_cuda() ? "cuda" : "cpu";
+    metas.push_back(m);
+  }
+  return metas;
+}
+
+}  // namespace
+
+JudgeSession::JudgeSession() = default;
+JudgeSession::~JudgeSession() {
+  importer_.close_all();
+  eval::unmap_shared_memory(output_region_, output_region_bytes_);
+}
+
+eval::Message JudgeSession::handle(const eval::Message& request) {
+  const std::string op = request.header.value("op", "");
+  for (size_t i = 0; i < pending_slots_.size(); ++i) {
+    Outputs o;
+    o.tensors = std::move(pending_outputs_[i]);
+    keep(fmt::format("batch:{}", pending_slots_[i]), std::move(o));
+  }
+  pending_slots_.clear();
+  pending_outputs_.clear();
+  if (op == "load") return load(request.header);
+  if (!reference_) throw InputError("request '" + op + "' before 'load'");
+  if (op == "reference") return reference(request.header);
+  if (op == "batch_copy") return batch_copy(request.header);
+  if (op == "arena") return arena(request.header);
+  if (op == "fill") return fill(request.header);
+  if (op == "time") return time(request.header);
+  if (op == "empty") {
+    device_.synchronize();
+    return reply();
+  }
+  if (op == "flush") return flush();
+  if (op == "compare") return compare(request.header);
+  if (op == "check_inputs") return check_inputs(request.header);
+  if (op == "probe") return probe(request.header);
+  if (op == "release") return release(request.header);
+  throw InputError("unknown judge request '" + op + "'");
+}
+
+eval::Message JudgeSession::load(const nlohmann::json& request) {
+  spec_ = load_spec(request, &scale_);
+  device_.init(request);
+  if (request.contains("cache_bytes")) cache_budget_bytes_ = request["cache_bytes"].get<int64_t>();
+  reference_ = std::make_unique<NamedProgram>("reference", request.at("reference_library").get<std::string>());
+  // The arguments' shapes, from one set made on the device (what the arena will hold per slot).
+  const auto args = make_arguments(*spec_, scale_, 1, device_.device());
+  nlohmann::json metas = nlohmann::json::array();
+  for (const auto& a : args) metas.push_back(eval::to_json(eval::meta_of(a)));
+#if CRL_HAVE_CUDA
+  if (device_.is_cuda()) {
+    // The idle probe: a spin of about 100 us, timed from the host, so that the time it waits for
+    // another context's work (the GPU time-slices between processes) is part of what it sees.
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    cudaEventRecord(a, stream);
+    at::cuda::sleep(1000000);
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    probe_cycles_ = static_cast<int64_t>(1000000.0 * 0.1 / std::max(ms, 1e-3f));
+    std::vector<double> samples;
+    for (int i = 0; i < 11; ++i) samples.push_back(probe_once());
+    std::nth_element(samples.begin(), samples.begin() + 5, samples.end());
+    probe_baseline_us_ = samples[5];
+  }
+#endif
+  std::string device_name;
+#if CRL_HAVE_CUDA
+  if (device_.is_cuda()) device_name = at::cuda::getCurrentDeviceProperties()->name;
+#endif
+  return reply({{"num_args", spec_->num_args()},
+                {"arguments", metas},
+                {"probe_baseline_us", probe_baseline_us_},
+                {"device_name", device_name}});
+}
+
+std::vector<at::Tensor> JudgeSession::arguments_for(uint64_t seed, bool spread) {
+  auto args = make_arguments(*spec_, scale_, seed, device_.device());
+  if (spread) spread_samples(*spec_, args);
+  return args;
+}
+
+void JudgeSession::evict_to(int64_t budget) {
+  int64_t total = 0;
+  for (const auto& [key, o] : outputs_) total += o.tensors.empty() ? 0 : o.bytes;
+  // Least recently used first; the one just made (front) always stays.
+  for (auto it = recently_used_.rbegin(); total > budget && it != recently_used_.rend(); ++it) {
+    if (std::next(it) == recently_used_.rend()) break;
+    Outputs& o = outputs_.at(*it);
+    if (o.tensors.empty()) continue;
+    total -= o.bytes;
+    o.tensors.clear();
+  }
+}
+
+void JudgeSession::keep(const std::string& key, Outputs outputs) {
+  outputs.bytes = bytes_of(outputs.tensors);
+  outputs_[key] = std::move(outputs);
+  recently_used_.remove(key);
+  recently_used_.push_front(key);
+  evict_to(cache_budget_bytes_);
+}
+
+const std::vector<at::Tensor>& JudgeSession::outputs_for(const std::string& key) {
+  auto it = outputs_.find(key);
+  if (it == outputs_.end()) throw InputError("the judge holds no reference outputs named '" + key + "'");
+  if (it->second.tensors.empty()) {
+    // Evicted for memory: made again from the same seed (references are deterministic per seed).
+    Outputs again = it->second;
+    again.tensors = call_and_check(device_, *reference_, arguments_for(again.seed, again.spread));
+    keep(key, std::move(again));
+    it = outputs_.find(key);
+  } else {
+    recently_used_.remove(key);
+    recently_used_.push_front(key);
+  }
+  return it->second.tensors;
+}
+
+eval::Message JudgeSession::reference(const nlohmann::json& request) {
+  const std::string key = request.at("key").get<std::string>();
+  Outputs o;
+  o.seed = request.at("seed").get<uint64_t>();
+  o.spread = request.value("spread", false);
+  auto args = make_arguments(*spec_, scale_, o.seed, device_.device());
+  const size_t spread_inputs = o.spread ? spread_samples(*spec_, args) : 0;
+  o.tensors = call_and_check(device_, *reference_, args);
+  nlohmann::json metas = metas_of(o.tensors);
+  keep(key, std::move(o));
+  return reply({{"outputs", metas}, {"spread_inputs", spread_inputs}});
+}
+
+eval::Message JudgeSession::batch_copy(const nlohmann::json& request) {
+  const auto& outs = outputs_for(request.at("key").get<std::string>());
+  std::vector<eval::ProgramOutput> outputs;
+  for (const auto& t : outs) outputs.push_back({t, t.is_cuda() ? "cuda" : "cpu"});
+  const auto tol = [this](at::ScalarType dtype) {
+    const crl::Tolerance t = spec_->tolerance_for(dtype);
+    return eval::Tolerance{t.atol, t.rtol};
+  };
+  return reply({{"would_pass", eval::batch_copy_would_pass(outputs, tol)}});
+}
+
+eval::Message JudgeSession::arena(const nlohmann::json& request) {
+  const eval::ArenaLayout layout = eval::arena_layout_from_json(request.at("layout"));
+  private_inputs_.clear();
+  arena_.create(layout, device_.device());
+  const uint64_t region = request.value("output_region_bytes", uint64_t{0});
+  if (device_.device().is_cpu() && region != output_region_bytes_) {
+    eval::unmap_shared_memory(output_region_, output_region_bytes_);
+    output_region_ = eval::map_shared_memory(kOutputRegionFd, region, "the candidate output region");
+    output_region_bytes_ = region;
+  }
+  return reply({{"ipc_handle", arena_.ipc_handle()}});
+}
+
+eval::Message JudgeSession::fill(const nlohmann::json& request) {
+  const bool keep_private = request.value("private", false);
+  for (const auto& item : request.at("slots")) {
+    const int slot = item.at("slot").get<int>();
+    const auto args = arguments_for(item.at("seed").get<uint64_t>(), item.value("spread", false));
+    auto slot_args = arena_.arguments(slot);
+    for (size_t i = 0; i < args.size(); ++i) slot_args[i].copy_(args[i]);
+    if (keep_private) {
+      private_inputs_[slot] = args;
+    } else {
+      private_inputs_.erase(slot);
+    }
+  }
+  device_.check("filling the candidate's inputs");
+  return reply();
+}
+
+eval::Message JudgeSession::time(const nlohmann::json& request) {
+  // The reference's half of a timed pair, as the candidate's worker runs its half: one call per
+  // slot back to back, one device sync at the end, outputs held until the batch is done. The
+  // evaluator's clock around this request is the measurement.
+  std::vector<std::vector<at::Tensor>> held;
+  for (const auto& s : request.at("slots")) {
+    const int slot = s.get<int>();
+    auto it = private_inputs_.find(slot);
+    if (it == private_inputs_.end()) throw InputError(fmt::format("slot {} was not filled with private inputs", slot));
+    held.push_back((*reference_)(it->second));
+  }
+  device_.check("the reference's timed calls");
+  // Described as the candidate's worker describes its batch, inside the timed window, so that
+  // both halves of a pair pay the same for it.
+  std::vector<at::Tensor> described;
+  nlohmann::json description = eval::describe_batch(held, &described);
+  // Filed under batch:<slot> at the next request, outside the timed window.
+  pending_slots_ = request.at("slots").get<std::vector<int>>();
+  pending_outputs_ = std::move(held);
+  return reply({{"batch", std::move(description)}});
+}
+
+eval::Message JudgeSession::compare(const nlohmann::json& request) {
+  const std::string key = request.at("key").get<std::string>();
+  const auto& ref_outputs = outputs_for(key);
+  const auto refs = eval::tensor_refs_from_json(request.at("outputs"), ref_outputs.size() + 1);
+  std::vector<eval::ProgramOutput> reference_outputs;
+  std::vector<eval::ProgramOutput> candidate_outputs;
+  for (const auto& t : ref_outputs) reference_outputs.push_back({t, t.is_cuda() ? "cuda" : "cpu"});
+  // Shapes, dtypes and devices first: nothing of a candidate is read before they agree.
+  std::string shape_problem;
+  if (refs.size() != ref_outputs.size()) {
+    shape_problem = fmt::format("returned {} outputs, the reference returns {}", refs.size(), ref_outputs.size());
+  }
+  for (size_t i = 0; shape_problem.empty() && i < refs.size(); ++i) {
+    const auto want = eval::meta_of(ref_outputs[i]);
+    const std::string want_device = ref_outputs[i].is_cuda() ? "cuda" : "cpu";
+    if (!(refs[i].meta == want) || refs[i].device != want_device) {
+      shape_problem = fmt::format("output {}: shape and dtype {} on {}, but the reference's are {} on {}", i, eval::describe(refs[i].meta),
+                                  refs[i].device, eval::describe(want), want_device);
+    }
+  }
+  // ("match", not "ok": every reply's "ok" says whether the request itself succeeded.)
+  if (!shape_problem.empty()) return reply({{"match", false}, {"message", shape_problem}, {"max_abs_error", 0}});
+  uint64_t region_used = 0;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    at::Tensor values;
+    if (refs[i].device == "cuda") {
+      values = importer_.import(refs[i], device_.device().index());
+    } else {
+      // The evaluator copied this output into the region, at the offset now in `address`.
+      const uint64_t bytes = static_cast<uint64_t>(refs[i].meta.nbytes());
+      if (refs[i].address > output_region_bytes_ || bytes > output_region_bytes_ - refs[i].address) {
+        throw InputError("a CPU output lies outside the output region");
+      }
+      values = at::from_blob(static_cast<char*>(output_region_) + refs[i].address, refs[i].meta.sizes,
+                             at::TensorOptions().dtype(refs[i].meta.dtype));
+      region_used += bytes;
+    }
+    candidate_outputs.push_back({values, refs[i].device});
+  }
+  const auto tol = [this](at::ScalarType dtype) {
+    const crl::Tolerance t = spec_->tolerance_for(dtype);
+    return eval::Tolerance{t.atol, t.rtol};
+  };
+  const eval::ComparisonResult cmp = eval::compare_outputs(reference_outputs, candidate_outputs, tol);
+  device_.check("comparing outputs");
+  (void)region_used;
+  return reply({{"match", cmp.ok}, {"message", cmp.message}, {"max_abs_error", cmp.max_abs_error}});
+}
+
+eval::Message JudgeSession::check_inputs(const nlohmann::json& request) {
+  const int slot = request.at("slot").get<int>();
+  const auto expected = arguments_for(request.at("seed").get<uint64_t>(), request.value("spread", false));
+  const auto seen = arena_.arguments(slot);
+  nlohmann::json changed = nlohmann::json::array();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto a = expected[i].contiguous().reshape({-1}).view(at::kByte);
+    const auto b = seen[i].reshape({-1}).view(at::kByte);
+    if (!at::equal(a, b)) changed.push_back(i);
+  }
+  device_.check("checking the candidate's inputs");
+  return reply({{"changed", changed}});
+}
+
+eval::Message JudgeSession::flush() {
+  // Before each timed batch: the judge just wrote the inputs, so its own core's caches (CPU) or the
+  // GPU's L2 hold them; a buffer of twice that cache written now leaves both programs' batches to
+  // start from the same, shared level (the last-level cache, or memory), wherever they run.
+  if (!flush_buffer_.defined()) {
+    int64_t bytes = 0;
+#if CRL_HAVE_CUDA
+    if (device_.is_cuda()) {
+      int l2 = 0;
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
+      bytes = 2ll * std::max(l2, 1 << 20);
+    }
+#endif
+    if (device_.device().is_cpu()) bytes = 2ll * std::max<long>(sysconf(_SC_LEVEL2_CACHE_SIZE), 1l << 20);
+    flush_buffer_ = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device_.device()));
+  }
+  flush_buffer_.fill_(static_cast<int>(++flush_counter_ & 0x7f));
+  device_.synchronize();
+  return reply();
+}
+
+double JudgeSession::probe_once() {
+#if CRL_HAVE_CUDA
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  cudaStreamSynchronize(stream);
+  const auto start = Clock::now();
+  at::cuda::sleep(probe_cycles_);
+  cudaStreamSynchronize(stream);
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+#else
+  return 0;
+#endif
+}
+
+eval::Message JudgeSession::probe(const nlohmann::json& request) {
+  if (!device_.is_cuda()) return reply({{"idle", true}, {"probe_us", 0}, {"baseline_us", 0}});
+  const double slack_us = request.value("slack_us", 50.0);
+  const double us = probe_once();
+  return reply({{"idle", us <= probe_baseline_us_ * 1.5 + slack_us}, {"probe_us", us}, {"baseline_us", probe_baseline_us_}});
+}
+
+eval::Message JudgeSession::release(const nlohmann::json& request) {
+  (void)request;
+  importer_.close_all();
+  for (auto it = outputs_.begin(); it != outputs_.end();) {
+    if (it->first.rfind("batch:", 0) == 0) {
+      recently_used_.remove(it->first);
+      it = outputs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return reply();
+}
+
+}  // namespace crl::worker

@@ -1,0 +1,179 @@
+// The device, program and arena layer shared by the judge and the candidate roles of crl-worker.
+#include "apps/crl-worker/worker_device.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "program/program_text.h"
+#include "program/run_settings.h"
+
+#if CRL_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace crl::worker {
+
+void WorkerDevice::init(const nlohmann::json& request) {
+  apply_program_run_settings();
+  if (request.contains("cpu_threads") && request["cpu_threads"].get<int>() > 0) {
+    at::set_num_threads(request["cpu_threads"].get<int>());
+  }
+  const std::string device = request.at("device").get<std::string>();
+  if (device == "cuda") {
+#if CRL_HAVE_CUDA
+    device_ = at::Device(at::kCUDA, 0);
+    // A first allocation initialises CUDA and the caching allocator, which the cap applies to.
+    at::empty({1}, at::TensorOptions().device(device_));
+    const double fraction = request.value("gpu_memory_fraction", 0.0);
+    if (fraction > 0) c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, 0);
+#else
+    throw InputError("this crl-worker was built without CUDA");
+#endif
+  } else if (device != "cpu") {
+    throw InputError("device must be cpu or cuda, not '" + device + "'");
+  }
+}
+
+void WorkerDevice::synchronize() {
+#if CRL_HAVE_CUDA
+  if (device_.is_cuda()) cudaDeviceSynchronize();
+#endif
+}
+
+void WorkerDevice::check(const std::string& after) {
+#if CRL_HAVE_CUDA
+  if (!device_.is_cuda()) return;
+  cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) err = cudaGetLastError();
+  if (err == cudaSuccess) return;
+  // Errors that leave the context unusable: the worker must go after this reply.
+  poisoned_ = err == cudaErrorIllegalAddress || err == cudaErrorLaunchFailure || err == cudaErrorMisalignedAddress ||
+              err == cudaErrorIllegalInstruction || err == cudaErrorHardwareStackError ||
+              err == cudaErrorInvalidAddressSpace || err == cudaErrorInvalidPc || err == cudaErrorAssert ||
+              err == cudaErrorLaunchTimeout || err == cudaErrorECCUncorrectable;
+  throw Error(fmt::format("CUDA error after {}: {} ({}){}", after, cudaGetErrorString(err), cudaGetErrorName(err),
+                          poisoned_ ? "; the device context is lost" : ""));
+#else
+  (void)after;
+#endif
+}
+
+std::vector<at::Tensor> NamedProgram::operator()(const std::vector<at::Tensor>& args) const {
+  try {
+    return program_.forward(args);
+  } catch (const Error& e) {
+    throw Error("the " + which_ + "'s forward failed: " + e.what());
+  }
+}
+
+std::vector<at::Tensor> call_and_check(WorkerDevice& device, const NamedProgram& program,
+                                       const std::vector<at::Tensor>& args) {
+  std::vector<at::Tensor> outputs;
+  try {
+    outputs = program(args);
+  } catch (const std::exception&) {
+    device.check(program.which() + "'s forward");
+    throw;
+  }
+  device.check(program.which() + "'s forward");
+  for (const auto& out : outputs) {
+    if (!out.defined()) throw Error("the " + program.which() + " returned an undefined tensor");
+  }
+  return outputs;
+}
+
+TaskSpec load_spec(const nlohmann::json& request, std::string* scale) {
+  const std::string reference_program = request.at("reference_program").get<std::string>();
+  TaskSpec spec = parse_task_spec(load_program_file(reference_program).spec, reference_program);
+  *scale = request.at("scale").get<std::string>();
+  spec.scale_variables(*scale);  // throws for an unknown scale
+  return spec;
+}
+
+InputArena::~InputArena() { release(); }
+
+void InputArena::release() {
+#if CRL_HAVE_CUDA
+  if (owned_cuda_ && base_ != nullptr) cudaFree(base_);
+  if (imported_cuda_ && base_ != nullptr) cudaIpcCloseMemHandle(base_);
+#endif
+  if (!owned_cuda_ && !imported_cuda_) eval::unmap_shared_memory(base_, layout_.total_bytes());
+  base_ = nullptr;
+  owned_cuda_ = imported_cuda_ = false;
+}
+
+void InputArena::create(const eval::ArenaLayout& layout, const at::Device& device) {
+  release();
+  layout_ = layout;
+  device_ = device;
+  if (device.is_cpu()) {
+    base_ = eval::map_shared_memory(kArenaFd, layout.total_bytes(), "the candidate input arena");
+    return;
+  }
+#if CRL_HAVE_CUDA
+  if (cudaMalloc(&base_, layout.total_bytes()) != cudaSuccess) {
+    cudaGetLastError();
+    base_ = nullptr;
+    throw Error(fmt::format("cannot allocate the candidate input arena ({} bytes) on the GPU", layout.total_bytes()));
+  }
+  owned_cuda_ = true;
+  cudaIpcMemHandle_t handle;
+  if (cudaIpcGetMemHandle(&handle, base_) != cudaSuccess) throw Error("cudaIpcGetMemHandle of the input arena failed");
+  static const char* digits = "0123456789abcdef";
+  ipc_handle_.clear();
+  for (size_t i = 0; i < sizeof handle; ++i) {
+    const auto byte = static_cast<unsigned char>(handle.reserved[i]);
+    ipc_handle_ += digits[byte >> 4];
+    ipc_handle_ += digits[byte & 15];
+  }
+#endif
+}
+
+void InputArena::open(const eval::ArenaLayout& layout, const at::Device& device, const std::string& ipc_handle) {
+  release();
+  layout_ = layout;
+  device_ = device;
+  if (device.is_cpu()) {
+    base_ = eval::map_shared_memory(kArenaFd, layout.total_bytes(), "the candidate input arena");
+    return;
+  }
+#if CRL_HAVE_CUDA
+  eval::TensorRef ref;
+  ref.device = "cuda";
+  ref.ipc_handle = ipc_handle;
+  cudaIpcMemHandle_t handle;
+  if (ipc_handle.size() != 2 * sizeof handle) throw InputError("the arena's IPC handle has the wrong length");
+  for (size_t i = 0; i < sizeof handle; ++i) {
+    handle.reserved[i] = static_cast<char>(std::stoi(ipc_handle.substr(2 * i, 2), nullptr, 16));
+  }
+  if (cudaIpcOpenMemHandle(&base_, handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+    cudaGetLastError();
+    base_ = nullptr;
+    throw Error("cannot open the judge's input arena (CUDA IPC)");
+  }
+  imported_cuda_ = true;
+#else
+  (void)ipc_handle;
+#endif
+}
+
+std::vector<at::Tensor> InputArena::arguments(int slot) const {
+  if (base_ == nullptr) throw InputError("the input arena is not mapped yet");
+  return eval::arena_arguments(base_, layout_, slot, device_);
+}
+
+nlohmann::json export_outputs(const std::vector<at::Tensor>& outputs, std::vector<at::Tensor>* held) {
+  nlohmann::json refs = nlohmann::json::array();
+  for (const auto& out : outputs) {
+    at::Tensor keep;
+    refs.push_back(eval::to_json(eval::export_tensor(out.contiguous(), &keep)));
+    held->push_back(keep);
+  }
+  return refs;
+}
+
+}  // namespace crl::worker

@@ -1,0 +1,96 @@
+// What both roles of crl-worker share: the device (CPU or one CUDA GPU) with its sticky-error
+// check, a loaded program library with its role, and the input arena the judge fills.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <c10/core/Device.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compile/loaded_program.h"
+#include "eval/exchange.h"
+#include "program/task_spec.h"
+
+namespace crl::worker {
+
+// The fd numbers a worker inherits: the channel (3 requests, 4 replies), then the candidate input
+// arena (5, CPU backend) and, for the judge only, the region where the evaluator puts a candidate's
+// outputs (6, CPU backend).
+constexpr int kRequestFd = 3;
+constexpr int kReplyFd = 4;
+constexpr int kArenaFd = 5;
+constexpr int kOutputRegionFd = 6;
+
+class WorkerDevice {
+ public:
+  // From a load request: device ("cpu"|"cuda"), gpu_memory_fraction, cpu_threads; applies crl's
+  // ATen run settings.
+  void init(const nlohmann::json& request);
+  const at::Device& device() const { return device_; }
+  bool is_cuda() const { return device_.is_cuda(); }
+  // Waits for the whole device and throws when it reports an error; a sticky error poisons it.
+  void check(const std::string& after);
+  void synchronize();
+  bool poisoned() const { return poisoned_; }
+
+ private:
+  at::Device device_{at::kCPU};
+  bool poisoned_ = false;
+};
+
+// A program library (lib/compile checks its ABI) and its role in messages.
+class NamedProgram {
+ public:
+  NamedProgram(std::string which, const std::string& path) : which_(std::move(which)), program_(path) {}
+  // Never unloaded before the worker exits: a program's static destructors or threads could still run.
+  std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
+  const std::string& which() const { return which_; }
+
+ private:
+  std::string which_;
+  LoadedProgram program_;
+};
+
+// Runs `program` and waits for the device (a sticky error explains a failure better than forward's).
+std::vector<at::Tensor> call_and_check(WorkerDevice& device, const NamedProgram& program,
+                                       const std::vector<at::Tensor>& args);
+
+// The task spec of a load request ("reference_program": the task's .crl file) at its "scale".
+TaskSpec load_spec(const nlohmann::json& request, std::string* scale);
+
+// The candidate input arena as mapped in this process: a memfd (CPU) or a CUDA allocation,
+// owned by the judge (cudaMalloc) or imported from it (IPC).
+class InputArena {
+ public:
+  InputArena() = default;
+  ~InputArena();
+  InputArena(const InputArena&) = delete;
+  InputArena& operator=(const InputArena&) = delete;
+  // The judge: creates it (GPU) or maps fd kArenaFd (CPU; the evaluator sized it).
+  void create(const eval::ArenaLayout& layout, const at::Device& device);
+  // The candidate: maps what the judge made (the IPC handle on the GPU, fd kArenaFd on the CPU).
+  void open(const eval::ArenaLayout& layout, const at::Device& device, const std::string& ipc_handle);
+  std::vector<at::Tensor> arguments(int slot) const;
+  const eval::ArenaLayout& layout() const { return layout_; }
+  std::string ipc_handle() const { return ipc_handle_; }
+  bool ready() const { return base_ != nullptr; }
+
+ private:
+  void release();
+  eval::ArenaLayout layout_;
+  at::Device device_{at::kCPU};
+  void* base_ = nullptr;
+  bool owned_cuda_ = false;
+  bool imported_cuda_ = false;
+  std::string ipc_handle_;
+};
+
+// A reply's list of tensors as TensorRefs; the tensors are appended to *held so the memory stays
+// valid until the reader is done.
+nlohmann::json export_outputs(const std::vector<at::Tensor>& outputs, std::vector<at::Tensor>* held);
+
+}  // namespace crl::worker

@@ -1,0 +1,80 @@
+// Attacks on the reward on the CUDA backend at full scale (label gpu; skipped without a GPU): the
+// CUDA programs under tests/data/eval/attacks and the CPU ones that apply to both backends.
+#include <gtest/gtest.h>
+
+#include "eval_fixtures.h"
+#include "machine/machine_probe.h"
+
+namespace crl::eval {
+namespace {
+
+using testing::fixture_compiler;
+using testing::fixture_dir;
+using testing::fixture_suite;
+using testing::quick_options;
+
+std::string explain(const Verdict& v) { return to_json(v).dump(2); }
+
+class GpuAttackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA GPU visible: the CUDA backend cannot run here";
+  }
+  static Verdict judge(const std::string& file) {
+    static Evaluator e(quick_options(Backend::cuda), fixture_compiler("attack_gpu_test"));
+    return e.evaluate(fixture_suite().find("level1/019_relu"), load_program_file(fixture_dir() + "/attacks/" + file), file);
+  }
+  static void expect_no_gain(const Verdict& v) {
+    if (!v.ok()) return;
+    EXPECT_LT(v.speedup_ci_low, 1.3) << explain(v);
+  }
+};
+
+TEST_F(GpuAttackTest, AGraphLeftRunningOnItsOwnStreamIsDeferredWork) {
+  const Verdict v = judge("deferred_graph.cuda.crl");
+  EXPECT_TRUE(v.status_text() == "hack:deferred_work" || v.status == VerdictStatus::kMismatch) << explain(v);
+}
+TEST_F(GpuAttackTest, KernelsQueuedBetweenCallsDoNotSlowTheReference) { expect_no_gain(judge("gpu_interference.cuda.crl")); }
+TEST_F(GpuAttackTest, OperatorOverridesStayInTheCandidatesProcess) { expect_no_gain(judge("operator_override.cuda.crl")); }
+TEST_F(GpuAttackTest, GlobalAtenStateStaysInTheCandidatesProcess) { expect_no_gain(judge("global_state.cpu.crl")); }
+TEST_F(GpuAttackTest, ACandidateCannotEscapeItsSandboxOnTheGpuEither) {
+  const Verdict v = judge("escape.cpu.crl");
+  EXPECT_TRUE(v.ok()) << explain(v);  // CUDA init and ReLU work inside the sandbox
+  EXPECT_NE(v.worker_log.find("kill(parent) -> -1"), std::string::npos) << v.worker_log;
+}
+TEST_F(GpuAttackTest, SkippingCallsOfATimedBatchIsCaught) { EXPECT_FALSE(judge("skip_calls.cpu.crl").ok()); }
+
+// The roofline gate: ReLU at HBM speed passes the H200's roof; told the GPU is a thousand times
+// slower than it is, the same program is faster than "the hardware allows" and the gate fires.
+TEST_F(GpuAttackTest, TheRooflineGateFiresBelowTheLeastTime) {
+  const auto judge_with = [](double bytes_per_second) {
+    EvalOptions o = quick_options(Backend::cuda);
+    o.time_budget_seconds = 0.5;
+    o.peak_bytes_per_second = bytes_per_second;
+    o.peak_flops_per_second = bytes_per_second > 0 ? 1e15 : 0;
+    Evaluator e(o, fixture_compiler("attack_gpu_test"));
+    return e.evaluate(fixture_suite().find("level1/019_relu"),
+                      load_program_file(fixture_dir() + "/relu/same_as_reference.crl"), "reference");
+  };
+  const Verdict real = judge_with(0);
+  EXPECT_TRUE(real.ok()) << explain(real);
+  bool gated = false;
+  for (const auto& s : real.steps) gated |= s.name == "guard: roofline" && s.passed;
+  EXPECT_TRUE(gated) << explain(real);
+  const Verdict slow_gpu = judge_with(4.8e9);
+  EXPECT_EQ(slow_gpu.status_text(), "hack:beyond_roofline") << explain(slow_gpu);
+}
+
+// The reference judged as its own candidate through the whole judge: the overhead of a judged
+// call and the repeatability the issue asks for (speedup spread) are printed for the record.
+TEST_F(GpuAttackTest, TheReferenceAgainstItselfIsAboutOne) {
+  const Verdict v = judge("../relu/same_as_reference.crl");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  EXPECT_GT(v.speedup_ci_high, 0.97) << explain(v);
+  EXPECT_LT(v.speedup_ci_low, 1.03) << explain(v);
+  std::printf("reference against itself: speedup %.4f (CI %.4f..%.4f), reference %.1f us, candidate %.1f us\n", v.speedup,
+              v.speedup_ci_low, v.speedup_ci_high, v.reference_time.median_us, v.candidate_time.median_us);
+}
+
+}  // namespace
+}  // namespace crl::eval

@@ -1,0 +1,99 @@
+// Programs that attack the reward as an attacker would (tests/data/eval/attacks), each judged end
+// to end on the CPU backend: none may get a speedup it did not earn, none may reach the evaluator
+// or leave anything behind. Their legitimate twins are the ok fixtures of guard_fixtures_test.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "eval_fixtures.h"
+
+namespace crl::eval {
+namespace {
+
+using testing::fixture_compiler;
+using testing::fixture_dir;
+using testing::fixture_suite;
+using testing::quick_options;
+
+std::string explain(const Verdict& v) { return to_json(v).dump(2); }
+
+Evaluator& evaluator() {
+  static Evaluator e(quick_options(Backend::cpu), fixture_compiler("attack_test"));
+  return e;
+}
+
+Verdict judge(const std::string& file) {
+  return evaluator().evaluate(fixture_suite().find("level1/019_relu"),
+                              load_program_file(fixture_dir() + "/attacks/" + file + ".cpu.crl"), file);
+}
+
+// No gain: not ok, or ok with a speedup whose interval does not lie clearly above what the same
+// work (at::relu) earns, about 1.
+void expect_no_gain(const Verdict& v) {
+  if (!v.ok()) return;
+  EXPECT_LT(v.speedup_ci_low, 1.3) << explain(v);
+}
+
+TEST(AttackTest, SpinningThreadsDoNotSlowTheReference) { expect_no_gain(judge("interference")); }
+
+TEST(AttackTest, GlobalAtenStateAndAllocatorStayInTheCandidatesProcess) { expect_no_gain(judge("global_state")); }
+
+TEST(AttackTest, OperatorOverridesStayInTheCandidatesProcess) { expect_no_gain(judge("operator_override")); }
+
+TEST(AttackTest, ACandidateCannotSignalRunOrWriteOutsideItsFolder) {
+  std::filesystem::remove("/tmp/crl-escape-attack-shell");
+  std::filesystem::remove("/tmp/crl-escape-attack-file");
+  const Verdict v = judge("escape");
+  // This process (the evaluator) is still here to look, and the verdict is whatever the program's
+  // arithmetic earned: ReLU, so about 1.
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_FALSE(std::filesystem::exists("/tmp/crl-escape-attack-shell")) << "the candidate ran a shell command";
+  EXPECT_NE(v.worker_log.find("kill(parent) -> -1"), std::string::npos) << v.worker_log;
+  EXPECT_NE(v.worker_log.find("socket(AF_INET) -> -1"), std::string::npos) << v.worker_log;
+  if (v.worker_log.find("Landlock ABI") != std::string::npos) {
+    EXPECT_FALSE(std::filesystem::exists("/tmp/crl-escape-attack-file")) << "the candidate wrote outside its folder";
+  }
+  std::filesystem::remove("/tmp/crl-escape-attack-file");
+}
+
+TEST(AttackTest, NothingACandidateWritesReachesTheNextEvaluation) {
+  const Verdict first = judge("cross_evaluation_cache");
+  const Verdict second = judge("cross_evaluation_cache");
+  expect_no_gain(first);
+  expect_no_gain(second);
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp")) {
+    if (first.worker_log.find("Landlock ABI") == std::string::npos) break;
+    EXPECT_EQ(entry.path().filename().string().rfind("crl-cache-attack-", 0), std::string::npos) << entry.path();
+  }
+}
+
+TEST(AttackTest, WritingIntoTheInputOnceTimingStartsIsCaught) {
+  const Verdict v = judge("late_in_place");
+  EXPECT_FALSE(v.ok()) << explain(v);
+  EXPECT_TRUE(v.status_text() == "hack:input_mutation" || v.status_text() == "hack:aliasing" ||
+              v.status == VerdictStatus::kMismatch)
+      << explain(v);
+}
+
+TEST(AttackTest, SkippingCallsOfATimedBatchIsCaught) {
+  const Verdict v = judge("skip_calls");
+  EXPECT_FALSE(v.ok()) << explain(v);
+}
+
+// The evaluator's secret: two evaluations of one task draw different inputs unless a seed is given.
+TEST(AttackTest, EveryEvaluationDrawsFreshSecretInputs) {
+  Evaluator other(quick_options(Backend::cpu), fixture_compiler("attack_test"));
+  const ProgramText program = testing::relu_candidate("same_as_reference");
+  const Verdict a = evaluator().evaluate(fixture_suite().find("level1/019_relu"), program, "a");
+  const Verdict b = other.evaluate(fixture_suite().find("level1/019_relu"), program, "b");
+  ASSERT_FALSE(a.steps.empty());
+  ASSERT_FALSE(b.steps.empty());
+  EXPECT_EQ(a.steps.front().name, "judge");
+  EXPECT_NE(a.steps.front().detail, b.steps.front().detail) << "two evaluators used the same secret";
+}
+
+}  // namespace
+}  // namespace crl::eval
