@@ -666,7 +666,9 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       std::vector<nlohmann::json> by_index(static_cast<size_t>(n));
       for (const std::string& text : received) {
         for (auto& r : nlohmann::json::parse(text)) {
-          by_index[static_cast<size_t>(r["group"].get<int64_t>() * group_size + r["sample"].get<int64_t>())] = std::move(r);
+          const int64_t index = r.at("group").get<int64_t>() * group_size + r.at("sample").get<int64_t>();
+          if (index < 0 || index >= n) throw Error(fmt::format("a trainer sent rollout index {} of {}", index, n));
+          by_index[static_cast<size_t>(index)] = std::move(r);
         }
       }
       const int64_t first_id = next_rollout_id_;
