@@ -16,8 +16,8 @@
 #include "dist/mpi_roles.h"
 #include "policy/config.h"
 #include "policy/safetensors.h"
-#include "policy/train_step.h"
 #include "rl/losses.h"
+#include "rl/train_step.h"
 
 int main(int argc, char** argv) {
   try {
@@ -37,12 +37,12 @@ int main(int argc, char** argv) {
         std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models" / "qwen2_gqa2_tied"));
     crl::policy::init_weights(model, 100 + static_cast<uint64_t>(roles.role_rank));
     model->to(device);
-    crl::policy::TrainerOptions options;
-    options.schedule = crl::policy::LrSchedule{3e-3, 1, steps, 0.1};
+    crl::rl::TrainerOptions options;
+    options.schedule = crl::rl::LrSchedule{3e-3, 1, steps, 0.1};
     options.adamw.weight_decay = 0.01;
     options.activation_checkpointing = true;
     options.reducer.bucket_bytes = 64 * 1024;  // several buckets, launched during backward
-    crl::policy::Trainer trainer(model, options, *comm);
+    crl::rl::Trainer trainer(model, options, *comm);
 
     const int64_t local_batch = global_batch / roles.role_size;
     const int64_t seq = 12;
@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
       torch::Tensor loss_mask = torch::zeros({global_batch, seq}, torch::kInt64);
       for (int64_t r = 0; r < global_batch; ++r) loss_mask.index_put_({r, torch::indexing::Slice(2 + (r * 3) % 8, seq)}, 1);
       const auto rows = torch::indexing::Slice(roles.role_rank * local_batch, (roles.role_rank + 1) * local_batch);
-      crl::policy::MicroBatch mb{ids.index({rows}).to(device), torch::Tensor(), loss_mask.index({rows}).to(device)};
-      const std::vector<crl::policy::MicroBatch> mbs{mb};
+      crl::rl::MicroBatch mb{ids.index({rows}).to(device), torch::Tensor(), loss_mask.index({rows}).to(device)};
+      const std::vector<crl::rl::MicroBatch> mbs{mb};
       const auto result = trainer.step(mbs, [&](const torch::Tensor& logits, size_t) {
         return crl::rl::sft_loss(logits, mb.input_ids, mb.loss_mask).sum;
       });

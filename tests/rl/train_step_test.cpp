@@ -5,16 +5,20 @@
 #include <torch/torch.h>
 
 #include "dist/communicator.h"
-#include "tiny_model.h"
 #include "policy/config.h"
 #include "policy/lora.h"
 #include "policy/model.h"
-#include "policy/train_step.h"
+#include "policy/tiny_model.h"
+#include "rl/train_step.h"
 
-namespace crl::policy {
+namespace crl::rl {
 namespace {
 
-using testing::tiny_model;
+using policy::CausalLm;
+using policy::ForwardInputs;
+using policy::LoraAdapters;
+using policy::LoraConfig;
+using policy::testing::tiny_model;
 
 // Cross-entropy sum over loss-masked next tokens (the SFT loss, written here without crl::rl).
 torch::Tensor masked_next_token_nll(const torch::Tensor& logits, const torch::Tensor& ids, const torch::Tensor& mask) {
@@ -223,4 +227,4 @@ TEST(Trainer, SftLossFallsOnAFixedBatchFullAndLora) {
 }
 
 }  // namespace
-}  // namespace crl::policy
+}  // namespace crl::rl

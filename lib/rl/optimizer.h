@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
-namespace crl::policy {
+#include "policy/optimizer_state.h"
+
+namespace crl::rl {
 
 struct AdamWOptions {
   double beta1 = 0.9;
@@ -20,7 +22,7 @@ struct AdamWOptions {
   double weight_decay = 0.0;
 };
 
-class MasterAdamW {
+class MasterAdamW : public policy::OptimizerState {
  public:
   // `params`: trainable parameters by name (their dtype is the compute dtype).
   MasterAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options);
@@ -39,8 +41,8 @@ class MasterAdamW {
 
   // State as named tensors ("<param>.master", "<param>.exp_avg", "<param>.exp_avg_sq", "step"),
   // and back; load validates names and shapes, naming `origin` in errors.
-  std::vector<std::pair<std::string, torch::Tensor>> state_tensors() const;
-  void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors, const std::string& origin);
+  std::vector<std::pair<std::string, torch::Tensor>> state_tensors() const override;
+  void load_state_tensors(const std::map<std::string, torch::Tensor>& tensors, const std::string& origin) override;
 
  private:
   std::vector<std::pair<std::string, torch::Tensor>> params_;
@@ -50,4 +52,4 @@ class MasterAdamW {
   int64_t steps_ = 0;
 };
 
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -1,5 +1,5 @@
 // Policy training step and per-layer activation checkpointing (see train_step.h).
-#include "policy/train_step.h"
+#include "rl/train_step.h"
 
 #include <torch/torch.h>
 
@@ -7,7 +7,17 @@
 
 #include "core/error.h"
 
-namespace crl::policy {
+namespace crl::rl {
+
+using policy::AttentionInputs;
+using policy::CausalLm;
+using policy::DecoderLayer;
+using policy::DecoderLayerImpl;
+using policy::ForwardInputs;
+using policy::LoraAdapters;
+using policy::LoraSlots;
+using policy::RmsNormImpl;
+
 namespace {
 
 // The tensors a decoder layer computes with that need gradients: its linear weights and biases
@@ -153,7 +163,7 @@ Trainer::Trainer(CausalLm model, TrainerOptions options, dist::Communicator& com
   if (lora_ != nullptr) {
     trainable = lora_->named_parameters();
   } else {
-    for (auto& [name, tensor] : state_tensors(model_)) {
+    for (auto& [name, tensor] : policy::state_tensors(model_)) {
       tensor.set_requires_grad(true);
       trainable.emplace_back(name, tensor);
     }
@@ -240,4 +250,4 @@ StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const Loss
   return stats;
 }
 
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -1,5 +1,5 @@
 // AdamW over fp32 master weights (see optimizer.h).
-#include "policy/optimizer.h"
+#include "rl/optimizer.h"
 
 #include <torch/torch.h>
 
@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 
-namespace crl::policy {
+namespace crl::rl {
 
 MasterAdamW::MasterAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options)
     : params_(std::move(params)), options_(options) {
@@ -93,4 +93,4 @@ void MasterAdamW::load_state_tensors(const std::map<std::string, torch::Tensor>&
   for (auto& count : step_counts_) count.fill_(static_cast<double>(steps_));
 }
 
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "policy/lr_schedule.h"
-#include "policy/optimizer.h"
+#include "rl/lr_schedule.h"
+#include "rl/optimizer.h"
 
-namespace crl::policy {
+namespace crl::rl {
 namespace {
 
 TEST(MasterAdamW, MatchesLibTorchAdamWOnFp32) {
@@ -100,4 +100,4 @@ TEST(LrSchedule, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
 }
 
 }  // namespace
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -16,11 +16,11 @@
 #include "dist/communicator.h"
 #include "dist/gradient_reducer.h"
 #include "policy/lora.h"
-#include "policy/lr_schedule.h"
 #include "policy/model.h"
-#include "policy/optimizer.h"
+#include "rl/lr_schedule.h"
+#include "rl/optimizer.h"
 
-namespace crl::policy {
+namespace crl::rl {
 
 struct TrainerOptions {
   LrSchedule schedule;
@@ -52,14 +52,14 @@ struct StepStats {
 // Logits [B, S, V] of a full causal pass, each decoder layer run inside a checkpoint: its
 // activations are dropped after forward and recomputed in backward. Matches model->forward
 // (padding mask, positions) exactly.
-torch::Tensor forward_with_checkpointing(CausalLm& model, const torch::Tensor& input_ids,
+torch::Tensor forward_with_checkpointing(policy::CausalLm& model, const torch::Tensor& input_ids,
                                          const torch::Tensor& padding_mask);
 
 class Trainer {
  public:
   // Full fine-tuning when `lora` is null (every model parameter trains), else only the adapters.
   // Broadcasts rank 0's trainable parameters to all ranks. `comm` and `lora` must outlive it.
-  Trainer(CausalLm model, TrainerOptions options, dist::Communicator& comm, LoraAdapters* lora = nullptr);
+  Trainer(policy::CausalLm model, TrainerOptions options, dist::Communicator& comm, policy::LoraAdapters* lora = nullptr);
 
   StepStats step(const std::vector<MicroBatch>& micro_batches, const LossSumFn& loss_sum);
   // Logits with grad enabled, as step() computes them (LoRA applied, checkpointing as configured).
@@ -68,19 +68,19 @@ class Trainer {
   MasterAdamW& optimizer() { return *optimizer_; }
   dist::GradientReducer& reducer() { return *reducer_; }
   const TrainerOptions& options() const { return options_; }
-  CausalLm& model() { return model_; }
-  LoraAdapters* lora() { return lora_; }
+  policy::CausalLm& model() { return model_; }
+  policy::LoraAdapters* lora() { return lora_; }
 
  private:
   // forward() once the padding decision is made (keep_padding false: the mask is not used).
   torch::Tensor forward(const MicroBatch& batch, bool keep_padding);
 
-  CausalLm model_;
+  policy::CausalLm model_;
   TrainerOptions options_;
   dist::Communicator& comm_;
-  LoraAdapters* lora_;
+  policy::LoraAdapters* lora_;
   std::unique_ptr<MasterAdamW> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
 };
 
-}  // namespace crl::policy
+}  // namespace crl::rl
