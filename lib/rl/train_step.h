@@ -46,7 +46,8 @@ struct StepStats {
   int64_t tokens = 0;       // loss tokens over all ranks
   double grad_norm = 0;     // before clipping
   double lr = 0;
-  int64_t step = 0;         // optimiser steps done after this one
+  int64_t step = 0;         // optimiser steps applied after this one
+  bool skipped = false;     // a gradient held a NaN or Inf: the optimiser left everything as it was
 };
 
 // Logits [B, S, V] of a full causal pass, each decoder layer run inside a checkpoint: its
@@ -57,12 +58,16 @@ torch::Tensor forward_with_checkpointing(policy::CausalLm& model, const torch::T
 
 class Trainer {
  public:
-  // Full fine-tuning when `lora` is null (every model parameter trains), else only the adapters.
-  // Broadcasts rank 0's trainable parameters to all ranks. `comm` and `lora` must outlive it.
+  // Full fine-tuning when `lora` is null (every model parameter trains), else only the adapters
+  // (attached to the model by `lora` for its whole life, so generation between steps samples the
+  // trained adapters). Broadcasts rank 0's trainable parameters to all ranks. `comm` and `lora`
+  // must outlive it.
   Trainer(policy::CausalLm model, TrainerOptions options, dist::Communicator& comm, policy::LoraAdapters* lora = nullptr);
 
+  // One optimiser step over `micro_batches`. A step whose (all-reduced) gradients hold a NaN or Inf
+  // is skipped on the device, on every rank alike, and reported in StepStats::skipped.
   StepStats step(const std::vector<MicroBatch>& micro_batches, const LossSumFn& loss_sum);
-  // Logits with grad enabled, as step() computes them (LoRA applied, checkpointing as configured).
+  // Logits with grad enabled, as step() computes them (checkpointing as configured).
   torch::Tensor forward(const MicroBatch& batch);
 
   MasterAdamW& optimizer() { return *optimizer_; }
