@@ -53,7 +53,8 @@ int env_int(const char* name, int fallback) {
 bool on_gpu() { return torch::cuda::is_available(); }
 
 torch::Device bench_device(int local_rank) {
-  return on_gpu() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()))
+  return on_gpu() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist::gpu_for_local_rank(
+                                                   local_rank, static_cast<int>(torch::cuda::device_count()))))
                   : torch::Device(torch::kCPU);
 }
 

@@ -2,7 +2,7 @@
 //   dist_train_worker OUT_DIR GLOBAL_BATCH STEPS [cpu|cuda]
 // Every rank starts from differently seeded weights (so the initial broadcast is exercised),
 // takes its share of each global batch, trains through crl's Trainer (fp32) with the gradient
-// reducer over MPI on the CPU, or over NCCL on GPU <local rank> with cuda, and writes
+// reducer over MPI on the CPU, or over NCCL on GPU <local rank mod visible GPUs> with cuda, and writes
 // OUT_DIR/rank-<r>.safetensors (final weights) and rank-<r>.json (stats).
 #include <torch/torch.h>
 
@@ -30,7 +30,11 @@ int main(int argc, char** argv) {
     if (global_batch % roles.role_size != 0) throw crl::InputError("GLOBAL_BATCH must divide by the rank count");
     const std::string device_kind = argc == 5 ? argv[4] : "cpu";
     if (device_kind != "cpu" && device_kind != "cuda") throw crl::InputError("device must be cpu or cuda");
-    const torch::Device device = device_kind == "cuda" ? torch::Device(torch::kCUDA, roles.local_rank) : torch::Device(torch::kCPU);
+    const torch::Device device =
+        device_kind == "cuda"
+            ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(crl::dist::gpu_for_local_rank(
+                                              roles.local_rank, static_cast<int>(torch::cuda::device_count()))))
+            : torch::Device(torch::kCPU);
     auto comm = crl::dist::make_communicator(roles.role_comm, device);
 
     crl::policy::CausalLm model(crl::policy::load_model_config(
