@@ -192,6 +192,9 @@ std::vector<double> python_logits(const fs::path& python, const std::string& scr
 TEST(Checkpoint, TransformersLoadsTheSavedModel) {
   const fs::path python = golden_python();
   if (python.empty()) GTEST_SKIP() << "no golden Python with transformers in ~/.local/share/crl/golden-venv";
+  if (!run_command({python.string(), "-c", "import torch, transformers"}).ok()) {
+    GTEST_SKIP() << "torch or transformers is not installed in " << python;
+  }
   const fs::path root = fresh_dir("hf");
   CausalLm model = tiny_model(6);
   MasterAdamW opt(trainable(model), {});
