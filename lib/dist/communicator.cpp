@@ -259,7 +259,12 @@ class NcclWatchdog {
     c10::cuda::CUDAGuard guard(device_);
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_ || !in_flight_.empty(); });
+      // Idle: sleep until a collective comes. Busy: look every 50 ms (a timeout needs no finer grain).
+      if (in_flight_.empty()) {
+        wake_.wait(lock, [this] { return stop_ || !in_flight_.empty(); });
+      } else {
+        wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_; });
+      }
       if (stop_) return;
       // Finished collectives complete in stream order: drop them from the front.
       while (!in_flight_.empty() && in_flight_.front().done->query()) in_flight_.pop_front();
