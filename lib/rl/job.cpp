@@ -46,7 +46,6 @@
 #include "policy/generate.h"
 #include "policy/model.h"
 #include "policy/tokenizer.h"
-#include "policy/train_step.h"
 #include "program/program_text.h"
 #include "results/results_writer.h"
 #include "rl/chat_template.h"
@@ -58,6 +57,7 @@
 #include "rl/prompt.h"
 #include "rl/reward_shaping.h"
 #include "rl/sft_data.h"
+#include "rl/train_step.h"
 #include "suite/suite.h"
 
 #if CRL_HAVE_CUDA
@@ -171,9 +171,9 @@ class Job {
 
   void run_sft_stage(size_t index, const StageConfig& stage);
   void run_generating_stage(size_t index, const StageConfig& stage);
-  std::unique_ptr<policy::Trainer> make_trainer(const StageConfig& stage, int64_t optimiser_steps);
-  void finish_stage(size_t index, const StageConfig& stage, policy::Trainer& trainer);
-  void save_checkpoint(const StageConfig& stage, policy::Trainer& trainer, size_t stage_index);
+  std::unique_ptr<Trainer> make_trainer(const StageConfig& stage, int64_t optimiser_steps);
+  void finish_stage(size_t index, const StageConfig& stage, Trainer& trainer);
+  void save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index);
 
   std::vector<int64_t> prompt_ids(const std::string& prompt) const;
   std::vector<int64_t> completion_ids(const std::string& completion) const;
@@ -185,7 +185,7 @@ class Job {
     bool train;
     double advantage;
   };
-  std::vector<policy::MicroBatch> micro_batches(const std::vector<Sequence>& sequences, std::vector<torch::Tensor>* advantages) const;
+  std::vector<MicroBatch> micro_batches(const std::vector<Sequence>& sequences, std::vector<torch::Tensor>* advantages) const;
   std::string weights_sha256();
   void log_step(const StepRow& row, int64_t done, int64_t total, double step_seconds);
 
@@ -409,11 +409,11 @@ std::string Job::render_prompt(const Task& task, const std::vector<PromptExempla
   return build_prompt({instructions_, task.id, task.text, exemplars, true});
 }
 
-std::vector<policy::MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequences,
+std::vector<MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequences,
                                                    std::vector<torch::Tensor>* advantages) const {
   constexpr size_t kPerMicroBatch = 4;
   const int64_t pad = model_config_->pad_token_id.value_or(model_config_->eos_token_ids.empty() ? 0 : model_config_->eos_token_ids[0]);
-  std::vector<policy::MicroBatch> out;
+  std::vector<MicroBatch> out;
   for (size_t start = 0; start < sequences.size(); start += kPerMicroBatch) {
     const size_t end = std::min(sequences.size(), start + kPerMicroBatch);
     int64_t width = 2;
@@ -450,19 +450,19 @@ std::vector<policy::MicroBatch> Job::micro_batches(const std::vector<Sequence>& 
   return out;
 }
 
-std::unique_ptr<policy::Trainer> Job::make_trainer(const StageConfig& stage, int64_t optimiser_steps) {
-  policy::TrainerOptions options;
-  options.schedule = policy::LrSchedule{stage.lr, std::min(stage.warmup, optimiser_steps), std::max<int64_t>(1, optimiser_steps), 0.1};
-  return std::make_unique<policy::Trainer>(*model_, options, *comm_);
+std::unique_ptr<Trainer> Job::make_trainer(const StageConfig& stage, int64_t optimiser_steps) {
+  TrainerOptions options;
+  options.schedule = LrSchedule{stage.lr, std::min(stage.warmup, optimiser_steps), std::max<int64_t>(1, optimiser_steps), 0.1};
+  return std::make_unique<Trainer>(*model_, options, *comm_);
 }
 
-void Job::save_checkpoint(const StageConfig& stage, policy::Trainer& trainer, size_t stage_index) {
+void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index) {
   if (!is_coordinator()) return;
   const fs::path root = fs::path(run_dir_) / "checkpoints";
   policy::CheckpointContents contents;
   contents.model = &*model_;
   contents.optimizer = &trainer.optimizer();
-  contents.schedule = trainer.options().schedule;
+  contents.schedule = trainer.options().schedule.to_json();
   contents.step = step_;
   contents.user_state = {{"stage", stage_index}, {"job_step", step_}, {"next_rollout_id", next_rollout_id_},
                          {"policy_version", policy_version_}};
@@ -476,7 +476,7 @@ void Job::save_checkpoint(const StageConfig& stage, policy::Trainer& trainer, si
   spdlog::info("checkpoint {}", dir.string());
 }
 
-void Job::finish_stage(size_t index, const StageConfig& stage, policy::Trainer& trainer) {
+void Job::finish_stage(size_t index, const StageConfig& stage, Trainer& trainer) {
   save_checkpoint(stage, trainer, index);
   CRL_MPI_CHECK(MPI_Barrier(roles_.role_comm));  // every trainer agrees the stage ended
 }
@@ -525,10 +525,10 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
       const auto batches = micro_batches(seqs, nullptr);
       const auto train_start = Clock::now();
       const int64_t version = policy_version_;
-      const policy::StepStats stats = trainer->step(batches, [&](const torch::Tensor& logits, size_t i) {
+      const StepStats stats = trainer->step(batches, [&](const torch::Tensor& logits, size_t i) {
         return sft_loss(logits, batches[i].input_ids, batches[i].loss_mask).sum;
       });
-      ++policy_version_;
+      if (!stats.skipped) ++policy_version_;  // a skipped step (non-finite gradient) changed nothing
       if (is_coordinator()) {
         StepRow row;
         row.step = step_;
@@ -537,7 +537,7 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
         row.loss = stats.loss;
         row.grad_norm = stats.grad_norm;
         row.lr = stats.lr;
-        row.skipped = !std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm);
+        row.skipped = stats.skipped || !std::isfinite(stats.loss);
         row.tokens_trained = stats.tokens;
         row.seconds_train = seconds_since(train_start);
         writer_->append("steps", step_rows({row}));
@@ -793,7 +793,7 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
 
     // 4. The update on this trainer's rollouts.
     const auto train_start = Clock::now();
-    policy::StepStats stats;
+    StepStats stats;
     bool skipped = outcome["train_rollouts"].get<int64_t>() == 0;
     if (!skipped) {
       std::vector<Sequence> seqs;
@@ -824,9 +824,9 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
           return grpo_loss(logp, old, advantages[i], mb.loss_mask, grpo,
                            reference ? std::optional<torch::Tensor>(ref_logp[i]) : std::nullopt).sum;
         });
-        ++policy_version_;
+        if (!stats.skipped) ++policy_version_;
       }
-      skipped = !std::isfinite(stats.loss) || !std::isfinite(stats.grad_norm);
+      skipped = stats.skipped || !std::isfinite(stats.loss);
     }
     const double train_seconds = seconds_since(train_start);
 
