@@ -6,7 +6,9 @@ on 3 small tasks), then checks the results file with h5py:
   - both trainers' weights are bitwise equal (their SHA-256 in /meta trainer_weight_sha256);
   - the planted crashing, hanging and hacking programs got crash, timeout and hack (or mismatch)
     verdicts, the planted correct one got ok, and every other rollout kept its own verdict;
-  - the correct program became an exemplar that the second crl step's ReLU prompt shows.
+  - the correct program became an exemplar that the second crl step's ReLU prompt shows;
+  - 2 ranks for 2 trainers and a crl stage is refused with a message saying what to change;
+  - `crl data validate` keeps the 4 correct programs of the SFT data, with their speedups.
 Usage: ci_job_test.py --crl build/apps/crl/crl --work DIR
 """
 import argparse
@@ -112,6 +114,25 @@ def main():
             fail("negative evaluator busy fraction")
         if steps["evaluator_busy_fraction"][2] <= 0:
             fail("the evaluators were never busy in the first crl step")
+
+    # T checked against the world size: 2 trainers and no evaluator is refused, saying what to change.
+    short = subprocess.run([args.mpirun, "-np", "2", "--oversubscribe", args.crl, "run", os.path.join(REPO, "jobs", "ci.yaml"),
+                            "--model", model, "--run-dir", os.path.join(args.work, "short")],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    if short.returncode == 0 or "roles.trainers is 2 but the job runs 2 MPI rank(s)" not in short.stdout:
+        fail(f"2 ranks for 2 trainers and a crl stage: exit {short.returncode}, output {short.stdout[-2000:]}")
+
+    # crl data validate keeps the correct programs of the CI job's SFT data, with their speedups.
+    kept = os.path.join(args.work, "validated.jsonl")
+    validate = subprocess.run([args.crl, "data", "validate", os.path.join(REPO, "jobs", "data", "ci_sft.jsonl"), "--out", kept,
+                               "--backend", "cpu", "--trials", "1", "--time-budget", "0.2", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    if validate.returncode != 0:
+        fail(f"crl data validate exited {validate.returncode}: {validate.stderr[-2000:]}")
+    report = json.loads(validate.stdout)
+    lines = [json.loads(l) for l in open(kept)]
+    if report["kept"] != 4 or len(lines) != 4 or not all(l["speedup"] > 0 and "```" in l["completion"] for l in lines):
+        fail(f"crl data validate kept {report['kept']} of {report['total']}: {lines}")
     print("ok: ci job results check out")
     return 0
 
