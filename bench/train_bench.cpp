@@ -38,8 +38,8 @@
 #include "dist/communicator.h"
 #include "dist/gradient_reducer.h"
 #include "dist/mpi_roles.h"
-#include "policy/train_step.h"
 #include "rl/losses.h"
+#include "rl/train_step.h"
 
 namespace {
 
@@ -53,7 +53,8 @@ int env_int(const char* name, int fallback) {
 bool on_gpu() { return torch::cuda::is_available(); }
 
 torch::Device bench_device(int local_rank) {
-  return on_gpu() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % torch::cuda::device_count()))
+  return on_gpu() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist::gpu_for_local_rank(
+                                                   local_rank, static_cast<int>(torch::cuda::device_count()))))
                   : torch::Device(torch::kCPU);
 }
 
@@ -138,14 +139,14 @@ void BM_TrainStep(benchmark::State& state, bool use_lora) {
   std::unique_ptr<policy::LoraAdapters> lora;
   if (use_lora) lora = std::make_unique<policy::LoraAdapters>(model, policy::LoraConfig{}, 2);
   auto comm = dist::make_local_communicator();
-  policy::TrainerOptions options;
-  options.schedule = policy::LrSchedule{1e-5, 0, 1000000, 0.1};
+  rl::TrainerOptions options;
+  options.schedule = rl::LrSchedule{1e-5, 0, 1000000, 0.1};
   options.activation_checkpointing = env_int("CRL_BENCH_CHECKPOINTING", 0) != 0;
-  policy::Trainer trainer(model, options, *comm, lora.get());
+  rl::Trainer trainer(model, options, *comm, lora.get());
   const torch::Tensor ids =
       torch::randint(0, model->config().vocab_size, {batch, seq}, torch::TensorOptions().dtype(torch::kInt64).device(device));
   const torch::Tensor mask = torch::ones_like(ids);
-  const std::vector<policy::MicroBatch> mbs{{ids, torch::Tensor(), mask}};
+  const std::vector<rl::MicroBatch> mbs{{ids, torch::Tensor(), mask}};
   const auto loss = [&](const torch::Tensor& logits, size_t) { return rl::sft_loss(logits, ids, mask).sum; };
   for (int i = 0; i < 2; ++i) trainer.step(mbs, loss);  // warm-up: allocator, kernels
   if (on_gpu()) {

@@ -53,7 +53,7 @@ std::vector<Capability> capabilities(const MachineReport& report) {
   out.push_back({"policy inference", torch ? "ready" : "needs libtorch",
                  "crl init-model, crl generate (Qwen2 / Llama checkpoints)"});
   out.push_back({"training, data parallel", component_ok(report, "mpi") ? "ready" : "needs MPI",
-                 gpu && component_ok(report, "nccl") ? "NCCL across GPUs (library: crl::policy_train, crl::dist)"
+                 gpu && component_ok(report, "nccl") ? "NCCL across GPUs (library: crl::rl_train, crl::dist)"
                                                      : "MPI all-reduce on CPUs; NCCL needs GPUs"});
   out.push_back({"the job (crl run: SFT, self-training, contrastive RL)", "not built yet",
                  "until it exists, crl doctor is the README's main command"});

@@ -2,7 +2,9 @@
 #include "dist/mpi_roles.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -11,24 +13,97 @@
 
 namespace crl::dist {
 
+namespace {
+
+std::atomic<bool> g_mpi_unusable{false};
+
+int parse_local_rank(const char* name, const char* value) {
+  const std::string text(value);
+  size_t used = 0;
+  int rank = -1;
+  try {
+    rank = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || rank < 0) {
+    throw InputError(fmt::format("{}='{}' is not a non-negative integer (the launcher sets it: unset it, or "
+                                 "start the job with srun or mpirun)", name, text));
+  }
+  return rank;
+}
+
+}  // namespace
+
+std::string thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return fmt::format("thread level {}", level);
+  }
+}
+
+void require_thread_level(int provided) {
+  if (provided == MPI_THREAD_SERIALIZED || provided == MPI_THREAD_MULTIPLE) return;
+  throw Error(fmt::format("MPI provides {}, but crl needs MPI_THREAD_SERIALIZED (gradient hooks call MPI from "
+                          "autograd's thread): use an MPI built with thread support (Open MPI and MPICH are, by "
+                          "default)", thread_level_name(provided)));
+}
+
+void mark_mpi_unusable(const std::string& reason) {
+  if (!g_mpi_unusable.exchange(true)) spdlog::error("MPI is unusable from here on ({}): the job will be aborted", reason);
+}
+
+bool mpi_unusable() { return g_mpi_unusable.load(); }
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialised = 0;
   CRL_MPI_CHECK(MPI_Initialized(&initialised));
+  int provided = MPI_THREAD_SINGLE;
   if (!initialised) {
-    int provided = 0;
     CRL_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
     owns_ = true;
+  } else {
+    CRL_MPI_CHECK(MPI_Query_thread(&provided));
   }
   CRL_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   CRL_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   CRL_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  try {
+    require_thread_level(provided);
+  } catch (...) {
+    if (owns_) MPI_Finalize();
+    throw;
+  }
 }
 
 MpiSession::~MpiSession() {
+  if (mpi_unusable()) {
+    // A collective never finished: MPI_Finalize would wait for the peer that hangs. MPI_Abort ends
+    // every rank with exit code 4 (crl's internal failure).
+    MPI_Abort(MPI_COMM_WORLD, 4);
+  }
   if (!owns_) return;
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (!finalised) MPI_Finalize();
+}
+
+int local_rank_from(const char* ompi_local_rank, const char* slurm_localid, int shared_memory_rank) {
+  if (ompi_local_rank != nullptr) return parse_local_rank("OMPI_COMM_WORLD_LOCAL_RANK", ompi_local_rank);
+  if (slurm_localid != nullptr) return parse_local_rank("SLURM_LOCALID", slurm_localid);
+  return shared_memory_rank;
+}
+
+int gpu_for_local_rank(int local_rank, int visible_devices) {
+  if (visible_devices < 1) {
+    throw InputError(fmt::format("local rank {} needs a GPU, but this process sees none (check "
+                                 "CUDA_VISIBLE_DEVICES and the job's --gpus-per-task)", local_rank));
+  }
+  if (local_rank < 0) throw InputError(fmt::format("gpu_for_local_rank: local rank {} is negative", local_rank));
+  return local_rank % visible_devices;
 }
 
 void MpiRoles::release() {
@@ -56,13 +131,8 @@ MpiRoles split_roles(MPI_Comm world, int trainer_count) {
   CRL_MPI_CHECK(MPI_Comm_rank(node, &roles.local_rank));
   CRL_MPI_CHECK(MPI_Comm_size(node, &roles.local_size));
   MPI_Comm_free(&node);
-  if (const char* slurm_local = std::getenv("SLURM_LOCALID")) {
-    try {
-      roles.local_rank = std::stoi(slurm_local);
-    } catch (const std::exception&) {
-      throw InputError(fmt::format("split_roles: SLURM_LOCALID='{}' is not an integer", slurm_local));
-    }
-  }
+  roles.local_rank =
+      local_rank_from(std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"), std::getenv("SLURM_LOCALID"), roles.local_rank);
   return roles;
 }
 

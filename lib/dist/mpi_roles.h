@@ -1,14 +1,20 @@
 // MPI start-up and the split of MPI_COMM_WORLD into trainers (ranks 0..T-1) and evaluators
-// (ranks T..), plus the node-local rank that picks a process's GPU.
+// (ranks T..), plus the node-local rank and the GPU it picks.
 #pragma once
 
 #include <mpi.h>
 
+#include <string>
+
 namespace crl::dist {
 
-// Initialises MPI (thread level SERIALIZED: autograd hooks may call MPI from the backward thread) unless it already is, and finalises it on destruction
-// if this object initialised it. Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so CRL_MPI_CHECK sees
-// errors instead of MPI aborting. A program started without mpirun runs as a singleton (size 1).
+// Initialises MPI unless it already is, and finalises it on destruction if this object
+// initialised it. Thread level: SERIALIZED at least (autograd hooks may call MPI from the backward
+// thread); MPI that provides less makes the constructor throw an Error saying so, whether this
+// object initialised it or found it initialised. Sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so
+// CRL_MPI_CHECK sees errors instead of MPI aborting. A program started without mpirun runs as a
+// singleton (size 1). After mark_mpi_unusable() the destructor calls MPI_Abort instead of
+// MPI_Finalize (which would wait for a hung peer), ending every rank of the job.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);
@@ -22,6 +28,16 @@ class MpiSession {
   bool owns_ = false;
   int rank_ = 0, size_ = 1;
 };
+
+// "MPI_THREAD_SERIALIZED" etc. for a thread level.
+std::string thread_level_name(int level);
+// Throws Error unless `provided` (MPI_Init_thread's or MPI_Query_thread's) is SERIALIZED or MULTIPLE.
+void require_thread_level(int provided);
+
+// Records that a collective timed out or failed: MPI's state is unusable (requests that will never
+// complete), so ~MpiSession aborts the job instead of finalising. Safe from any thread.
+void mark_mpi_unusable(const std::string& reason);
+bool mpi_unusable();
 
 enum class Role { kTrainer, kEvaluator };
 
@@ -39,8 +55,20 @@ struct MpiRoles {
 };
 
 // Ranks [0, trainer_count) become trainers, the rest evaluators. Throws InputError unless
-// 1 <= trainer_count <= world size. The local rank comes from SLURM_LOCALID when Slurm set it,
-// else from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
+// 1 <= trainer_count <= world size. The local rank: local_rank_from(OMPI_COMM_WORLD_LOCAL_RANK,
+// SLURM_LOCALID, the rank in MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)).
 MpiRoles split_roles(MPI_Comm world, int trainer_count);
+
+// The node-local rank: Open MPI's OMPI_COMM_WORLD_LOCAL_RANK when set (non-null), else Slurm's
+// SLURM_LOCALID, else `shared_memory_rank`. Open MPI's comes first because mpirun inside an sbatch
+// script passes on the script's own SLURM_LOCALID (0) to every rank it starts. Throws InputError
+// naming the variable when a set one is not a non-negative integer.
+int local_rank_from(const char* ompi_local_rank, const char* slurm_localid, int shared_memory_rank);
+
+// The GPU a rank uses among the `visible_devices` it sees: local_rank modulo their number. With
+// one GPU per rank (`srun --gpus-per-task=1`, or CUDA_VISIBLE_DEVICES set per rank) every rank
+// sees one device and takes index 0; with all of a node's GPUs visible, rank i takes GPU i.
+// Throws InputError when visible_devices < 1 or local_rank < 0.
+int gpu_for_local_rank(int local_rank, int visible_devices);
 
 }  // namespace crl::dist

@@ -161,7 +161,7 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
   write_safetensors(temp_dir / "rng.safetensors", rng_tensors());
   add_file("rng.safetensors");
   nlohmann::json state = {{"step", contents.step},
-                          {"schedule", contents.schedule.to_json()},
+                          {"schedule", contents.schedule},
                           {"lora", contents.lora != nullptr},
                           {"user_state", contents.user_state}};
   write_file_atomically(temp_dir / "trainer_state.json", state.dump(2));
@@ -201,7 +201,7 @@ std::vector<CheckpointCheck> check_checkpoints(const fs::path& root) {
 }
 
 std::optional<ResumeResult> resume_from_latest(const fs::path& root, CausalLm& model, LoraAdapters* lora,
-                                               MasterAdamW& optimizer) {
+                                               OptimizerState& optimizer) {
   ResumeResult result;
   for (const CheckpointCheck& check : check_checkpoints(root)) {
     if (!check.ok) {
@@ -217,7 +217,7 @@ std::optional<ResumeResult> resume_from_latest(const fs::path& root, CausalLm& m
                                      state.at("lora").get<bool>(), lora ? "uses" : "does not use"));
       }
       result.step = state.at("step").get<int64_t>();
-      result.schedule = LrSchedule::from_json(state.at("schedule"), state_file.string());
+      result.schedule = state.at("schedule");
       result.user_state = state.at("user_state");
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: {}", state_file.string(), e.what()));

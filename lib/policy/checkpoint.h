@@ -23,9 +23,8 @@
 #include <vector>
 
 #include "policy/lora.h"
-#include "policy/lr_schedule.h"
 #include "policy/model.h"
-#include "policy/optimizer.h"
+#include "policy/optimizer_state.h"
 
 namespace crl::policy {
 
@@ -34,8 +33,8 @@ struct CheckpointContents {
   const LoraAdapters* lora = nullptr;      // null: full fine-tuning
   bool lora_write_merged_model = true;     // LoRA: also write the merged model.safetensors
   std::string base_model;                  // LoRA: recorded in adapter_config.json
-  const MasterAdamW* optimizer = nullptr;  // required
-  LrSchedule schedule;
+  const OptimizerState* optimizer = nullptr;  // required (rl::MasterAdamW)
+  nlohmann::json schedule = nlohmann::json::object();  // the LR schedule (rl::LrSchedule::to_json())
   int64_t step = 0;
   nlohmann::json user_state = nlohmann::json::object();  // the caller's own (data position, ...)
 };
@@ -56,7 +55,7 @@ std::vector<CheckpointCheck> check_checkpoints(const std::filesystem::path& root
 struct ResumeResult {
   std::filesystem::path dir;
   int64_t step = 0;
-  LrSchedule schedule;
+  nlohmann::json schedule;  // as saved: rl::LrSchedule::from_json reads it
   nlohmann::json user_state;
   std::vector<std::string> skipped;  // newer checkpoints not used, with the reason
 };
@@ -65,6 +64,6 @@ struct ResumeResult {
 // adapters), `optimizer` and the generators. Returns nullopt when ROOT has no usable checkpoint.
 // Corrupt ones are logged as warnings and listed in `skipped`.
 std::optional<ResumeResult> resume_from_latest(const std::filesystem::path& root, CausalLm& model,
-                                               LoraAdapters* lora, MasterAdamW& optimizer);
+                                               LoraAdapters* lora, OptimizerState& optimizer);
 
 }  // namespace crl::policy

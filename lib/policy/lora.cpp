@@ -76,16 +76,19 @@ LoraAdapters::LoraAdapters(CausalLm model, LoraConfig config, uint64_t seed)
     }
   }
   if (adapters_.empty()) throw InputError("lora: no linear layer of the model matches target_modules");
+  apply();
 }
 
 LoraAdapters::~LoraAdapters() { remove(); }
 
 void LoraAdapters::apply() {
   for (auto& adapter : adapters_) adapter.slots->branches[adapter.projection] = &adapter.branch;
+  attached_ = true;
 }
 
 void LoraAdapters::remove() {
   for (auto& adapter : adapters_) adapter.slots->branches.erase(adapter.projection);
+  attached_ = false;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> LoraAdapters::named_parameters() const {

@@ -33,17 +33,21 @@ struct LoraConfig {
 
 class LoraAdapters {
  public:
-  // Freezes every parameter of `model` and adds adapters (in the model's dtype and device) to the
-  // targeted layers; `seed` draws A. The model must outlive this object.
+  // Freezes every parameter of `model`, adds adapters (in the model's dtype and device) to the
+  // targeted layers and attaches them: from here until this object is destroyed, every forward of
+  // the model (training, generation, evaluation) goes through the adapters, so whoever owns the
+  // adapters owns the adapted model. `seed` draws A. The model must outlive this object.
   LoraAdapters(CausalLm model, LoraConfig config, uint64_t seed);
-  ~LoraAdapters();  // detaches the branches
+  ~LoraAdapters();  // detaches the branches: the model computes W0 x again
   LoraAdapters(const LoraAdapters&) = delete;
   LoraAdapters& operator=(const LoraAdapters&) = delete;
 
-  // Attaches the branches: targeted layers compute W0 x + scale * B A dropout(x) (idempotent).
+  // Re-attaches the branches after remove(): targeted layers compute W0 x + scale * B A dropout(x)
+  // (idempotent).
   void apply();
-  // Detaches them: targeted layers compute W0 x again.
+  // Detaches them for a look at the base model (targeted layers compute W0 x) until apply().
   void remove();
+  bool attached() const { return attached_; }
 
   const LoraConfig& config() const { return config_; }
   // The trainable tensors by PEFT name: "base_model.model.<module>.lora_A.weight" / "lora_B".
@@ -67,6 +71,7 @@ class LoraAdapters {
   CausalLm model_;
   LoraConfig config_;
   std::deque<Adapter> adapters_;  // a deque: the slots point at its elements
+  bool attached_ = false;
 };
 
 }  // namespace crl::policy

@@ -70,7 +70,7 @@ inline void expect_data_parallel_agrees(const std::string& device, const std::st
     EXPECT_TRUE(torch::equal(t, rank1.at(name))) << name << ": ranks differ";
     // A key bias adds the same score to every key of a query, which softmax cancels: its true
     // gradient is zero, so what backward yields is round-off that Adam scales into full-size steps.
-    // Comparing it would compare noise (policy_train_step_test leaves it out for the same reason).
+    // Comparing it would compare noise (rl_train_step_test leaves it out for the same reason).
     if (name.ends_with("k_proj.bias")) continue;
     EXPECT_TRUE(torch::allclose(t, single.at(name), rtol, atol))
         << name << ": 2 ranks vs 1 rank max diff " << (t - single.at(name)).abs().max().item<float>();

@@ -1,20 +1,31 @@
 // Tests of the training step: the fused causal attention path and activation checkpointing give
 // the plain masked pass's logits and gradients (full and LoRA), gradient accumulation equals one
-// large batch, SFT learns.
+// large batch, SFT learns, non-finite gradients skip the step, and generation between LoRA steps
+// samples the trained adapters.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "dist/communicator.h"
-#include "tiny_model.h"
 #include "policy/config.h"
+#include "policy/generate.h"
 #include "policy/lora.h"
 #include "policy/model.h"
-#include "policy/train_step.h"
+#include "policy/tiny_model.h"
+#include "rl/train_step.h"
 
-namespace crl::policy {
+namespace crl::rl {
 namespace {
 
-using testing::tiny_model;
+using policy::CausalLm;
+using policy::ForwardInputs;
+using policy::LoraAdapters;
+using policy::LoraConfig;
+using policy::testing::tiny_model;
 
 // Cross-entropy sum over loss-masked next tokens (the SFT loss, written here without crl::rl).
 torch::Tensor masked_next_token_nll(const torch::Tensor& logits, const torch::Tensor& ids, const torch::Tensor& mask) {
@@ -222,5 +233,103 @@ TEST(Trainer, SftLossFallsOnAFixedBatchFullAndLora) {
   }
 }
 
+// A loss that turns NaN for one step makes every gradient NaN: the trainer reports the step as
+// skipped, the model and the optimiser's state stay bitwise as they were, and the next finite step
+// equals the one a trainer that never saw the NaN takes.
+TEST(Trainer, NonFiniteGradientsSkipTheStepAndTheNextStepProceeds) {
+  auto comm = dist::make_local_communicator();
+  CausalLm model = tiny_model(13), twin_model = tiny_model(13);
+  Trainer trainer(model, test_options(false), *comm);
+  Trainer twin(twin_model, test_options(false), *comm);
+  const Batch b = make_batch(2, 10, 5);
+  const std::vector<MicroBatch> mbs{{b.ids, b.padding, b.loss_mask}};
+  const auto loss = [&](const torch::Tensor& logits, size_t) { return masked_next_token_nll(logits, b.ids, b.loss_mask); };
+  const auto nan_loss = [&](const torch::Tensor& logits, size_t) {
+    return masked_next_token_nll(logits, b.ids, b.loss_mask) * std::numeric_limits<float>::quiet_NaN();
+  };
+  const auto snapshot = [](Trainer& t) {
+    std::vector<torch::Tensor> out;
+    for (const auto& [name, tensor] : policy::state_tensors(t.model())) out.push_back(tensor.detach().clone());
+    for (const auto& [name, tensor] : t.optimizer().state_tensors()) out.push_back(tensor.clone());
+    return out;
+  };
+  const auto expect_bitwise_equal = [](const std::vector<torch::Tensor>& x, const std::vector<torch::Tensor>& y,
+                                       const char* what) {
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(torch::equal(x[i], y[i])) << what << ": tensor " << i;
+  };
+  EXPECT_FALSE(trainer.step(mbs, loss).skipped);
+  EXPECT_FALSE(twin.step(mbs, loss).skipped);
+  const std::vector<torch::Tensor> before = snapshot(trainer);
+
+  const StepStats bad = trainer.step(mbs, nan_loss);
+  EXPECT_TRUE(bad.skipped);
+  EXPECT_EQ(bad.step, 1);
+  EXPECT_EQ(trainer.optimizer().steps(), 1);
+  expect_bitwise_equal(snapshot(trainer), before, "after the skipped step");
+
+  const StepStats next = trainer.step(mbs, loss);
+  const StepStats twin_next = twin.step(mbs, loss);
+  EXPECT_FALSE(next.skipped);
+  EXPECT_EQ(next.step, 2);
+  EXPECT_EQ(next.lr, twin_next.lr);  // the schedule did not advance for the skipped step
+  EXPECT_EQ(next.loss, twin_next.loss);
+  expect_bitwise_equal(snapshot(trainer), snapshot(twin), "the next step against the twin");
+}
+
+// The adapters stay attached between steps: generation after a LoRA step samples the trained
+// adapters. Its per-token log-probabilities equal a full forward of the adapted model over the same
+// tokens, and differ from the base model's.
+TEST(Trainer, GenerationAfterALoraStepUsesTheUpdatedAdapters) {
+  auto comm = dist::make_local_communicator();
+  CausalLm model = tiny_model(14);
+  LoraConfig config;
+  config.rank = 4;
+  LoraAdapters lora(model, config, 6);
+  TrainerOptions o = test_options(false);
+  o.schedule = LrSchedule{5e-2, 0, 10, 1.0};
+  Trainer trainer(model, o, *comm, &lora);
+  const Batch b = make_batch(2, 10, 8);
+  const std::vector<MicroBatch> mbs{{b.ids, b.padding, b.loss_mask}};
+  for (int i = 0; i < 3; ++i) {
+    trainer.step(mbs, [&](const torch::Tensor& logits, size_t) { return masked_next_token_nll(logits, b.ids, b.loss_mask); });
+  }
+  ASSERT_TRUE(lora.attached());
+
+  const std::vector<int64_t> prompt{5, 17, 42, 7, 99};
+  policy::GenerationOptions gen;
+  gen.max_new_tokens = 6;
+  gen.sampling.temperature = 0;
+  const policy::GenerationResult result = policy::generate(model, {prompt}, gen);
+  ASSERT_EQ(result.sequences.size(), 1u);
+  const policy::GeneratedSequence& seq = result.sequences[0];
+  ASSERT_EQ(seq.tokens.size(), 6u);
+
+  // log_softmax of a full pass over prompt + completion, at each completion token.
+  std::vector<int64_t> all = prompt;
+  all.insert(all.end(), seq.tokens.begin(), seq.tokens.end());
+  const torch::Tensor ids = torch::tensor(all, torch::kInt64).unsqueeze(0);
+  const auto completion_logprobs = [&]() {
+    torch::NoGradGuard no_grad;
+    model->eval();
+    const torch::Tensor logp = model->forward(ids)[0].to(torch::kFloat32).log_softmax(-1);
+    std::vector<float> out;
+    for (size_t i = 0; i < seq.tokens.size(); ++i) {
+      out.push_back(logp[static_cast<int64_t>(prompt.size() + i - 1)][seq.tokens[i]].item<float>());
+    }
+    return out;
+  };
+  const std::vector<float> adapted = completion_logprobs();
+  lora.remove();
+  const std::vector<float> base = completion_logprobs();
+  lora.apply();
+  double largest_base_difference = 0;
+  for (size_t i = 0; i < seq.tokens.size(); ++i) {
+    EXPECT_NEAR(seq.model_logprobs[i], adapted[i], 1e-4) << "token " << i;
+    largest_base_difference = std::max(largest_base_difference, std::abs(static_cast<double>(seq.model_logprobs[i] - base[i])));
+  }
+  EXPECT_GT(largest_base_difference, 1e-2) << "generation sampled the base model";
+}
+
 }  // namespace
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace crl::policy {
+namespace crl::rl {
 
 struct LrSchedule {
   double peak_lr = 1e-5;
@@ -21,4 +21,4 @@ struct LrSchedule {
   static LrSchedule from_json(const nlohmann::json& j, const std::string& origin);
 };
 
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -1,5 +1,5 @@
 // Policy training step and per-layer activation checkpointing (see train_step.h).
-#include "policy/train_step.h"
+#include "rl/train_step.h"
 
 #include <torch/torch.h>
 
@@ -7,7 +7,17 @@
 
 #include "core/error.h"
 
-namespace crl::policy {
+namespace crl::rl {
+
+using policy::AttentionInputs;
+using policy::CausalLm;
+using policy::DecoderLayer;
+using policy::DecoderLayerImpl;
+using policy::ForwardInputs;
+using policy::LoraAdapters;
+using policy::LoraSlots;
+using policy::RmsNormImpl;
+
 namespace {
 
 // The tensors a decoder layer computes with that need gradients: its linear weights and biases
@@ -153,7 +163,7 @@ Trainer::Trainer(CausalLm model, TrainerOptions options, dist::Communicator& com
   if (lora_ != nullptr) {
     trainable = lora_->named_parameters();
   } else {
-    for (auto& [name, tensor] : state_tensors(model_)) {
+    for (auto& [name, tensor] : policy::state_tensors(model_)) {
       tensor.set_requires_grad(true);
       trainable.emplace_back(name, tensor);
     }
@@ -171,7 +181,6 @@ torch::Tensor Trainer::forward(const MicroBatch& batch) {
 }
 
 torch::Tensor Trainer::forward(const MicroBatch& batch, bool keep_padding) {
-  if (lora_ != nullptr) lora_->apply();
   const torch::Tensor padding = keep_padding ? batch.padding_mask : torch::Tensor();
   if (options_.activation_checkpointing) return forward_with_checkpointing(model_, batch.input_ids, padding);
   ForwardInputs in;
@@ -224,7 +233,6 @@ StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const Loss
     local_loss = local_loss.defined() ? local_loss + loss_value : loss_value;
   }
   reducer_->finish();
-  if (lora_ != nullptr) lora_->remove();
   // The model's own .grad copies (autograd accumulates them beside the reducer's fp32 sums) are
   // not used: free them.
   for (const auto& p : reducer_->parameters()) p.mutable_grad() = torch::Tensor();
@@ -233,11 +241,19 @@ StepStats Trainer::step(const std::vector<MicroBatch>& micro_batches, const Loss
   stats.tokens = static_cast<int64_t>(global_tokens);
   const torch::Tensor grad_norm = MasterAdamW::clip_grad_norm(reducer_->gradients(), options_.max_grad_norm);
   stats.lr = options_.schedule.lr_at(optimizer_->steps());
-  optimizer_->step(reducer_->gradients(), stats.lr);
+  // A non-finite norm is exactly a NaN or Inf in some gradient: the optimiser skips on the device.
+  const torch::Tensor found_inf =
+      optimizer_->step(reducer_->gradients(), stats.lr, MasterAdamW::non_finite(grad_norm));
+  // The step's one read: norm, skip flag and loss together.
+  const torch::Tensor figures =
+      torch::stack({grad_norm.to(torch::kFloat64), found_inf.to(torch::kFloat64), local_loss.to(grad_norm.device())}).cpu();
+  const double* figure = figures.data_ptr<double>();
+  stats.grad_norm = figure[0];
+  stats.skipped = figure[1] != 0;
+  optimizer_->settle_step(stats.skipped);
   stats.step = optimizer_->steps();
-  stats.grad_norm = grad_norm.item<double>();
-  stats.loss = comm_.all_reduce_scalar(local_loss.item<double>()) / global_tokens;
+  stats.loss = comm_.all_reduce_scalar(figure[2]) / global_tokens;
   return stats;
 }
 
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -1,15 +1,18 @@
 // Tests of MasterAdamW (against LibTorch's AdamW), gradient-norm clipping, the learning-rate
-// schedule and the fp32 master weights behind bf16 parameters.
+// schedule, the fp32 master weights behind bf16 parameters, and steps skipped for non-finite
+// gradients.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "core/error.h"
-#include "policy/lr_schedule.h"
-#include "policy/optimizer.h"
+#include "rl/lr_schedule.h"
+#include "rl/optimizer.h"
 
-namespace crl::policy {
+namespace crl::rl {
 namespace {
 
 TEST(MasterAdamW, MatchesLibTorchAdamWOnFp32) {
@@ -66,6 +69,82 @@ TEST(MasterAdamW, StateRoundTripContinuesIdentically) {
   EXPECT_THROW(second.load_state_tensors(saved, "test"), InputError);
 }
 
+// Bitwise copies of an optimiser's state and parameters, to compare before and after.
+std::vector<torch::Tensor> snapshot(const MasterAdamW& adamw) {
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, t] : adamw.state_tensors()) out.push_back(t.clone());
+  for (const auto& [name, t] : adamw.parameters()) out.push_back(t.detach().clone());
+  return out;
+}
+
+void expect_bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << what << ": tensor " << i;
+}
+
+// A NaN or an Inf in one element of one gradient skips the step on the device: masters, moments,
+// step count and the (bf16) parameters stay bitwise as they were, and the next finite step is the
+// one an optimiser that never saw the bad gradients takes. Both ways of finding it: the optimiser's
+// own check, and the flag from the clipped norm that the trainer passes.
+TEST(MasterAdamW, NonFiniteGradientSkipsTheStepAndTheNextStepProceeds) {
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    for (const bool flag_from_norm : {false, true}) {
+      torch::manual_seed(3);
+      const torch::Tensor w0 = torch::randn({4, 3}), v0 = torch::randn({5});
+      torch::Tensor w = w0.to(torch::kBFloat16).requires_grad_(true), v = v0.clone().requires_grad_(true);
+      torch::Tensor w_twin = w0.to(torch::kBFloat16).requires_grad_(true), v_twin = v0.clone().requires_grad_(true);
+      MasterAdamW adamw({{"w", w}, {"v", v}}, {0.9, 0.99, 1e-8, 0.01});
+      MasterAdamW twin({{"w", w_twin}, {"v", v_twin}}, {0.9, 0.99, 1e-8, 0.01});
+      const auto step_both = [&](uint64_t seed) {
+        torch::manual_seed(seed);
+        const std::vector<torch::Tensor> grads{torch::randn({4, 3}), torch::randn({5})};
+        const torch::Tensor f1 = adamw.step({grads[0].clone(), grads[1].clone()}, 1e-2);
+        const torch::Tensor f2 = twin.step({grads[0].clone(), grads[1].clone()}, 1e-2);
+        EXPECT_EQ(f1.item<float>(), 0.0f);
+        EXPECT_EQ(f2.item<float>(), 0.0f);
+      };
+      step_both(10);
+      step_both(11);
+      const std::vector<torch::Tensor> before = snapshot(adamw);
+
+      std::vector<torch::Tensor> poisoned{torch::randn({4, 3}), torch::randn({5})};
+      poisoned[1][2] = bad;
+      torch::Tensor flag;
+      if (flag_from_norm) {
+        const torch::Tensor norm = MasterAdamW::clip_grad_norm(poisoned, 1.0);
+        flag = adamw.step(poisoned, 1e-2, MasterAdamW::non_finite(norm));
+      } else {
+        flag = adamw.step(poisoned, 1e-2);
+      }
+      EXPECT_EQ(flag.item<float>(), 1.0f) << "bad value " << bad;
+      EXPECT_EQ(adamw.steps(), 2) << "a skipped step is not counted";
+      expect_bitwise_equal(snapshot(adamw), before, "after the skipped step");
+
+      step_both(12);
+      EXPECT_EQ(adamw.steps(), 3);
+      expect_bitwise_equal(snapshot(adamw), snapshot(twin), "the next step against the twin");
+    }
+  }
+}
+
+// settle_step() hands in the outcome the caller read, so steps() needs no read; it refuses to
+// settle anything but exactly one pending step.
+TEST(MasterAdamW, SettleStepCountsOnlyAppliedSteps) {
+  torch::Tensor p = torch::zeros({3}).requires_grad_(true);
+  MasterAdamW adamw({{"p", p}}, {});
+  EXPECT_THROW(adamw.settle_step(false), Error);
+  adamw.step({torch::ones({3})}, 1e-3);
+  adamw.settle_step(false);
+  EXPECT_EQ(adamw.steps(), 1);
+  adamw.step({torch::full({3}, std::numeric_limits<float>::quiet_NaN())}, 1e-3);
+  adamw.settle_step(true);
+  EXPECT_EQ(adamw.steps(), 1);
+  adamw.step({torch::ones({3})}, 1e-3);
+  adamw.step({torch::ones({3})}, 1e-3);
+  EXPECT_THROW(adamw.settle_step(false), Error);
+  EXPECT_EQ(adamw.steps(), 3);  // read from the device
+}
+
 TEST(MasterAdamW, RejectsGradientsOfTheWrongShapeOrDtype) {
   torch::Tensor p = torch::zeros({3}).requires_grad_(true);
   MasterAdamW adamw({{"p", p}}, {});
@@ -100,4 +179,4 @@ TEST(LrSchedule, WarmsUpLinearlyThenDecaysByCosineToTheFloor) {
 }
 
 }  // namespace
-}  // namespace crl::policy
+}  // namespace crl::rl

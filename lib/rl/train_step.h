@@ -16,11 +16,11 @@
 #include "dist/communicator.h"
 #include "dist/gradient_reducer.h"
 #include "policy/lora.h"
-#include "policy/lr_schedule.h"
 #include "policy/model.h"
-#include "policy/optimizer.h"
+#include "rl/lr_schedule.h"
+#include "rl/optimizer.h"
 
-namespace crl::policy {
+namespace crl::rl {
 
 struct TrainerOptions {
   LrSchedule schedule;
@@ -46,41 +46,46 @@ struct StepStats {
   int64_t tokens = 0;       // loss tokens over all ranks
   double grad_norm = 0;     // before clipping
   double lr = 0;
-  int64_t step = 0;         // optimiser steps done after this one
+  int64_t step = 0;         // optimiser steps applied after this one
+  bool skipped = false;     // a gradient held a NaN or Inf: the optimiser left everything as it was
 };
 
 // Logits [B, S, V] of a full causal pass, each decoder layer run inside a checkpoint: its
 // activations are dropped after forward and recomputed in backward. Matches model->forward
 // (padding mask, positions) exactly.
-torch::Tensor forward_with_checkpointing(CausalLm& model, const torch::Tensor& input_ids,
+torch::Tensor forward_with_checkpointing(policy::CausalLm& model, const torch::Tensor& input_ids,
                                          const torch::Tensor& padding_mask);
 
 class Trainer {
  public:
-  // Full fine-tuning when `lora` is null (every model parameter trains), else only the adapters.
-  // Broadcasts rank 0's trainable parameters to all ranks. `comm` and `lora` must outlive it.
-  Trainer(CausalLm model, TrainerOptions options, dist::Communicator& comm, LoraAdapters* lora = nullptr);
+  // Full fine-tuning when `lora` is null (every model parameter trains), else only the adapters
+  // (attached to the model by `lora` for its whole life, so generation between steps samples the
+  // trained adapters). Broadcasts rank 0's trainable parameters to all ranks. `comm` and `lora`
+  // must outlive it.
+  Trainer(policy::CausalLm model, TrainerOptions options, dist::Communicator& comm, policy::LoraAdapters* lora = nullptr);
 
+  // One optimiser step over `micro_batches`. A step whose (all-reduced) gradients hold a NaN or Inf
+  // is skipped on the device, on every rank alike, and reported in StepStats::skipped.
   StepStats step(const std::vector<MicroBatch>& micro_batches, const LossSumFn& loss_sum);
-  // Logits with grad enabled, as step() computes them (LoRA applied, checkpointing as configured).
+  // Logits with grad enabled, as step() computes them (checkpointing as configured).
   torch::Tensor forward(const MicroBatch& batch);
 
   MasterAdamW& optimizer() { return *optimizer_; }
   dist::GradientReducer& reducer() { return *reducer_; }
   const TrainerOptions& options() const { return options_; }
-  CausalLm& model() { return model_; }
-  LoraAdapters* lora() { return lora_; }
+  policy::CausalLm& model() { return model_; }
+  policy::LoraAdapters* lora() { return lora_; }
 
  private:
   // forward() once the padding decision is made (keep_padding false: the mask is not used).
   torch::Tensor forward(const MicroBatch& batch, bool keep_padding);
 
-  CausalLm model_;
+  policy::CausalLm model_;
   TrainerOptions options_;
   dist::Communicator& comm_;
-  LoraAdapters* lora_;
+  policy::LoraAdapters* lora_;
   std::unique_ptr<MasterAdamW> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
 };
 
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -1,13 +1,16 @@
 // AdamW over fp32 master weights (see optimizer.h).
-#include "policy/optimizer.h"
+#include "rl/optimizer.h"
 
 #include <torch/torch.h>
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <optional>
+
 #include "core/error.h"
 
-namespace crl::policy {
+namespace crl::rl {
 
 MasterAdamW::MasterAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options)
     : params_(std::move(params)), options_(options) {
@@ -33,7 +36,11 @@ torch::Tensor MasterAdamW::clip_grad_norm(const std::vector<torch::Tensor>& grad
   return total;
 }
 
-void MasterAdamW::step(const std::vector<torch::Tensor>& grads, double lr) {
+torch::Tensor MasterAdamW::non_finite(const torch::Tensor& grad_norm) {
+  return grad_norm.detach().isfinite().logical_not().to(torch::kFloat32);
+}
+
+torch::Tensor MasterAdamW::step(const std::vector<torch::Tensor>& grads, double lr, torch::Tensor found_inf) {
   if (grads.size() != masters_.size()) {
     throw InputError(fmt::format("MasterAdamW::step: {} gradients for {} parameters", grads.size(), masters_.size()));
   }
@@ -44,12 +51,45 @@ void MasterAdamW::step(const std::vector<torch::Tensor>& grads, double lr) {
     }
   }
   torch::NoGradGuard no_grad;
-  // The fused kernel reads the step count after incrementing it (bias corrections 1 - beta^t).
-  at::_foreach_add_(step_counts_, 1.0);
+  const torch::Device device = masters_[0].device();
+  if (!found_inf.defined()) {
+    found_inf = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, torch::ones_like(found_inf));
+  } else if (found_inf.numel() != 1 || found_inf.scalar_type() != torch::kFloat32 || found_inf.device() != device) {
+    throw InputError(fmt::format("MasterAdamW::step: found_inf must be one fp32 value on {}", device.str()));
+  }
+  found_inf = found_inf.reshape({});
+  const torch::Tensor applied = 1.0 - found_inf;
+  // The fused kernel reads the step count after incrementing it (bias corrections 1 - beta^t); a
+  // skipped step adds 0, and the kernel returns before touching anything when found_inf is 1.
+  at::_foreach_add_(step_counts_, applied);
   at::_fused_adamw_(masters_, grads, exp_avg_, exp_avg_sq_, {}, step_counts_, lr, options_.beta1, options_.beta2,
-                    options_.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false);
-  at::_foreach_copy_(model_tensors_, masters_);  // one multi-tensor launch, casting to the model dtype
-  ++steps_;
+                    options_.weight_decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false,
+                    /*grad_scale=*/std::nullopt, found_inf);
+  // One multi-tensor launch, casting to the model dtype. After a skipped step it writes what is
+  // there already: the parameters are the rounded masters at every step's end.
+  at::_foreach_copy_(model_tensors_, masters_);
+  unsettled_applied_ = unsettled_applied_.defined() ? unsettled_applied_ + applied : applied;
+  ++unsettled_steps_;
+  return found_inf;
+}
+
+int64_t MasterAdamW::steps() const {
+  if (unsettled_steps_ > 0) {
+    steps_ += static_cast<int64_t>(std::llround(unsettled_applied_.item<double>()));
+    unsettled_applied_ = torch::Tensor();
+    unsettled_steps_ = 0;
+  }
+  return steps_;
+}
+
+void MasterAdamW::settle_step(bool skipped) {
+  if (unsettled_steps_ != 1) {
+    throw Error(fmt::format("MasterAdamW::settle_step: {} steps are unsettled, expected 1", unsettled_steps_));
+  }
+  if (!skipped) ++steps_;
+  unsettled_applied_ = torch::Tensor();
+  unsettled_steps_ = 0;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> MasterAdamW::state_tensors() const {
@@ -59,7 +99,7 @@ std::vector<std::pair<std::string, torch::Tensor>> MasterAdamW::state_tensors() 
     out.emplace_back(params_[i].first + ".exp_avg", exp_avg_[i]);
     out.emplace_back(params_[i].first + ".exp_avg_sq", exp_avg_sq_[i]);
   }
-  out.emplace_back("step", torch::tensor({steps_}, torch::kInt64));
+  out.emplace_back("step", torch::tensor({steps()}, torch::kInt64));
   return out;
 }
 
@@ -90,7 +130,9 @@ void MasterAdamW::load_state_tensors(const std::map<std::string, torch::Tensor>&
     params_[i].second.detach().copy_(masters_[i]);
   }
   steps_ = step_it->second.to(torch::kInt64).item<int64_t>();
+  unsettled_applied_ = torch::Tensor();
+  unsettled_steps_ = 0;
   for (auto& count : step_counts_) count.fill_(static_cast<double>(steps_));
 }
 
-}  // namespace crl::policy
+}  // namespace crl::rl

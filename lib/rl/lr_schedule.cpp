@@ -1,5 +1,5 @@
 // Linear warm-up then cosine decay (see lr_schedule.h).
-#include "policy/lr_schedule.h"
+#include "rl/lr_schedule.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace crl::policy {
+namespace crl::rl {
 
 double LrSchedule::lr_at(int64_t step) const {
   if (step < warmup_steps) return peak_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
@@ -45,4 +45,4 @@ LrSchedule LrSchedule::from_json(const nlohmann::json& j, const std::string& ori
   return s;
 }
 
-}  // namespace crl::policy
+}  // namespace crl::rl

@@ -1,0 +1,865 @@
+// The crl job: roles, stages, steps, dispatch, rewards, updates and the results file (job.h).
+//
+// One step of a generating stage (selftrain, crl), strictly on-policy (max_staleness 0):
+//   rank 0          draws the step's tasks, samples K exemplars per task, builds the prompts,
+//                   broadcasts them to the trainers
+//   every trainer   generates G completions for its share of the prompts (groups r, r+T, ...)
+//                   and sends their texts to rank 0
+//   rank 0          parses them (format_error without a program), hands the programs to the
+//                   evaluators (dispatch.h) and collects the verdicts; shapes the rewards
+//                   (reward_shaping.h), broadcasts advantages and which rollouts train
+//   every trainer   one optimiser step (or updates_per_batch) on its rollouts: GRPO (crl) or
+//                   SFT on the kept ones (selftrain); gradients all-reduced
+//   rank 0          writes the step's /steps row, /rollouts rows and texts, flushes; adds the
+//                   correct programs to the exemplar database
+// The sft stage has no generation: each step trains on a batch of the data file's examples.
+#include "rl/job.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "compile/compiler.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/mpi_check.h"
+#include "core/process_env.h"
+#include "core/subprocess.h"
+#include "dist/communicator.h"
+#include "dist/mpi_roles.h"
+#include "eval/evaluator.h"
+#include "policy/checkpoint.h"
+#include "policy/config.h"
+#include "policy/generate.h"
+#include "policy/model.h"
+#include "policy/tokenizer.h"
+#include "program/program_text.h"
+#include "results/results_writer.h"
+#include "rl/chat_template.h"
+#include "rl/completion.h"
+#include "rl/dispatch.h"
+#include "rl/exemplar_db.h"
+#include "rl/job_tables.h"
+#include "rl/losses.h"
+#include "rl/prompt.h"
+#include "rl/reward_shaping.h"
+#include "rl/sft_data.h"
+#include "rl/train_step.h"
+#include "suite/suite.h"
+
+#if CRL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace crl::rl {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// ---- collectives on strings -------------------------------------------------------------------
+
+void broadcast_text(MPI_Comm comm, int root, std::string& text) {
+  int64_t size = static_cast<int64_t>(text.size());
+  CRL_MPI_CHECK(MPI_Bcast(&size, 1, MPI_INT64_T, root, comm));
+  if (size < 0 || size > kMaxMessageBytes) throw Error(fmt::format("broadcast of {} bytes refused", size));
+  text.resize(static_cast<size_t>(size));
+  CRL_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, root, comm));
+}
+
+// Every rank's `text` at `root` (in rank order); other ranks get an empty list.
+std::vector<std::string> gather_texts(MPI_Comm comm, int root, const std::string& text) {
+  int rank = 0, size = 1;
+  CRL_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  CRL_MPI_CHECK(MPI_Comm_size(comm, &size));
+  if (static_cast<int64_t>(text.size()) > kMaxMessageBytes) throw Error("gathered text too long");
+  int mine = static_cast<int>(text.size());
+  std::vector<int> sizes(static_cast<size_t>(size));
+  CRL_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm));
+  std::vector<int> offsets(static_cast<size_t>(size), 0);
+  int64_t total = 0;
+  if (rank == root) {
+    for (int i = 0; i < size; ++i) {
+      offsets[static_cast<size_t>(i)] = static_cast<int>(total);
+      total += sizes[static_cast<size_t>(i)];
+    }
+    if (total > kMaxMessageBytes) throw Error(fmt::format("gather of {} bytes refused", total));
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  CRL_MPI_CHECK(MPI_Gatherv(text.data(), mine, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, root, comm));
+  std::vector<std::string> out;
+  if (rank != root) return out;
+  for (int i = 0; i < size; ++i) out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(i)]), static_cast<size_t>(sizes[static_cast<size_t>(i)])));
+  return out;
+}
+
+// ---- what every rank knows ---------------------------------------------------------------------
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot read the {}", path, what));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) {
+  for (const std::string& id : job.tasks.ids) suite.find(id);  // unknown ids: InputError naming the suite
+  std::vector<const Task*> out;
+  for (const Task& t : suite.tasks()) {
+    const auto in = [](const auto& list, const auto& v) { return list.empty() || std::find(list.begin(), list.end(), v) != list.end(); };
+    if (in(job.tasks.ids, t.id) && in(job.tasks.levels, t.level) && in(job.tasks.categories, t.spec.category)) out.push_back(&t);
+  }
+  if (out.empty()) throw InputError(fmt::format("{}: 'tasks' selects no task of the suite in {}", job.path, suite.dir()));
+  return out;
+}
+
+// The step's tasks: `batch` of them, without repetition while the list allows, from the job's
+// seed and the step (so a resumed run draws the same).
+std::vector<const Task*> draw_tasks(const std::vector<const Task*>& tasks, int64_t batch, uint64_t seed, int64_t step) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step) * 0x2545F4914F6CDD1Dull + 1);
+  std::vector<const Task*> out;
+  while (static_cast<int64_t>(out.size()) < batch) {
+    std::vector<const Task*> round = tasks;
+    std::shuffle(round.begin(), round.end(), rng);
+    for (const Task* t : round) {
+      if (static_cast<int64_t>(out.size()) < batch) out.push_back(t);
+    }
+  }
+  return out;
+}
+
+struct Status {
+  std::string text;  // status_text
+  eval::VerdictStatus status;
+};
+
+// ---- the job's state ---------------------------------------------------------------------------
+
+struct Rollout {
+  int64_t group = 0, sample = 0;
+  std::vector<int64_t> completion_ids;
+  std::string text;
+};
+
+class Job {
+ public:
+  Job(const JobConfig& job, const RunOptions& options) : job_(job), options_(options) {}
+  void run();
+
+ private:
+  bool is_coordinator() const { return roles_.world_rank == 0; }
+  void start();
+  void run_evaluator();
+  void run_trainer();
+  void write_meta();
+
+  void run_sft_stage(size_t index, const StageConfig& stage);
+  void run_generating_stage(size_t index, const StageConfig& stage);
+  std::unique_ptr<Trainer> make_trainer(const StageConfig& stage, int64_t optimiser_steps);
+  void finish_stage(size_t index, const StageConfig& stage, Trainer& trainer);
+  void save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index);
+
+  std::vector<int64_t> prompt_ids(const std::string& prompt) const;
+  std::vector<int64_t> completion_ids(const std::string& completion) const;
+  std::string render_prompt(const Task& task, const std::vector<PromptExemplar>& exemplars) const;
+  // Micro-batches of (prompt, completion) sequences, right padded, loss on the completion where `train`.
+  struct Sequence {
+    const std::vector<int64_t>* prompt;
+    const std::vector<int64_t>* completion;
+    bool train;
+    double advantage;
+  };
+  std::vector<MicroBatch> micro_batches(const std::vector<Sequence>& sequences, std::vector<torch::Tensor>* advantages) const;
+  std::string weights_sha256();
+  void log_step(const StepRow& row, int64_t done, int64_t total, double step_seconds);
+
+  const JobConfig& job_;
+  RunOptions options_;
+  dist::MpiRoles roles_;
+  int evaluators_ = 0;
+  std::optional<Suite> suite_;
+  std::vector<const Task*> tasks_;
+  std::string instructions_;
+
+  // Trainers.
+  torch::Device device_{torch::kCPU};
+  std::unique_ptr<dist::Communicator> comm_;
+  std::optional<policy::CausalLm> model_;
+  std::optional<policy::ModelConfig> model_config_;
+  std::optional<policy::Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> chat_;
+  int64_t policy_version_ = 0;  // optimiser steps so far, over all stages
+
+  // Rank 0.
+  std::unique_ptr<results::ResultsWriter> writer_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::optional<ExemplarDatabase> exemplars_;
+  int64_t next_rollout_id_ = 0;
+  int64_t step_ = 0;  // the job's step counter, over all stages
+  Clock::time_point job_start_ = Clock::now();
+  std::string run_dir_;
+};
+
+void Job::start() {
+  int world_size = 1;
+  CRL_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  const bool evaluates = std::any_of(job_.stages.begin(), job_.stages.end(), [](const StageConfig& s) { return s.kind != StageKind::kSft; });
+  if (job_.trainers > world_size || (evaluates && job_.trainers >= world_size)) {
+    throw InputError(fmt::format(
+        "{}: roles.trainers is {} but the job runs {} MPI rank(s); {} Start {} ranks (mpirun -np {}: {} trainers plus "
+        "at least one evaluator) or lower roles.trainers.",
+        job_.path, job_.trainers, world_size,
+        evaluates ? "stages selftrain and crl need at least one evaluator rank beside the trainers." : "",
+        job_.trainers + (evaluates ? 1 : 0), job_.trainers + (evaluates ? 1 : 0), job_.trainers));
+  }
+  roles_ = dist::split_roles(MPI_COMM_WORLD, job_.trainers);
+  evaluators_ = world_size - job_.trainers;
+  suite_.emplace(Suite::load(resolve_suite_dir(job_.suite)));
+  tasks_ = select_tasks(*suite_, job_);
+  instructions_ = read_text_file(job_.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job_.instructions,
+                                 "prompt instructions");
+  run_dir_ = options_.run_dir.empty() ? "runs/" + job_.name : options_.run_dir;
+}
+
+void Job::run() {
+  start();
+  if (job_.share_gpu && job_.backend == "cuda") {
+    spdlog::warn("share_gpu: trainers and evaluators share GPUs, so timings (and speedups) are noisier");
+  }
+  // Every rank takes part in the /meta gathers before the roles go their ways.
+  write_meta();
+  if (roles_.is_trainer()) {
+    run_trainer();
+  } else {
+    run_evaluator();
+  }
+  roles_.release();
+}
+
+// ---- /meta -------------------------------------------------------------------------------------
+
+std::string git_commit() {
+  try {
+    const CommandResult r = run_command({"git", "-C", CRL_SOURCE_DIR, "rev-parse", "HEAD"}, {.timeout = std::chrono::seconds(10)});
+    if (r.ok()) return r.output.substr(0, r.output.find_first_of("\r\n"));
+  } catch (const Error&) {
+  }
+  return "unknown";
+}
+
+std::string device_name(const std::string& backend, int local_rank) {
+#if CRL_HAVE_CUDA
+  if (backend == "cuda") {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
+      cudaDeviceProp prop{};
+      if (cudaGetDeviceProperties(&prop, local_rank % count) == cudaSuccess) return prop.name;
+    }
+  }
+#endif
+  (void)local_rank;
+  return backend == "cuda" ? "cuda (unknown)" : "cpu";
+}
+
+void Job::write_meta() {
+  const std::string role = roles_.is_trainer() ? "trainer" : "evaluator";
+  const nlohmann::json me = {{"rank", roles_.world_rank}, {"role", role}, {"host", hostname()},
+                             {"device", device_name(job_.backend, roles_.local_rank)}};
+  const std::vector<std::string> all = gather_texts(MPI_COMM_WORLD, 0, me.dump());
+  if (!is_coordinator()) return;
+  fs::create_directories(run_dir_);
+  const std::string path = run_dir_ + "/results.h5";
+  if (fs::exists(path)) {
+    throw InputError(fmt::format("{} exists: resuming a run is not implemented yet; give another --run-dir or move it away", path));
+  }
+  writer_ = std::make_unique<results::ResultsWriter>(path);
+  writer_->declare_table("steps", steps_schema());
+  writer_->declare_table("rollouts", rollouts_schema());
+  nlohmann::json hosts = nlohmann::json::array(), gpus = nlohmann::json::array();
+  for (const std::string& text : all) {
+    const auto j = nlohmann::json::parse(text);
+    hosts.push_back({{"rank", j["rank"]}, {"role", j["role"]}, {"host", j["host"]}});
+    gpus.push_back(j["device"]);
+  }
+  writer_->set_meta_json("job_config", job_.as_json);
+  writer_->set_meta("job_file", job_.path);
+  writer_->set_meta("git_commit", git_commit());
+  writer_->set_meta_json("hosts", hosts);
+  writer_->set_meta_json("gpu_names", gpus);
+  writer_->set_meta_json("versions", {{"torch", TORCH_VERSION}, {"results_format", 1}});
+  writer_->set_meta("share_gpu", job_.share_gpu ? "true: trainers and evaluators share GPUs, timings are noisier" : "false");
+  writer_->set_meta_json("roles", {{"trainers", job_.trainers}, {"evaluators", evaluators_}});
+  writer_->flush();
+  spdlog::info("job {}: {} trainer(s), {} evaluator(s), {} task(s), results in {}", job_.name, job_.trainers, evaluators_,
+               tasks_.size(), path);
+}
+
+// ---- evaluators --------------------------------------------------------------------------------
+
+void Job::run_evaluator() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned share = std::max(1u, cores / static_cast<unsigned>(std::max(1, roles_.local_size)));
+#if CRL_HAVE_CUDA
+  if (job_.backend == "cuda") {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) cudaSetDevice(roles_.local_rank % count);
+  }
+#endif
+  CompilerOptions compiler_options;
+  compiler_options.jobs = share;  // the node's cores are shared by its ranks
+  Compiler compiler(compiler_options);
+  eval::EvalOptions options;
+  options.backend = parse_backend(job_.backend);
+  options.scale = job_.eval.scale;
+  options.trials = job_.eval.trials;
+  options.seed = job_.seed + 1;
+  options.timing = job_.eval.timing;
+  options.time_budget_seconds = job_.eval.time_budget;
+  options.call_timeout_seconds = job_.eval.call_timeout;
+  options.cpu_threads = static_cast<int>(share);
+  eval::Evaluator evaluator(options, compiler);
+  evaluator_loop(MPI_COMM_WORLD, [&](const WorkItem& w) {
+    const Task& task = suite_->find(w.task);
+    const ProgramText program = parse_program_text(w.program, w.name);
+    return evaluator.evaluate(task, program, w.name);
+  });
+}
+
+// ---- trainers ----------------------------------------------------------------------------------
+
+void Job::run_trainer() {
+  if (job_.backend == "cuda") {
+    const int count = static_cast<int>(torch::cuda::device_count());
+    if (count == 0) throw InputError(fmt::format("{}: backend cuda, but this trainer sees no GPU", job_.path));
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(roles_.local_rank % count));
+  } else {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    torch::set_num_threads(static_cast<int>(std::max(1u, cores / static_cast<unsigned>(std::max(1, roles_.local_size)))));
+  }
+  comm_ = dist::make_communicator(roles_.role_comm, device_);
+  model_config_ = policy::load_model_config(fs::path(job_.model) / "config.json");
+  model_.emplace(policy::load_causal_lm(job_.model, policy::parse_dtype(job_.dtype), device_));
+  tokenizer_.emplace(policy::Tokenizer::from_file(fs::path(job_.model) / "tokenizer.json"));
+  if (job_.prompt_format == PromptFormat::kChat) chat_.emplace(ChatTemplate::from_model_dir(job_.model));
+  if (is_coordinator()) {
+    exemplars_.emplace(0.25);
+    dispatcher_ = std::make_unique<Dispatcher>(MPI_COMM_WORLD, job_.trainers);
+  }
+  for (size_t i = 0; i < job_.stages.size(); ++i) {
+    const StageConfig& stage = job_.stages[i];
+    if (is_coordinator()) spdlog::info("stage {} of {}: {}", i + 1, job_.stages.size(), stage_kind_name(stage.kind));
+    if (stage.kind == StageKind::kSft) {
+      run_sft_stage(i, stage);
+    } else {
+      run_generating_stage(i, stage);
+    }
+  }
+  // The trainers' weights must be equal: the data-parallel invariant, checked once at the end.
+  const std::vector<std::string> hashes = gather_texts(roles_.role_comm, 0, weights_sha256());
+  if (is_coordinator()) {
+    writer_->set_meta_json("trainer_weight_sha256", hashes);
+    dispatcher_->stop_all();
+    writer_->close();
+    if (std::adjacent_find(hashes.begin(), hashes.end(), std::not_equal_to<>()) != hashes.end()) {
+      throw Error(fmt::format("the trainers' weights differ after the job (sha256 {}): a data-parallel bug", fmt::join(hashes, ", ")));
+    }
+    spdlog::info("job {} done in {:.1f} s; results in {}/results.h5", job_.name, seconds_since(job_start_), run_dir_);
+  }
+}
+
+std::string Job::weights_sha256() {
+  Sha256 hash;
+  for (const auto& [name, tensor] : policy::state_tensors(*model_)) {
+    const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
+    hash.field(name);
+    hash.field(std::string_view(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.nbytes())));
+  }
+  return hash.hex();
+}
+
+std::vector<int64_t> Job::prompt_ids(const std::string& prompt) const {
+  const std::vector<int32_t> ids = chat_ ? chat_->apply(*tokenizer_, {{"user", prompt}}) : raw_prompt_ids(*tokenizer_, prompt);
+  return {ids.begin(), ids.end()};
+}
+
+std::vector<int64_t> Job::completion_ids(const std::string& completion) const {
+  const std::vector<int32_t> ids = tokenizer_->encode(completion, false, false);
+  std::vector<int64_t> out(ids.begin(), ids.end());
+  if (!model_config_->eos_token_ids.empty()) out.push_back(model_config_->eos_token_ids[0]);
+  return out;
+}
+
+std::string Job::render_prompt(const Task& task, const std::vector<PromptExemplar>& exemplars) const {
+  return build_prompt({instructions_, task.id, task.text, exemplars, true});
+}
+
+std::vector<MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequences,
+                                                   std::vector<torch::Tensor>* advantages) const {
+  constexpr size_t kPerMicroBatch = 4;
+  const int64_t pad = model_config_->pad_token_id.value_or(model_config_->eos_token_ids.empty() ? 0 : model_config_->eos_token_ids[0]);
+  std::vector<MicroBatch> out;
+  for (size_t start = 0; start < sequences.size(); start += kPerMicroBatch) {
+    const size_t end = std::min(sequences.size(), start + kPerMicroBatch);
+    int64_t width = 2;
+    for (size_t i = start; i < end; ++i) {
+      width = std::max<int64_t>(width, static_cast<int64_t>(sequences[i].prompt->size() + sequences[i].completion->size()));
+    }
+    const int64_t rows = static_cast<int64_t>(end - start);
+    torch::Tensor ids = torch::full({rows, width}, pad, torch::kInt64);
+    torch::Tensor padding = torch::zeros({rows, width}, torch::kInt64);
+    torch::Tensor loss = torch::zeros({rows, width}, torch::kInt64);
+    torch::Tensor adv = torch::zeros({rows}, torch::kFloat32);
+    for (size_t i = start; i < end; ++i) {
+      const Sequence& s = sequences[i];
+      const int64_t r = static_cast<int64_t>(i - start);
+      auto a = ids.accessor<int64_t, 2>();
+      auto p = padding.accessor<int64_t, 2>();
+      auto l = loss.accessor<int64_t, 2>();
+      int64_t c = 0;
+      for (int64_t v : *s.prompt) {
+        a[r][c] = v;
+        p[r][c++] = 1;
+      }
+      for (int64_t v : *s.completion) {
+        a[r][c] = v;
+        p[r][c] = 1;
+        l[r][c] = s.train && c > 0 ? 1 : 0;  // column 0 is never a target
+        ++c;
+      }
+      adv[r] = static_cast<float>(s.advantage);
+    }
+    out.push_back({ids.to(device_), padding.to(device_), loss.to(device_)});
+    if (advantages != nullptr) advantages->push_back(adv.to(device_));
+  }
+  return out;
+}
+
+std::unique_ptr<Trainer> Job::make_trainer(const StageConfig& stage, int64_t optimiser_steps) {
+  TrainerOptions options;
+  options.schedule = LrSchedule{stage.lr, std::min(stage.warmup, optimiser_steps), std::max<int64_t>(1, optimiser_steps), 0.1};
+  return std::make_unique<Trainer>(*model_, options, *comm_);
+}
+
+void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index) {
+  if (!is_coordinator()) return;
+  const fs::path root = fs::path(run_dir_) / "checkpoints";
+  policy::CheckpointContents contents;
+  contents.model = &*model_;
+  contents.optimizer = &trainer.optimizer();
+  contents.schedule = trainer.options().schedule.to_json();
+  contents.step = step_;
+  contents.user_state = {{"stage", stage_index}, {"job_step", step_}, {"next_rollout_id", next_rollout_id_},
+                         {"policy_version", policy_version_}};
+  const fs::path dir = policy::save_checkpoint(root, contents);
+  // Keep the newest `keep`.
+  const auto checks = policy::check_checkpoints(root);
+  for (size_t i = static_cast<size_t>(stage.checkpoint.keep); i < checks.size(); ++i) {
+    std::error_code ec;
+    fs::remove_all(checks[i].dir, ec);
+  }
+  spdlog::info("checkpoint {}", dir.string());
+}
+
+void Job::finish_stage(size_t index, const StageConfig& stage, Trainer& trainer) {
+  save_checkpoint(stage, trainer, index);
+  CRL_MPI_CHECK(MPI_Barrier(roles_.role_comm));  // every trainer agrees the stage ended
+}
+
+void Job::log_step(const StepRow& row, int64_t done, int64_t total, double step_seconds) {
+  const double elapsed = seconds_since(job_start_);
+  const double eta = done > 0 ? step_seconds * static_cast<double>(total - done) : 0;
+  const int64_t rollouts = row.n_ok + row.n_compile_error + row.n_runtime_error + row.n_timeout + row.n_crash + row.n_mismatch +
+                           row.n_hack + row.n_format_error + row.n_internal_error;
+  spdlog::info(
+      "[{}] step {} ({}/{}): loss {:.4f} grad_norm {:.3f} lr {:.2e}{} | rollouts {} ok {} format_error {} | reward mean "
+      "{:.3f} max {:.3f} | evaluators busy {:.0f}%, trainers waited {:.1f} s | {:.1f} s/step, elapsed {:.0f} s, ETA {:.0f} s",
+      row.stage, row.step, done, total, row.loss, row.grad_norm, row.lr, row.skipped ? " (skipped)" : "", rollouts, row.n_ok,
+      row.n_format_error, row.reward_mean, row.reward_max, 100 * row.evaluator_busy_fraction, row.trainer_wait_seconds,
+      step_seconds, elapsed, eta);
+}
+
+// ---- sft ---------------------------------------------------------------------------------------
+
+void Job::run_sft_stage(size_t index, const StageConfig& stage) {
+  const std::vector<SftExample> examples = read_sft_jsonl(stage.data);
+  if (examples.empty()) throw InputError(fmt::format("{}: no examples", stage.data));
+  for (const SftExample& e : examples) suite_->find(e.task);
+  const int64_t per_epoch = (static_cast<int64_t>(examples.size()) + stage.batch - 1) / stage.batch;
+  const int64_t total = per_epoch * stage.epochs;
+  auto trainer = make_trainer(stage, total);
+  int64_t done = 0;
+  for (int64_t epoch = 0; epoch < stage.epochs; ++epoch) {
+    std::vector<size_t> order(examples.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(job_.seed * 1000003 + static_cast<uint64_t>(index) * 7919 + static_cast<uint64_t>(epoch));
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t b = 0; b < per_epoch; ++b, ++done) {
+      const auto step_start = Clock::now();
+      std::vector<std::vector<int64_t>> prompts, completions;
+      for (int64_t i = b * stage.batch; i < std::min<int64_t>((b + 1) * stage.batch, static_cast<int64_t>(order.size())); ++i) {
+        if (i % roles_.role_size != roles_.role_rank) continue;
+        const SftExample& e = examples[order[static_cast<size_t>(i)]];
+        prompts.push_back(prompt_ids(render_prompt(suite_->find(e.task), {})));
+        completions.push_back(completion_ids(e.completion));
+      }
+      std::vector<Sequence> seqs;
+      for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back({&prompts[i], &completions[i], true, 0});
+      static const std::vector<int64_t> kDummy = {0, 0};
+      if (seqs.empty()) seqs.push_back({&kDummy, &kDummy, false, 0});  // this rank has no example in a short batch
+      const auto batches = micro_batches(seqs, nullptr);
+      const auto train_start = Clock::now();
+      const int64_t version = policy_version_;
+      const StepStats stats = trainer->step(batches, [&](const torch::Tensor& logits, size_t i) {
+        return sft_loss(logits, batches[i].input_ids, batches[i].loss_mask).sum;
+      });
+      if (!stats.skipped) ++policy_version_;  // a skipped step (non-finite gradient) changed nothing
+      if (is_coordinator()) {
+        StepRow row;
+        row.step = step_;
+        row.stage = "sft";
+        row.policy_version = version;
+        row.loss = stats.loss;
+        row.grad_norm = stats.grad_norm;
+        row.lr = stats.lr;
+        row.skipped = stats.skipped || !std::isfinite(stats.loss);
+        row.tokens_trained = stats.tokens;
+        row.seconds_train = seconds_since(train_start);
+        writer_->append("steps", step_rows({row}));
+        writer_->flush();
+        log_step(row, done + 1, total, seconds_since(step_start));
+      }
+      ++step_;
+      if (stage.checkpoint.every > 0 && (done + 1) % stage.checkpoint.every == 0 && done + 1 < total) {
+        save_checkpoint(stage, *trainer, index);
+      }
+    }
+  }
+  finish_stage(index, stage, *trainer);
+}
+
+// ---- selftrain and crl -------------------------------------------------------------------------
+
+void Job::run_generating_stage(size_t index, const StageConfig& stage) {
+  const bool crl = stage.kind == StageKind::kCrl;
+  const int64_t updates = crl ? stage.updates_per_batch : 1;
+  auto trainer = make_trainer(stage, stage.steps * updates);
+  RewardNormalizer normalizer(stage.reward.window, stage.reward.clip);
+  std::optional<policy::CausalLm> reference;  // the initial policy, for the KL penalty
+  if (crl && stage.grpo.kl > 0) reference.emplace(policy::load_causal_lm(job_.model, policy::parse_dtype(job_.dtype), device_));
+  const int64_t groups = stage.batch, group_size = stage.group;
+  const std::string stage_name = stage_kind_name(stage.kind);
+  if (is_coordinator()) exemplars_->set_bucket_width(stage.bucket_width);
+
+  for (int64_t local_step = 0; local_step < stage.steps; ++local_step) {
+    const auto step_start = Clock::now();
+    // 1. The plan: tasks, exemplars and prompts (rank 0), broadcast to the trainers.
+    std::string plan_text;
+    if (is_coordinator()) {
+      std::mt19937_64 rng(job_.seed ^ (0xA24BAED4963EE407ull * static_cast<uint64_t>(step_ + 1)));
+      nlohmann::json plan = nlohmann::json::array();
+      for (const Task* task : draw_tasks(tasks_, groups, job_.seed, step_)) {
+        std::vector<PromptExemplar> shown;
+        std::vector<int64_t> ids;
+        if (crl && stage.exemplars > 0) {
+          for (const Exemplar* e : exemplars_->sample(task->id, static_cast<size_t>(stage.exemplars), stage.tau, rng)) {
+            shown.push_back({e->program, e->speedup});
+            ids.push_back(e->rollout_id);
+          }
+        }
+        plan.push_back({{"task", task->id}, {"prompt", render_prompt(*task, shown)}, {"exemplar_ids", join_ids(ids)}});
+      }
+      plan_text = plan.dump();
+    }
+    broadcast_text(roles_.role_comm, 0, plan_text);
+    const nlohmann::json plan = nlohmann::json::parse(plan_text);
+
+    // 2. Generation of this trainer's groups (g = rank, rank + T, ...), planted completions in.
+    const auto generate_start = Clock::now();
+    std::vector<std::vector<int64_t>> group_prompts(static_cast<size_t>(groups));
+    std::vector<Rollout> mine;
+    {
+      std::vector<std::vector<int64_t>> batch;
+      std::vector<std::pair<int64_t, int64_t>> where;
+      for (int64_t g = roles_.role_rank; g < groups; g += roles_.role_size) {
+        group_prompts[static_cast<size_t>(g)] = prompt_ids(plan[static_cast<size_t>(g)]["prompt"].get<std::string>());
+        for (int64_t s = 0; s < group_size; ++s) {
+          batch.push_back(group_prompts[static_cast<size_t>(g)]);
+          where.emplace_back(g, s);
+        }
+      }
+      if (!batch.empty()) {
+        policy::GenerationOptions gen;
+        gen.max_new_tokens = stage.sampling.max_new_tokens;
+        gen.sampling = {stage.sampling.temperature, stage.sampling.top_p, stage.sampling.top_k,
+                        job_.seed * 6364136223846793005ull + static_cast<uint64_t>(step_) * 1442695040888963407ull +
+                            static_cast<uint64_t>(roles_.role_rank)};
+        gen.stop_token_ids = model_config_->eos_token_ids;
+        gen.pad_token_id = model_config_->pad_token_id.value_or(gen.stop_token_ids.empty() ? 0 : gen.stop_token_ids[0]);
+        const policy::TokenDecoder decode = [&](const std::vector<int64_t>& ids) {
+          const std::vector<int32_t> narrow(ids.begin(), ids.end());
+          return tokenizer_->decode(narrow, /*skip_special_tokens=*/true);
+        };
+        torch::NoGradGuard no_grad;
+        (*model_)->eval();
+        policy::GenerationResult result = policy::generate(*model_, batch, gen, decode);
+        for (size_t i = 0; i < result.sequences.size(); ++i) {
+          mine.push_back({where[i].first, where[i].second, std::move(result.sequences[i].tokens), std::move(result.sequences[i].text)});
+        }
+      }
+      // Planted completions (tests): in the stage's first step, in place of the first samples of
+      // the first group of their task.
+      if (local_step == 0) {
+        std::map<int64_t, int64_t> used;
+        for (const PlantedCompletion& p : stage.planted) {
+          int64_t g = 0;
+          while (g < groups && plan[static_cast<size_t>(g)]["task"] != p.task) ++g;
+          if (g == groups) {
+            if (is_coordinator()) spdlog::warn("planted completion {}: task {} is not in the first step's batch", p.file, p.task);
+            continue;
+          }
+          const int64_t s = used[g]++;
+          if (s >= group_size || g % roles_.role_size != roles_.role_rank) continue;
+          for (Rollout& r : mine) {
+            if (r.group == g && r.sample == s) {
+              r.text = completion_from_program(read_text_file(p.file, "planted completion"));
+              r.completion_ids = completion_ids(r.text);
+            }
+          }
+        }
+      }
+    }
+    const double generate_seconds = seconds_since(generate_start);
+    int64_t my_tokens = 0;
+    for (const Rollout& r : mine) my_tokens += static_cast<int64_t>(r.completion_ids.size());
+    const double tokens_generated = comm_->all_reduce_scalar(static_cast<double>(my_tokens));
+    const double seconds_generate = comm_->all_reduce_scalar(generate_seconds) / roles_.role_size;
+
+    // 3. Completions to rank 0; parse, evaluate, shape; the outcome back to every trainer.
+    nlohmann::json sent = nlohmann::json::array();
+    for (const Rollout& r : mine) {
+      sent.push_back({{"group", r.group}, {"sample", r.sample}, {"text", r.text}, {"tokens", r.completion_ids.size()}});
+    }
+    const auto wait_start = Clock::now();
+    const std::vector<std::string> received = gather_texts(roles_.role_comm, 0, sent.dump());
+    std::string outcome_text;
+    StepRow row;
+    std::vector<RolloutRow> rollout_rows_out;
+    double evaluate_seconds = 0;
+    if (is_coordinator()) {
+      const int64_t n = groups * group_size;
+      std::vector<nlohmann::json> by_index(static_cast<size_t>(n));
+      for (const std::string& text : received) {
+        for (auto& r : nlohmann::json::parse(text)) {
+          const int64_t index = r.at("group").get<int64_t>() * group_size + r.at("sample").get<int64_t>();
+          if (index < 0 || index >= n) throw Error(fmt::format("a trainer sent rollout index {} of {}", index, n));
+          by_index[static_cast<size_t>(index)] = std::move(r);
+        }
+      }
+      const int64_t first_id = next_rollout_id_;
+      next_rollout_id_ += n;
+      std::vector<WorkItem> work;
+      std::vector<ParsedCompletion> parsed(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t id = first_id + i;
+        parsed[static_cast<size_t>(i)] = parse_completion(by_index[static_cast<size_t>(i)]["text"].get<std::string>(), fmt::format("rollout {}", id));
+        if (parsed[static_cast<size_t>(i)].ok) {
+          work.push_back({id, plan[static_cast<size_t>(i / group_size)]["task"].get<std::string>(), parsed[static_cast<size_t>(i)].program_text,
+                          fmt::format("rollout {}", id)});
+        }
+      }
+      const auto evaluate_start = Clock::now();
+      std::map<int64_t, DispatchedVerdict> verdicts = dispatcher_->evaluate(work);
+      evaluate_seconds = seconds_since(evaluate_start);
+      double busy = 0;
+      for (const auto& [id, v] : verdicts) busy += v.seconds;
+      // Rewards and which rollouts count.
+      std::vector<double> rewards(static_cast<size_t>(n), 0.0);
+      std::vector<bool> included(static_cast<size_t>(n), true);
+      std::vector<eval::Verdict> all(static_cast<size_t>(n));
+      std::vector<int> evaluator_rank(static_cast<size_t>(n), -1);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t id = first_id + i;
+        eval::Verdict& v = all[static_cast<size_t>(i)];
+        if (const auto it = verdicts.find(id); it != verdicts.end()) {
+          v = it->second.verdict;
+          evaluator_rank[static_cast<size_t>(i)] = it->second.evaluator_rank;
+        } else {
+          v.task_id = plan[static_cast<size_t>(i / group_size)]["task"];
+          v.candidate = fmt::format("rollout {}", id);
+          v.status = eval::VerdictStatus::kFormatError;
+          v.message = parsed[static_cast<size_t>(i)].problem;
+          v.reward = 0;
+        }
+        rewards[static_cast<size_t>(i)] = v.status == eval::VerdictStatus::kInternalError ? 0.0 : v.reward;
+        included[static_cast<size_t>(i)] = v.status != eval::VerdictStatus::kInternalError;
+      }
+      ShapedRewards shaped;
+      std::vector<bool> train(static_cast<size_t>(n), false);
+      if (crl) {
+        shaped = shape_rewards(rewards, included, group_size, normalizer);
+        train = included;
+      } else {
+        shaped.normalized.assign(static_cast<size_t>(n), 0.0);
+        shaped.advantages.assign(static_cast<size_t>(n), 0.0);
+        for (int64_t i = 0; i < n; ++i) {
+          const auto& v = all[static_cast<size_t>(i)];
+          train[static_cast<size_t>(i)] = v.ok() && v.speedup >= stage.min_speedup;
+        }
+      }
+      int64_t train_rollouts = 0;
+      for (bool t : train) train_rollouts += t ? 1 : 0;
+      outcome_text = nlohmann::json{{"advantages", shaped.advantages}, {"train", train}, {"train_rollouts", train_rollouts}}.dump();
+
+      // The step's rows (the loss columns are filled in after the update).
+      std::vector<double> counted;
+      for (int64_t i = 0; i < n; ++i) {
+        const eval::Verdict& v = all[static_cast<size_t>(i)];
+        const int64_t id = first_id + i;
+        const auto& plan_item = plan[static_cast<size_t>(i / group_size)];
+        RolloutRow r;
+        r.rollout_id = id;
+        r.step = step_;
+        r.stage = stage_name;
+        r.task = plan_item["task"];
+        r.group = i / group_size;
+        r.sample = i % group_size;
+        r.status = v.status_text();
+        r.speedup = v.speedup;
+        r.speedup_ci_low = v.speedup_ci_low;
+        r.speedup_ci_high = v.speedup_ci_high;
+        r.reward = rewards[static_cast<size_t>(i)];
+        r.normalized_reward = shaped.normalized[static_cast<size_t>(i)];
+        r.advantage = shaped.advantages[static_cast<size_t>(i)];
+        r.completion_tokens = by_index[static_cast<size_t>(i)]["tokens"];
+        r.evaluator_rank = evaluator_rank[static_cast<size_t>(i)];
+        r.exemplar_ids = plan_item["exemplar_ids"];
+        r.policy_version = policy_version_;
+        rollout_rows_out.push_back(r);
+        switch (v.status) {
+          case eval::VerdictStatus::kOk: ++row.n_ok; break;
+          case eval::VerdictStatus::kCompileError: ++row.n_compile_error; break;
+          case eval::VerdictStatus::kRuntimeError: ++row.n_runtime_error; break;
+          case eval::VerdictStatus::kTimeout: ++row.n_timeout; break;
+          case eval::VerdictStatus::kCrash: ++row.n_crash; break;
+          case eval::VerdictStatus::kMismatch: ++row.n_mismatch; break;
+          case eval::VerdictStatus::kHack: ++row.n_hack; break;
+          case eval::VerdictStatus::kFormatError: ++row.n_format_error; break;
+          case eval::VerdictStatus::kInternalError: ++row.n_internal_error; break;
+        }
+        if (included[static_cast<size_t>(i)]) counted.push_back(rewards[static_cast<size_t>(i)]);
+        // Texts keyed by rollout id.
+        writer_->put_text("prompts", id, plan_item["prompt"].get<std::string>());
+        writer_->put_text("completions", id, by_index[static_cast<size_t>(i)]["text"].get<std::string>());
+        if (!parsed[static_cast<size_t>(i)].program_text.empty()) writer_->put_text("programs", id, parsed[static_cast<size_t>(i)].program_text);
+        std::string log = v.message;
+        if (!v.compile_log.empty()) log += "\n--- compile log\n" + v.compile_log;
+        if (!v.worker_log.empty()) log += "\n--- worker log\n" + v.worker_log;
+        writer_->put_text("logs", id, log);
+        if (v.ok() && std::isfinite(v.speedup) && v.speedup > 0) {
+          exemplars_->add({id, step_, r.task, parsed[static_cast<size_t>(i)].program_text, v.speedup,
+                           parse_ids(r.exemplar_ids, "plan")});
+        }
+      }
+      if (!counted.empty()) {
+        std::vector<double> sorted = counted;
+        std::sort(sorted.begin(), sorted.end());
+        row.reward_mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(sorted.size());
+        row.reward_median = sorted.size() % 2 ? sorted[sorted.size() / 2] : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+        row.reward_max = sorted.back();
+      }
+      row.seconds_evaluate = evaluate_seconds;
+      row.evaluator_busy_fraction = evaluate_seconds > 0 && evaluators_ > 0 ? busy / (evaluate_seconds * evaluators_) : 0;
+    }
+    broadcast_text(roles_.role_comm, 0, outcome_text);
+    const double waited = seconds_since(wait_start);
+    const nlohmann::json outcome = nlohmann::json::parse(outcome_text);
+    const double trainer_wait = comm_->all_reduce_scalar(waited);
+
+    // 4. The update on this trainer's rollouts.
+    const auto train_start = Clock::now();
+    StepStats stats;
+    bool skipped = outcome["train_rollouts"].get<int64_t>() == 0;
+    if (!skipped) {
+      std::vector<Sequence> seqs;
+      for (const Rollout& r : mine) {
+        const size_t i = static_cast<size_t>(r.group * group_size + r.sample);
+        seqs.push_back({&group_prompts[static_cast<size_t>(r.group)], &r.completion_ids, outcome["train"][i].get<bool>(),
+                        outcome["advantages"][i].get<double>()});
+      }
+      static const std::vector<int64_t> kDummy = {0, 0};
+      if (seqs.empty()) seqs.push_back({&kDummy, &kDummy, false, 0});  // more trainers than groups
+      std::vector<torch::Tensor> advantages;
+      const auto batches = micro_batches(seqs, &advantages);
+      std::vector<torch::Tensor> old_logp, ref_logp;
+      if (crl && (updates > 1 || reference)) {
+        torch::NoGradGuard no_grad;
+        for (const auto& mb : batches) {
+          if (updates > 1) old_logp.push_back(next_token_log_probs(trainer->forward(mb), mb.input_ids).detach());
+          if (reference) ref_logp.push_back(next_token_log_probs((*reference)->forward(mb.input_ids), mb.input_ids));
+        }
+      }
+      const GrpoOptions grpo{stage.grpo.clip, stage.grpo.clip_high, stage.grpo.kl};
+      for (int64_t u = 0; u < updates; ++u) {
+        stats = trainer->step(batches, [&](const torch::Tensor& logits, size_t i) {
+          const auto& mb = batches[i];
+          if (!crl) return sft_loss(logits, mb.input_ids, mb.loss_mask).sum;
+          const torch::Tensor logp = next_token_log_probs(logits, mb.input_ids);
+          const torch::Tensor old = updates > 1 ? old_logp[i] : logp.detach();
+          return grpo_loss(logp, old, advantages[i], mb.loss_mask, grpo,
+                           reference ? std::optional<torch::Tensor>(ref_logp[i]) : std::nullopt).sum;
+        });
+        if (!stats.skipped) ++policy_version_;
+      }
+      skipped = stats.skipped || !std::isfinite(stats.loss);
+    }
+    const double train_seconds = seconds_since(train_start);
+
+    if (is_coordinator()) {
+      row.step = step_;
+      row.stage = stage_name;
+      row.policy_version = rollout_rows_out.empty() ? policy_version_ : rollout_rows_out[0].policy_version;
+      row.loss = stats.loss;
+      row.grad_norm = stats.grad_norm;
+      row.lr = stats.lr;
+      row.skipped = skipped;
+      row.tokens_generated = static_cast<int64_t>(tokens_generated);
+      row.tokens_trained = stats.tokens;
+      row.seconds_generate = seconds_generate;
+      row.seconds_train = train_seconds;
+      row.trainer_wait_seconds = trainer_wait;
+      writer_->append("rollouts", rollout_rows(rollout_rows_out));
+      writer_->append("steps", step_rows({row}));
+      writer_->flush();
+      log_step(row, local_step + 1, stage.steps, seconds_since(step_start));
+    }
+    ++step_;
+    if (stage.checkpoint.every > 0 && (local_step + 1) % stage.checkpoint.every == 0 && local_step + 1 < stage.steps) {
+      save_checkpoint(stage, *trainer, index);
+    }
+  }
+  finish_stage(index, stage, *trainer);
+}
+
+}  // namespace
+
+void run_job(const JobConfig& job, const RunOptions& options) {
+  Job(job, options).run();
+}
+
+}  // namespace crl::rl

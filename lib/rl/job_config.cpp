@@ -1,0 +1,285 @@
+// Reading and validating `crl run` job files (keys and defaults: jobs/README.md).
+#include "rl/job_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <set>
+
+#include "core/error.h"
+#include "core/yaml_file.h"
+
+namespace crl::rl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A mapping of the job file being read, with the dotted key path that leads to it, so that
+// every error names the file, the line and the full key ("stages[1].sampling.top_p").
+class Section {
+ public:
+  Section(YAML::Node node, std::string path, const std::string& origin, std::set<std::string> known)
+      : node_(std::move(node)), path_(std::move(path)), origin_(origin) {
+    if (!node_.IsMap()) fail(node_, "must be a mapping");
+    for (const auto& item : node_) {
+      const std::string key = item.first.as<std::string>();
+      if (!seen_.insert(key).second) fail(item.first, fmt::format("key '{}' appears twice", key));
+      if (!known.contains(key)) {
+        fail(item.first, fmt::format("unknown key '{}' (known keys here: {})", key_path(key), fmt::join(known, ", ")));
+      }
+    }
+  }
+
+  bool has(const std::string& key) const { return static_cast<bool>(node_[key]); }
+  YAML::Node child(const std::string& key) const { return node_[key]; }
+  std::string key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const std::string& origin() const { return origin_; }
+
+  template <typename T>
+  T get(const std::string& key, const T& fallback) const {
+    const YAML::Node v = node_[key];
+    if (!v) return fallback;
+    if (!v.IsScalar()) fail(v, fmt::format("'{}' must be a single value", key_path(key)));
+    try {
+      return v.as<T>();
+    } catch (const YAML::Exception&) {
+      fail(v, fmt::format("'{}' has the wrong type (value '{}')", key_path(key), YAML::Dump(v)));
+    }
+  }
+  template <typename T>
+  T required(const std::string& key) const {
+    if (!has(key)) fail(node_, fmt::format("missing key '{}'", key_path(key)));
+    return get<T>(key, T{});
+  }
+  // A number within [lo, hi].
+  template <typename T>
+  T number(const std::string& key, T fallback, T lo, T hi) const {
+    const T v = get<T>(key, fallback);
+    if (!(v >= lo && v <= hi)) {
+      fail(node_[key], fmt::format("'{}' is {}; it must be within [{}, {}]", key_path(key), v, lo, hi));
+    }
+    return v;
+  }
+  // One of `choices`.
+  std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& choices) const {
+    const std::string v = get<std::string>(key, fallback);
+    if (std::find(choices.begin(), choices.end(), v) == choices.end()) {
+      fail(node_[key], fmt::format("'{}' is '{}'; it must be one of: {}", key_path(key), v, fmt::join(choices, ", ")));
+    }
+    return v;
+  }
+  template <typename T>
+  std::vector<T> list(const std::string& key) const {
+    const YAML::Node v = node_[key];
+    std::vector<T> out;
+    if (!v) return out;
+    if (!v.IsSequence()) fail(v, fmt::format("'{}' must be a list", key_path(key)));
+    for (size_t i = 0; i < v.size(); ++i) {
+      try {
+        out.push_back(v[i].as<T>());
+      } catch (const YAML::Exception&) {
+        fail(v[i], fmt::format("'{}[{}]' has the wrong type (value '{}')", key_path(key), i, YAML::Dump(v[i])));
+      }
+    }
+    return out;
+  }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& what) const {
+    const YAML::Node& where = at ? at : node_;
+    throw InputError(fmt::format("{}: {}", yaml_where(where, origin_), path_.empty() || what.find(path_) != std::string::npos
+                                                                            ? what
+                                                                            : path_ + ": " + what));
+  }
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  const std::string& origin_;
+  std::set<std::string> seen_;
+};
+
+std::string resolve_path(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(base_dir) / path).lexically_normal().string();
+}
+
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json j = nlohmann::json::object();
+      for (const auto& item : node) j[item.first.as<std::string>()] = yaml_to_json(item.second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& item : node) j.push_back(yaml_to_json(item));
+      return j;
+    }
+    case YAML::NodeType::Scalar:
+      return node.as<std::string>();
+    default:
+      return nullptr;
+  }
+}
+
+SamplingConfig read_sampling(const Section& parent, const std::string& key) {
+  SamplingConfig s;
+  if (!parent.has(key)) return s;
+  const Section sec(parent.child(key), parent.key_path(key), parent.origin(),
+                    {"temperature", "top_p", "top_k", "max_new_tokens"});
+  s.temperature = sec.number<double>("temperature", s.temperature, 0.0, 100.0);
+  s.top_p = sec.number<double>("top_p", s.top_p, 1e-9, 1.0);
+  s.top_k = sec.number<int64_t>("top_k", s.top_k, 0, 1 << 24);
+  s.max_new_tokens = sec.number<int64_t>("max_new_tokens", s.max_new_tokens, 1, 1 << 20);
+  return s;
+}
+
+StageConfig read_stage(const YAML::Node& node, size_t index, const std::string& origin, const std::string& base_dir) {
+  const std::string path = fmt::format("stages[{}]", index);
+  const Section sec(node, path, origin,
+                    {"kind", "steps", "epochs", "batch", "lr", "warmup", "updates_per_batch", "G", "K", "tau",
+                     "bucket_width", "min_speedup", "sampling", "reward", "grpo", "data", "checkpoint",
+                     "max_staleness", "planted"});
+  StageConfig s;
+  const std::string kind = sec.required<std::string>("kind");
+  if (kind == "sft") {
+    s.kind = StageKind::kSft;
+  } else if (kind == "selftrain") {
+    s.kind = StageKind::kSelftrain;
+  } else if (kind == "crl") {
+    s.kind = StageKind::kCrl;
+  } else {
+    sec.fail(sec.child("kind"), fmt::format("'{}.kind' is '{}'; it must be sft, selftrain or crl", path, kind));
+  }
+  // Keys that mean nothing for this kind are refused rather than ignored.
+  const auto only_for = [&](const std::string& key, std::initializer_list<StageKind> kinds) {
+    if (sec.has(key) && std::find(kinds.begin(), kinds.end(), s.kind) == kinds.end()) {
+      sec.fail(sec.child(key), fmt::format("'{}' does not apply to a stage of kind {}", sec.key_path(key), kind));
+    }
+  };
+  only_for("epochs", {StageKind::kSft});
+  only_for("data", {StageKind::kSft});
+  only_for("steps", {StageKind::kSelftrain, StageKind::kCrl});
+  for (const char* key : {"G", "sampling"}) only_for(key, {StageKind::kSelftrain, StageKind::kCrl});
+  for (const char* key : {"K", "tau", "bucket_width", "reward", "grpo", "updates_per_batch", "max_staleness", "planted"}) {
+    only_for(key, {StageKind::kCrl});
+  }
+  only_for("min_speedup", {StageKind::kSelftrain});
+
+  s.steps = sec.number<int64_t>("steps", s.steps, 1, 10'000'000);
+  s.epochs = sec.number<int64_t>("epochs", s.epochs, 1, 100'000);
+  s.batch = sec.number<int64_t>("batch", s.batch, 1, 1'000'000);
+  s.lr = sec.number<double>("lr", s.lr, 1e-12, 1.0);
+  s.warmup = sec.number<int64_t>("warmup", s.warmup, 0, 10'000'000);
+  s.updates_per_batch = sec.number<int64_t>("updates_per_batch", s.updates_per_batch, 1, 1000);
+  s.group = sec.number<int64_t>("G", s.kind == StageKind::kSelftrain ? 8 : s.group, s.kind == StageKind::kCrl ? 2 : 1, 4096);
+  s.exemplars = sec.number<int64_t>("K", s.exemplars, 0, 64);
+  s.tau = sec.number<double>("tau", s.tau, 1e-6, 1e6);
+  s.bucket_width = sec.number<double>("bucket_width", s.bucket_width, 1e-6, 1e6);
+  s.min_speedup = sec.number<double>("min_speedup", s.min_speedup, 0.0, 1e9);
+  s.sampling = read_sampling(sec, "sampling");
+  if (sec.has("reward")) {
+    const Section r(sec.child("reward"), sec.key_path("reward"), origin, {"window", "clip"});
+    s.reward.window = r.number<int64_t>("window", s.reward.window, 2, 10'000'000);
+    s.reward.clip = r.number<double>("clip", s.reward.clip, 1e-6, 1e6);
+  }
+  if (sec.has("grpo")) {
+    const Section g(sec.child("grpo"), sec.key_path("grpo"), origin, {"clip", "clip_high", "kl"});
+    s.grpo.clip = g.number<double>("clip", s.grpo.clip, 0.0, 1.0);
+    s.grpo.clip_high = g.number<double>("clip_high", s.grpo.clip_high, 0.0, 100.0);
+    s.grpo.kl = g.number<double>("kl", s.grpo.kl, 0.0, 1e6);
+  }
+  if (sec.has("checkpoint")) {
+    const Section c(sec.child("checkpoint"), sec.key_path("checkpoint"), origin, {"every", "keep"});
+    s.checkpoint.every = c.number<int64_t>("every", s.checkpoint.every, 0, 10'000'000);
+    s.checkpoint.keep = c.number<int64_t>("keep", s.checkpoint.keep, 1, 1000);
+  }
+  s.max_staleness = sec.number<int64_t>("max_staleness", s.max_staleness, 0, 1);
+  if (s.max_staleness != 0) {
+    sec.fail(sec.child("max_staleness"),
+             fmt::format("'{}' is 1: overlapping generation with evaluation is not implemented yet; use 0",
+                         sec.key_path("max_staleness")));
+  }
+  if (s.kind == StageKind::kSft) {
+    s.data = resolve_path(base_dir, sec.required<std::string>("data"));
+    if (s.data.empty()) sec.fail(sec.child("data"), fmt::format("'{}' is empty", sec.key_path("data")));
+  }
+  if (sec.has("planted")) {
+    const YAML::Node list = sec.child("planted");
+    if (!list.IsSequence()) sec.fail(list, fmt::format("'{}' must be a list", sec.key_path("planted")));
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Section p(list[i], fmt::format("{}.planted[{}]", path, i), origin, {"task", "file"});
+      s.planted.push_back({p.required<std::string>("task"), resolve_path(base_dir, p.required<std::string>("file"))});
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string stage_kind_name(StageKind kind) {
+  switch (kind) {
+    case StageKind::kSft: return "sft";
+    case StageKind::kSelftrain: return "selftrain";
+    case StageKind::kCrl: return "crl";
+  }
+  return "?";
+}
+
+JobConfig parse_job_config(const std::string& text, const std::string& origin, const std::string& base_dir) {
+  const YAML::Node root = parse_yaml(text, origin);
+  if (!root || root.IsNull()) throw InputError(origin + ": the job file is empty");
+  const Section sec(root, "", origin,
+                    {"name", "seed", "model", "prompt_format", "backend", "dtype", "roles", "share_gpu", "suite",
+                     "instructions", "tasks", "stages", "eval"});
+  JobConfig job;
+  job.path = origin;
+  job.as_json = yaml_to_json(root);
+  job.name = sec.required<std::string>("name");
+  if (job.name.empty()) sec.fail(sec.child("name"), "'name' is empty");
+  job.seed = sec.get<uint64_t>("seed", job.seed);
+  job.model = resolve_path(base_dir, sec.required<std::string>("model"));
+  job.prompt_format = sec.choice("prompt_format", "chat", {"chat", "raw"}) == "chat" ? PromptFormat::kChat : PromptFormat::kRaw;
+  job.backend = sec.choice("backend", job.backend, {"cpu", "cuda"});
+  job.dtype = sec.choice("dtype", job.dtype, {"fp32", "bf16"});
+  job.share_gpu = sec.get<bool>("share_gpu", job.share_gpu);
+  job.suite = resolve_path(base_dir, sec.get<std::string>("suite", ""));
+  job.instructions = resolve_path(base_dir, sec.get<std::string>("instructions", ""));
+  if (sec.has("roles")) {
+    const Section roles(sec.child("roles"), "roles", origin, {"trainers"});
+    job.trainers = roles.number<int>("trainers", job.trainers, 1, 1 << 20);
+  }
+  if (sec.has("tasks")) {
+    const Section tasks(sec.child("tasks"), "tasks", origin, {"ids", "levels", "categories"});
+    job.tasks.ids = tasks.list<std::string>("ids");
+    job.tasks.levels = tasks.list<int>("levels");
+    job.tasks.categories = tasks.list<std::string>("categories");
+  }
+  if (sec.has("eval")) {
+    const Section ev(sec.child("eval"), "eval", origin, {"scale", "trials", "time_budget", "call_timeout", "timing"});
+    job.eval.scale = ev.choice("scale", job.eval.scale, {"small", "full"});
+    job.eval.trials = ev.number<int>("trials", job.eval.trials, 1, 1000);
+    job.eval.time_budget = ev.number<double>("time_budget", job.eval.time_budget, 0.0, 3600.0);
+    job.eval.call_timeout = ev.number<double>("call_timeout", job.eval.call_timeout, 0.1, 3600.0);
+    job.eval.timing = ev.get<bool>("timing", job.eval.timing);
+  }
+  const YAML::Node stages = sec.child("stages");
+  if (!stages) sec.fail(root, "missing key 'stages' (a list of stages: sft, selftrain, crl)");
+  if (!stages.IsSequence() || stages.size() == 0) sec.fail(stages, "'stages' must be a non-empty list");
+  for (size_t i = 0; i < stages.size(); ++i) job.stages.push_back(read_stage(stages[i], i, origin, base_dir));
+  return job;
+}
+
+JobConfig load_job_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot read the job file", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string base = fs::path(path).parent_path().string();
+  return parse_job_config(text.str(), path, base.empty() ? "." : base);
+}
+
+}  // namespace crl::rl

@@ -1,0 +1,109 @@
+// The job file of `crl run` (YAML): what to train, on which tasks, in which stages. Every key is
+// validated when the file is read; unknown keys are refused. Keys and defaults: jobs/README.md.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace crl::rl {
+
+enum class StageKind { kSft, kSelftrain, kCrl };
+std::string stage_kind_name(StageKind kind);  // "sft", "selftrain", "crl"
+
+enum class PromptFormat { kChat, kRaw };
+
+struct SamplingConfig {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+  int64_t max_new_tokens = 2048;
+};
+
+struct RewardConfig {
+  int64_t window = 100;  // rollouts in the running mean and std
+  double clip = 1.5;     // normalised rewards are clipped to +-clip
+};
+
+struct GrpoConfig {
+  double clip = 0.2;       // ratio floor 1 - clip
+  double clip_high = 0.28; // ratio ceiling 1 + clip_high
+  double kl = 0.0;         // weight of the KL penalty to the initial policy (0: off)
+};
+
+struct CheckpointConfig {
+  int64_t every = 0;  // optimiser steps between checkpoints (0: only at the end of each stage)
+  int64_t keep = 2;   // newest checkpoints kept
+};
+
+// A completion planted in a stage's first step in place of a sampled one, for tests of the job
+// (a crashing, hanging or hacking candidate must cost only its own verdict).
+struct PlantedCompletion {
+  std::string task;
+  std::string file;  // a .crl program, wrapped into a completion's fenced block
+};
+
+struct StageConfig {
+  StageKind kind = StageKind::kCrl;
+  int64_t steps = 1;        // selftrain: rounds; crl: steps (batches of tasks)
+  int64_t epochs = 1;       // sft: passes over the data
+  int64_t batch = 4;        // sft: examples per step; selftrain and crl: tasks per step
+  double lr = 1e-5;
+  int64_t warmup = 0;       // optimiser steps of linear warm-up
+  int64_t updates_per_batch = 1;  // optimiser steps on each batch (crl)
+  int64_t group = 16;       // G: completions per prompt
+  int64_t exemplars = 2;    // K: exemplars per prompt (crl)
+  double tau = 1.0;         // temperature of the bucket softmax
+  double bucket_width = 0.25;  // speedup width of an exemplar bucket
+  double min_speedup = 0.0;    // selftrain: keep correct programs at least this fast
+  SamplingConfig sampling;
+  RewardConfig reward;
+  GrpoConfig grpo;
+  std::string data;         // sft: JSONL of {task, completion} or {task, program}
+  CheckpointConfig checkpoint;
+  int64_t max_staleness = 0;
+  std::vector<PlantedCompletion> planted;
+};
+
+struct TaskSelectionConfig {
+  std::vector<std::string> ids;
+  std::vector<int> levels;
+  std::vector<std::string> categories;
+};
+
+struct JobEvalConfig {
+  std::string scale = "small";
+  int trials = 3;
+  double time_budget = 2.0;     // seconds of timing per candidate
+  double call_timeout = 30.0;   // seconds one correctness trial may take
+  bool timing = true;
+};
+
+struct JobConfig {
+  std::string path;   // the file it came from
+  std::string name;
+  uint64_t seed = 0;
+  std::string model;  // Hugging Face checkpoint folder
+  PromptFormat prompt_format = PromptFormat::kChat;
+  std::string backend = "cpu";   // cpu or cuda: trainers and evaluators
+  std::string dtype = "fp32";    // trainers' compute dtype
+  int trainers = 1;
+  bool share_gpu = false;
+  std::string suite;             // suite folder; empty: resolve_suite_dir()'s default
+  std::string instructions;      // the prompt's instructions file; empty: docs/program-format.md
+  TaskSelectionConfig tasks;
+  std::vector<StageConfig> stages;
+  JobEvalConfig eval;
+  nlohmann::json as_json;        // the whole file as JSON, for /meta
+};
+
+// Reads and validates a job file. Relative paths in it (model, data, suite, instructions,
+// planted files) are taken relative to the job file's folder. Throws InputError naming the file,
+// the key (e.g. "stages[1].sampling.top_p") and what is wrong.
+JobConfig load_job_config(const std::string& path);
+// The same from YAML text; `origin` names it in errors and `base_dir` resolves relative paths.
+JobConfig parse_job_config(const std::string& text, const std::string& origin, const std::string& base_dir);
+
+}  // namespace crl::rl

@@ -1,0 +1,54 @@
+// The results tables the job writes, /steps and /rollouts (docs/results-format.md): their schemas
+// and one struct per row, so the writer, the exemplar database's rebuild and the tests share
+// one definition of every column.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "results/table_schema.h"
+
+namespace crl::rl {
+
+struct StepRow {
+  int64_t step = 0;  // the job's step counter, over all stages
+  std::string stage;
+  int64_t policy_version = 0;  // optimiser steps done when the step's rollouts were generated
+  double loss = 0, grad_norm = 0, lr = 0;
+  bool skipped = false;        // no update (no loss tokens, or a non-finite gradient)
+  double reward_mean = 0, reward_median = 0, reward_max = 0;
+  int64_t n_ok = 0, n_compile_error = 0, n_runtime_error = 0, n_timeout = 0, n_crash = 0, n_mismatch = 0, n_hack = 0,
+          n_format_error = 0, n_internal_error = 0;
+  int64_t tokens_generated = 0, tokens_trained = 0;
+  double seconds_generate = 0, seconds_evaluate = 0, seconds_train = 0;
+  double evaluator_busy_fraction = 0;  // evaluators' busy seconds / (evaluators x evaluation wall time)
+  double trainer_wait_seconds = 0;     // trainers' time waiting for verdicts (summed over trainers)
+  int64_t restart = 0;                 // 0 for the first run, +1 per resume
+};
+
+struct RolloutRow {
+  int64_t rollout_id = 0;
+  int64_t step = 0;
+  std::string stage;
+  std::string task;
+  int64_t group = 0;   // index of the prompt in the step
+  int64_t sample = 0;  // index of the completion in its group
+  std::string status;  // the verdict's status_text ("ok", "hack:aliasing", "format_error", ...)
+  double speedup = 0, speedup_ci_low = 0, speedup_ci_high = 0;
+  double reward = 0, normalized_reward = 0, advantage = 0;
+  int64_t completion_tokens = 0;
+  int64_t evaluator_rank = -1;  // world rank of the evaluator (-1: not evaluated)
+  std::string exemplar_ids;     // comma-separated rollout ids shown in the prompt
+  int64_t policy_version = 0;
+  int64_t restart = 0;
+  bool superseded = false;
+};
+
+const results::TableSchema& steps_schema();
+const results::TableSchema& rollouts_schema();
+
+results::RowBatch step_rows(const std::vector<StepRow>& rows);
+results::RowBatch rollout_rows(const std::vector<RolloutRow>& rows);
+
+}  // namespace crl::rl

@@ -1,0 +1,51 @@
+// Prompt text for the policy (the format is pinned by tests/data/rl/prompt_*.golden.txt).
+#include "rl/prompt.h"
+
+#include <fmt/format.h>
+
+namespace crl::rl {
+namespace {
+
+// Text that ends in exactly one newline, so blocks join the same way whatever their source did.
+std::string one_newline(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  return text + "\n";
+}
+
+}  // namespace
+
+std::string build_prompt(const PromptInputs& in) {
+  std::string out;
+  out += "You write programs that compute exactly what a reference program computes, faster. "
+         "The rules of the program format follow.\n\n";
+  out += one_newline(in.instructions);
+  out += fmt::format("\n# Task {}\n\nThe reference program:\n\n```\n{}```\n", in.task_id, one_newline(in.reference));
+  if (in.exemplars.empty()) {
+    out += "\nThere are no earlier correct programs for this task yet.\n";
+  } else {
+    out += fmt::format("\nEarlier correct programs for this task, with their measured speedups over the reference "
+                       "(higher is faster):\n");
+    for (size_t i = 0; i < in.exemplars.size(); ++i) {
+      const auto& e = in.exemplars[i];
+      out += fmt::format("\nProgram {} (speedup {:.2f}x):\n\n```\n{}```\n", static_cast<char>('A' + i), e.speedup,
+                         one_newline(e.program));
+    }
+  }
+  out += "\nAnswer in three parts:\n";
+  if (in.ask_for_analysis && !in.exemplars.empty()) {
+    out += "1. Performance analysis: compare the programs above: which one was faster, and why.\n";
+  } else {
+    out += "1. Performance analysis: where the reference program spends its time.\n";
+  }
+  out += "2. Plan: what your program does differently to be faster.\n";
+  out += "3. The program: one fenced code block (```) holding the whole candidate, its `// crl:device` (optional) "
+         "and `// crl:host` sections. Leave out `// crl:spec`: the candidate receives the reference's inputs "
+         "and parameters.\n";
+  return out;
+}
+
+std::string completion_from_program(const std::string& program) {
+  return fmt::format("1. Performance analysis:\n\n2. Plan:\n\n3. The program:\n\n```\n{}```\n", one_newline(program));
+}
+
+}  // namespace crl::rl
