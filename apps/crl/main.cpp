@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add_tasks_command(app, exit_code);
   add_generate_command(app, exit_code);
   add_init_model_command(app, exit_code);
+  add_report_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -91,7 +91,7 @@ class Page:
                  "table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{padding:2px 6px;"
                  "border-bottom:1px solid #ddd;text-align:right}th{background:#f3f3f3}td:first-child,"
                  "th:first-child{text-align:left}pre{font-size:11px;background:#f8f8f8;padding:.5em;"
-                 "overflow-x:auto}.note,.caption{color:#555;font-size:13px}figure{margin:.5em 0}"
+                 "overflow-x:auto}.note,.caption{color:#555;font-size:13px}figure{margin:.5em 1em .5em 0;display:inline-block;vertical-align:top}figcaption{font-size:12px;color:#555;max-width:440px}"
                  "details{margin:.3em 0}.add{color:#070}.del{color:#a00}")
         doc = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
                "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src data:; "
@@ -408,7 +408,7 @@ def build(args) -> dict:
         if s.kind == "tasks_check":
             entry["reference_levels"] = crl_stats.reference_levels(s.references)
         summary["inputs"].append(entry)
-    summary["hacks"] = len(hacks)
+    summary["hacks"] = hacks
 
     tasks = pd.DataFrame(task_rows)
     for name, points in roofline_points.items():
