@@ -33,6 +33,7 @@ struct ReportOptions {
   double peak_gbps = 0;
   double peak_gflops = 0;
   bool stable = false;
+  std::string md;
 };
 
 // The venv tools/setup.sh makes: $CRL_HOME/venv, else ~/.local/share/crl/venv (as CMake finds LibTorch).
@@ -125,9 +126,12 @@ int run_report(const ReportOptions& o) {
   argv.insert(argv.end(), o.files.begin(), o.files.end());
   argv.insert(argv.end(), {"--out", o.out});
   if (!tasks_json.empty()) argv.insert(argv.end(), {"--tasks-json", tasks_json, "--suite-dir", suite_dir});
-  if (!suite_dir.empty()) argv.insert(argv.end(), {"--examples-dir", (fs::path(suite_dir).parent_path() / "examples").string()});
+  if (!suite_dir.empty()) {  // jobs/examples, beside the suite: the programs an examples JSON names
+    argv.insert(argv.end(), {"--examples-dir", (fs::weakly_canonical(suite_dir).parent_path() / "examples").string()});
+  }
   if (o.json) argv.push_back("--json");
   if (o.stable) argv.push_back("--stable");
+  if (!o.md.empty()) argv.insert(argv.end(), {"--md", o.md});
   if (!o.title.empty()) argv.insert(argv.end(), {"--title", o.title});
   if (o.peak_gbps > 0) argv.insert(argv.end(), {"--peak-gbps", fmt::format("{}", o.peak_gbps), "--peak-gflops",
                                                  fmt::format("{}", o.peak_gflops)});
@@ -161,6 +165,7 @@ void add_report_command(CLI::App& app, int& exit_code) {
                      ->check(CLI::PositiveNumber);
   gbps->needs(gflops);
   gflops->needs(gbps);
+  cmd->add_option("--md", o.md, "Also write the Markdown summary to this file, its plot links relative to it");
   cmd->add_flag("--stable", o.stable, "Leave the time and folders out of the page (committed examples)");
   cmd->callback([&exit_code] { exit_code = run_report(o); });
 }

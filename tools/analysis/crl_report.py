@@ -102,9 +102,10 @@ class Page:
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(doc))
 
-    def write_md(self, path: str, generated: str):
+    def write_md(self, path: str, generated: str, plots_prefix: str = "plots/"):
+        lines = [line.replace("](plots/", f"]({plots_prefix}") if line.startswith("![") else line for line in self.md]
         with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join([self.md[0], "", generated, "", *self.md[1:]]).rstrip() + "\n")
+            f.write("\n".join([lines[0], "", generated, "", *lines[1:]]).rstrip() + "\n")
 
 
 def _formatted(frame: pd.DataFrame) -> pd.DataFrame:
@@ -334,6 +335,10 @@ def build(args) -> dict:
         page.heading("Distance to the hardware (roofline)",
                      f"Achieved GFLOP/s and GB/s from each task's flops and bytes at its scale; peaks: {peak_text}.")
         page.plot("roofline", crl_plots.roofline(roofline_points, peaks), "Achieved GFLOP/s against arithmetic intensity")
+        page.table("roofline_levels", pd.DataFrame([{"input": name, **row} for name, points in roofline_points.items()
+                                                    for row in crl_stats.roofline_levels(points)]),
+                   "Roofline per level")
+        summary["roofline"] = {name: crl_stats.roofline_levels(points) for name, points in roofline_points.items()}
         for name, points in roofline_points.items():
             table_name = "roofline_" + "".join(ch if ch.isalnum() else "_" for ch in name)
             page.table(table_name, points.sort_values(["level", "task"]), f"Roofline: {name}",
@@ -419,10 +424,14 @@ def build(args) -> dict:
     tasks.to_csv(os.path.join(args.out, "tasks.csv"), index=False)
     summary["page"] = {"tables": page.tables, "plots": page.plots}
     generated = f"Made by `crl report` from {', '.join(args.files)} at {summary['generated']}."
-    if getattr(args, "stable", False):
+    if args.stable:
         generated = f"Made by `crl report` from {', '.join(os.path.basename(f) for f in args.files)}."
+        del summary["generated"]
     page.write_html(os.path.join(args.out, "index.html"), generated)
     page.write_md(os.path.join(args.out, "summary.md"), generated)
+    if args.md:
+        prefix = os.path.relpath(plots_dir, os.path.dirname(os.path.abspath(args.md)) or ".").replace(os.sep, "/")
+        page.write_md(args.md, generated, prefix + "/")
     summary = _json_safe(summary)
     with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2, ensure_ascii=False)
@@ -470,6 +479,8 @@ def main(argv=None) -> int:
     parser.add_argument("--peak-gbps", type=float, default=0, help="the GPU's peak bandwidth (GB/s) for the roofline")
     parser.add_argument("--peak-gflops", type=float, default=0, help="the GPU's peak FP32 GFLOP/s for the roofline")
     parser.add_argument("--title", default="", help="the page's title")
+    parser.add_argument("--md", default="", help="also write the Markdown summary to this file, its plot links "
+                                                  "relative to it (docs/report-example.md)")
     parser.add_argument("--stable", action="store_true", help="leave times and folders out of the page (for "
                                                               "committed examples)")
     args = parser.parse_args(argv)

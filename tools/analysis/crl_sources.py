@@ -135,14 +135,14 @@ def _load_h5(path: str, label: str) -> Source:
     source = Source(label, path, "results", attempts, steps, rollouts, pd.DataFrame(), meta, _gpu_from_meta(meta),
                     {}, results)
     if len(verdicts) and "verdict_steps" in results.text_stores():
-        flagged = attempts[(attempts["status_kind"] == "hack") & attempts["step"].isna()]["program_id"]
+        flagged = set(attempts[(attempts["status_kind"] == "hack") & attempts["step"].isna()]["program_id"].astype(int))
         _progress(path, "verdict checks", size)
         for row, text in results.texts("verdict_steps").items():
             try:
                 checks = json.loads(text)
             except ValueError:
                 continue
-            if int(row) in set(flagged) or any("re-measure" in str(c.get("name", "")) for c in checks
+            if int(row) in flagged or any("re-measure" in str(c.get("name", "")) for c in checks
                                                if isinstance(c, dict)):
                 source.verdict_steps[int(row)] = [c for c in checks if isinstance(c, dict)]
     hack_rollouts = attempts[(attempts["status_kind"] == "hack") & attempts["step"].notna()]["program_id"]

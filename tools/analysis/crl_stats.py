@@ -222,17 +222,48 @@ def exemplar_lineage(best: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame
         rid = int(r["program_id"])
         if rid not in by_id.index:
             continue
-        ids = [s.strip() for s in str(by_id.at[rid, "exemplar_ids"]).split(",") if s.strip()]
         parents = []
-        for s in ids:
-            try:
-                p = int(s)
-            except ValueError:
-                continue
+        for p in _exemplar_ids(by_id.at[rid, "exemplar_ids"]):
             if p in by_id.index:
                 parents.append(f"{p} (step {int(by_id.at[p, 'step'])}, {by_id.at[p, 'speedup']:.2f}x)")
             else:
                 parents.append(f"{p} (not in this file)")
         rows.append({"task": r["task"], "best_rollout": rid, "best_speedup": r["best_speedup"],
-                     "exemplars": "; ".join(parents) if parents else "none"})
+                     "exemplars": "; ".join(parents) if parents else "none",
+                     "line of descent": " <- ".join(str(i) for i in _descent(rid, by_id))})
     return pd.DataFrame(rows)
+
+
+def _exemplar_ids(text) -> list[int]:
+    out = []
+    for s in str(text).split(","):
+        try:
+            out.append(int(s.strip()))
+        except ValueError:
+            pass
+    return out
+
+
+def _descent(rid: int, by_id: pd.DataFrame, limit: int = 8) -> list[int]:
+    """rid, then its fastest correct exemplar, then that one's, ... (ids in this file, no cycles)."""
+    line = [rid]
+    while len(line) < limit:
+        parents = [p for p in _exemplar_ids(by_id.at[line[-1], "exemplar_ids"]) if p in by_id.index and p not in line]
+        if not parents:
+            break
+        line.append(max(parents, key=lambda p: (str(by_id.at[p, "status"]) == "ok", float(by_id.at[p, "speedup"]))))
+    return line
+
+
+def roofline_levels(points: pd.DataFrame) -> list[dict]:
+    """Per level of a roofline table: tasks, median achieved GB/s and GFLOP/s, and with peaks the median
+    fraction of the roofline and how many tasks reach half of it."""
+    rows = []
+    for level, g in points.groupby("level"):
+        row = {"level": f"level{level}", "tasks": int(len(g)), "median GB/s": float(g["gbytes_per_s"].median()),
+               "median GFLOP/s": float(g["gflops_per_s"].median())}
+        if "fraction_of_roofline" in g:
+            row.update({"median fraction of roofline": float(g["fraction_of_roofline"].median()),
+                        "tasks at >= 50% of roofline": int((g["fraction_of_roofline"] >= 0.5).sum())})
+        rows.append(row)
+    return rows
