@@ -108,7 +108,7 @@ int run_script(const std::vector<std::string>& argv) {
                                               : std::string("could not be started")));
 }
 
-int run_report(const ReportOptions& o) {
+int run_report(const ReportOptions& o, const std::string& invocation) {
   const fs::path python = analysis_python();
   check_python(python);
   const fs::path script = analysis_dir() / "crl_report.py";
@@ -130,7 +130,7 @@ int run_report(const ReportOptions& o) {
     argv.insert(argv.end(), {"--examples-dir", (fs::weakly_canonical(suite_dir).parent_path() / "examples").string()});
   }
   if (o.json) argv.push_back("--json");
-  if (o.stable) argv.push_back("--stable");
+  if (o.stable) argv.insert(argv.end(), {"--stable", "--invocation", invocation});
   if (!o.md.empty()) argv.insert(argv.end(), {"--md", o.md});
   if (!o.title.empty()) argv.insert(argv.end(), {"--title", o.title});
   if (o.peak_gbps > 0) argv.insert(argv.end(), {"--peak-gbps", fmt::format("{}", o.peak_gbps), "--peak-gflops",
@@ -167,7 +167,15 @@ void add_report_command(CLI::App& app, int& exit_code) {
   gflops->needs(gbps);
   cmd->add_option("--md", o.md, "Also write the Markdown summary to this file, its plot links relative to it");
   cmd->add_flag("--stable", o.stable, "Leave the time and folders out of the page (committed examples)");
-  cmd->callback([&exit_code] { exit_code = run_report(o); });
+  cmd->callback([&exit_code] {
+    std::string invocation = "crl report";  // as the user typed it, for --stable pages (docs/report-example.md)
+    for (const auto& f : o.files) invocation += " " + f;
+    invocation += " --out " + o.out;
+    if (!o.md.empty()) invocation += " --md " + o.md;
+    if (!o.title.empty()) invocation += " --title \"" + o.title + "\"";
+    invocation += " --stable";
+    exit_code = run_report(o, invocation);
+  });
 }
 
 }  // namespace crl::cli

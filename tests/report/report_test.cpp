@@ -32,12 +32,15 @@ fs::path venv_python() {
          "venv/bin/python3";
 }
 
-// Why the report cannot run here, or "" when it can.
+// Why the report cannot run here, or "" when it can (asked once: importing pandas takes seconds).
 std::string missing_analysis_python() {
-  const auto python = venv_python();
-  if (!fs::exists(python)) return "no crl venv python at " + python.string() + " (tools/setup.sh makes it)";
-  const auto probe = run_command({python.string(), "-c", "import h5py, pandas, matplotlib"});
-  return probe.ok() ? "" : python.string() + " lacks h5py, pandas or matplotlib (tools/setup.sh installs them)";
+  static const std::string why = [] {
+    const auto python = venv_python();
+    if (!fs::exists(python)) return "no crl venv python at " + python.string() + " (tools/setup.sh makes it)";
+    const auto probe = run_command({python.string(), "-c", "import h5py, pandas, matplotlib"});
+    return probe.ok() ? std::string() : python.string() + " lacks h5py, pandas or matplotlib (tools/setup.sh installs them)";
+  }();
+  return why;
 }
 
 #define SKIP_WITHOUT_ANALYSIS_PYTHON()                          \

@@ -345,7 +345,7 @@ def build(args) -> dict:
                        collapsed=len(points) > 20, md=len(points) <= 20)
 
     if checks:
-        page.heading("Reference checks (`crl tasks check`)")
+        page.heading("Reference checks (crl tasks check)")
         rows = []
         for s in checks:
             for level, v in crl_stats.reference_levels(s.references).items():
@@ -425,7 +425,8 @@ def build(args) -> dict:
     summary["page"] = {"tables": page.tables, "plots": page.plots}
     generated = f"Made by `crl report` from {', '.join(args.files)} at {summary['generated']}."
     if args.stable:
-        generated = f"Made by `crl report` from {', '.join(os.path.basename(f) for f in args.files)}."
+        generated = f"Made by `{args.invocation}`." if args.invocation else \
+            f"Made by `crl report` from {', '.join(os.path.basename(f) for f in args.files)}."
         del summary["generated"]
     page.write_html(os.path.join(args.out, "index.html"), generated)
     page.write_md(os.path.join(args.out, "summary.md"), generated)
@@ -481,6 +482,7 @@ def main(argv=None) -> int:
     parser.add_argument("--title", default="", help="the page's title")
     parser.add_argument("--md", default="", help="also write the Markdown summary to this file, its plot links "
                                                   "relative to it (docs/report-example.md)")
+    parser.add_argument("--invocation", default="", help=argparse.SUPPRESS)  # the crl command line, for the page
     parser.add_argument("--stable", action="store_true", help="leave times and folders out of the page (for "
                                                               "committed examples)")
     args = parser.parse_args(argv)
