@@ -32,12 +32,14 @@ fs::path venv_python() {
          "venv/bin/python3";
 }
 
-// Why the report cannot run here, or "" when it can (asked once: importing pandas takes seconds).
+// Why the report cannot run here, or "" when it can (found without importing: pandas takes seconds).
 std::string missing_analysis_python() {
   static const std::string why = [] {
     const auto python = venv_python();
     if (!fs::exists(python)) return "no crl venv python at " + python.string() + " (tools/setup.sh makes it)";
-    const auto probe = run_command({python.string(), "-c", "import h5py, pandas, matplotlib"});
+    const auto probe = run_command({python.string(), "-c",
+                                    "import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None "
+                                    "for m in ('h5py', 'pandas', 'matplotlib')))"});
     return probe.ok() ? std::string() : python.string() + " lacks h5py, pandas or matplotlib (tools/setup.sh installs them)";
   }();
   return why;

@@ -28,8 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-import crl_plots  # noqa: E402
 import crl_results  # noqa: E402
+crl_plots = None  # imported by build()
 import crl_sources  # noqa: E402
 import crl_stats  # noqa: E402
 
@@ -283,6 +283,8 @@ def build(args) -> dict:
     tasks_meta = _load_tasks_meta(args.tasks_json)
     labels = crl_sources.unique_labels(args.files)
     sources = [crl_sources.load_source(p, l) for p, l in zip(args.files, labels)]
+    global crl_plots  # matplotlib loads in seconds: imported only once the inputs have been read
+    import crl_plots
     judged = [s for s in sources if len(s.attempts)]
     checks = [s for s in sources if s.kind == "tasks_check"]
     gpu = next((s.gpu for s in sources if s.gpu), "")
