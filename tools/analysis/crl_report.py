@@ -227,7 +227,7 @@ def _hack_rows(source: crl_sources.Source) -> list[dict]:
     return rows
 
 
-def _run_sections(page: Page, source: crl_sources.Source, best: pd.DataFrame, summary: dict):
+def _run_sections(page: Page, source: crl_sources.Source, best: pd.DataFrame):
     steps = source.steps
     label = source.label
     safe = "".join(ch if ch.isalnum() else "_" for ch in label)
@@ -267,10 +267,6 @@ def _run_sections(page: Page, source: crl_sources.Source, best: pd.DataFrame, su
                    collapsed=True)
     lineage = crl_stats.exemplar_lineage(best, source.rollouts)
     page.table(f"{safe}_lineage", lineage, "Which exemplars each task's best program descended from")
-    summary["steps"] = {"count": int(len(steps)),
-                        "last_step": int(steps["step"].max()) if "step" in steps and len(steps) else None,
-                        "reward_mean_last": float(steps["reward_mean"].iloc[-1]) if "reward_mean" in steps and len(steps)
-                        else None}
 
 
 def build(args) -> dict:
@@ -382,7 +378,7 @@ def build(args) -> dict:
         correct = best[best["best_speedup"].notna()]
         crl_sources.load_programs(s, correct["program_id"].tolist(), args.examples_dir)
         if len(s.steps):
-            _run_sections(page, s, best, {})
+            _run_sections(page, s, best)
         page.heading(f"Best program per task: {s.label}",
                      "Speedup with its 95% interval; the lines that differ from the reference one click away.")
         rows, diffs = [], []
