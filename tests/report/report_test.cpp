@@ -293,6 +293,21 @@ TEST_F(ReportTest, RunTablesWhileTheJobWritesGiveCurvesBestProgramsAndLineage) {
   EXPECT_NE(html.find("return at::relu(x)"), std::string::npos) << "the reference's side of the diff";
   ASSERT_EQ(summary["hacks"].size(), 1u);
   EXPECT_EQ(summary["hacks"][0]["what it saw"], "log of rollout 13: hack:aliasing");
+
+  // The notebook module (tools/analysis/crl_results.py), as its docstring shows it.
+  const auto notebook = run_command(
+      {venv_python().string(), "-c",
+       "import sys; sys.path.insert(0, sys.argv[2]); import crl_results\n"
+       "run = crl_results.load(sys.argv[1], texts=True)\n"
+       "print(len(run.steps), len(run.rollouts), len(run.verdicts), list(run.verdicts.columns)[:2], "
+       "run.job_config['group_size'], run.meta['git_commit'], run.rollouts.superseded.sum(), "
+       "run.texts['logs'][13])\n"
+       "with crl_results.open_results(sys.argv[1]) as f:\n"
+       "    print(f.tables(), f.texts('programs', ids=[15, 99]).index.tolist())",
+       file, std::string(CRL_SOURCE_DIR) + "/tools/analysis"});
+  ASSERT_TRUE(notebook.ok()) << notebook.output;
+  EXPECT_EQ(notebook.output, "3 7 0 ['row', 'task'] 4 0123456789abcdef 1 log of rollout 13: hack:aliasing\n"
+                             "['rollouts', 'steps'] [15]\n");
   writer.close();
 }
 
