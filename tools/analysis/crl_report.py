@@ -393,10 +393,10 @@ def build(args) -> dict:
             else:
                 diffs.append("no correct program")
         frame = pd.DataFrame(rows)
-        page.table(f"best_{''.join(ch if ch.isalnum() else '_' for ch in s.label)}", frame, md=True,
-                   collapsed=False)
-        # The diff column holds HTML: add it after the table was escaped.
-        page.html[-1] = _with_diff_column(page.html[-1], diffs)
+        if not frame.empty:
+            page.table(f"best_{''.join(ch if ch.isalnum() else '_' for ch in s.label)}", frame)
+            # The diff column holds HTML: added after the table's cells were escaped.
+            page.html[-1] = _with_diff_column(page.html[-1], diffs)
         for _, r in best.iterrows():
             task_rows.append({"input": s.label, **{k: r[k] for k in ("task", "level", "attempts", "compiled", "correct",
                                                                      "best_speedup", "ci_low", "ci_high", "candidate",
@@ -414,11 +414,10 @@ def build(args) -> dict:
     summary["hacks"] = hacks
 
     tasks = pd.DataFrame(task_rows)
-    for name, points in roofline_points.items():
-        if name.endswith(" best") and not tasks.empty:
-            label = name[: -len(" best")]
-            extra = points.drop(columns=["level"]).assign(input=label)
-            tasks = tasks.merge(extra, on=["input", "task"], how="left", suffixes=("", "_"))
+    best_points = [points.drop(columns=["level"]).assign(input=name[: -len(" best")])
+                   for name, points in roofline_points.items() if name.endswith(" best")]
+    if best_points and not tasks.empty:
+        tasks = tasks.merge(pd.concat(best_points, ignore_index=True), on=["input", "task"], how="left")
     tasks.to_csv(os.path.join(args.out, "tasks.csv"), index=False)
     summary["page"] = {"tables": page.tables, "plots": page.plots}
     generated = f"Made by `crl report` from {', '.join(args.files)} at {summary['generated']}."
