@@ -14,6 +14,8 @@ SUDO=""
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev)
+# Headless Chromium opens `crl report`'s page in tests/report (Ubuntu's chromium is a snap stub: skipped there).
+grep -qs '^ID=debian' /etc/os-release && APT_PACKAGES+=(chromium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -35,9 +37,9 @@ if [ -z "${Torch_DIR:-}" ] && ! torch_ok "$VENV_PY"; then
   "$CRL_HOME/venv/bin/pip" install -q --upgrade pip
   "$CRL_HOME/venv/bin/pip" install -q torch==2.11.0 numpy
 fi
-# Offline analysis tools (tools/analysis) read HDF5 and plot.
-if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import h5py, matplotlib' 2>/dev/null; then
-  "$CRL_HOME/venv/bin/pip" install -q h5py matplotlib
+# Offline analysis tools (tools/analysis, `crl report`) read HDF5, tabulate and plot.
+if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import h5py, matplotlib, pandas' 2>/dev/null; then
+  "$CRL_HOME/venv/bin/pip" install -q h5py matplotlib pandas
 fi
 
 [ "${CRL_SKIP_BUILD:-0}" = 1 ] && exit 0

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add_init_model_command(app, exit_code);
   add_run_command(app, exit_code);
   add_data_command(app, exit_code);
+  add_report_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,269 @@
+"""The statistics of `crl report`: the literature's tables computed from a Source's attempts.
+
+Definitions (docs/report.md says the same, for readers of the page):
+- attempts: every judged program, except status internal_error (crl's own failure) and superseded
+  rollouts; a task is attempted when it has an attempt.
+- compiled: status is neither compile_error nor format_error; correct: status ok with a finite
+  speedup > 0 (hacks are not correct).
+- a task's best: its correct attempt with the highest speedup (and that attempt's 95% interval).
+- CUDA-L1's table (per level and overall): over the best speedups of the tasks with a correct
+  program: mean, max, 75% / 50% / 25% quantiles (numpy's linear interpolation); the number of
+  attempted tasks, of tasks with a correct program, and of tasks whose best speedup is > 1.01.
+- KernelBench's fast_p: (tasks whose best correct speedup is > p) / (attempted tasks); fast_0 is
+  the share of tasks with a correct program. geomean: the geometric mean of the best speedups of
+  the tasks with a correct program.
+- compile / correct / hack rates: shares of attempts.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+FASTER_THAN = 1.01  # CUDA-L1 counts a task as sped up above this
+NOT_COMPILED = ("compile_error", "format_error")
+
+# Peaks of a GPU for the roofline: HBM bandwidth (GB/s) and dense FP32 without tensor cores (GFLOP/s),
+# the arithmetic the suite's float32 references use (NVIDIA's data sheets). Matched by substring of
+# the GPU's name, longest first; `crl report --peak-gbps/--peak-gflops` overrides.
+GPU_PEAKS = {
+    "H200": (4800.0, 67000.0),
+    "H100 PCIe": (2000.0, 51000.0),
+    "H100": (3350.0, 67000.0),
+    "A100-SXM4-80GB": (2039.0, 19500.0),
+    "A100": (1555.0, 19500.0),
+    "L40S": (864.0, 91600.0),
+}
+
+
+def gpu_peaks(gpu: str):
+    """(GB/s, GFLOP/s) for a GPU name, or None when the table does not know it."""
+    for key in sorted(GPU_PEAKS, key=len, reverse=True):
+        if key.lower() in gpu.lower():
+            return GPU_PEAKS[key]
+    return None
+
+
+def counted(attempts: pd.DataFrame) -> pd.DataFrame:
+    """Attempts that count (internal errors are crl's failures, not the program's), with flags."""
+    a = attempts[attempts["status_kind"] != "internal_error"].copy()
+    a["compiled"] = ~a["status_kind"].isin(NOT_COMPILED)
+    a["correct"] = (a["status_kind"] == "ok") & np.isfinite(a["speedup"]) & (a["speedup"] > 0)
+    return a
+
+
+def best_per_task(attempts: pd.DataFrame) -> pd.DataFrame:
+    """One row per attempted task: counts of attempts, compiled and correct, and the best correct attempt
+    (best_speedup NaN when none is correct)."""
+    a = counted(attempts)
+    if a.empty:
+        return pd.DataFrame(columns=["task", "level", "attempts", "compiled", "correct", "best_speedup", "ci_low",
+                                     "ci_high", "program_id", "candidate", "candidate_us", "reference_us", "scale",
+                                     "step"])
+    per_task = a.groupby("task").agg(level=("level", "first"), attempts=("status", "size"),
+                                     compiled=("compiled", "sum"), correct=("correct", "sum"))
+    good = a[a["correct"]].sort_values(["task", "speedup"], ascending=[True, False]).drop_duplicates("task")
+    good = good.set_index("task")[["speedup", "ci_low", "ci_high", "program_id", "candidate", "candidate_us",
+                                   "reference_us", "scale", "step"]].rename(columns={"speedup": "best_speedup"})
+    out = per_task.join(good, how="left").reset_index()
+    out["level"] = out["level"].astype(int)
+    return out.sort_values("task").reset_index(drop=True)
+
+
+def _finite(values) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    return v[np.isfinite(v)]
+
+
+def geomean(values) -> float:
+    v = _finite(values)
+    v = v[v > 0]
+    return float(math.exp(np.log(v).mean())) if len(v) else float("nan")
+
+
+def level_summary(best: pd.DataFrame, attempts: pd.DataFrame) -> dict:
+    """CUDA-L1's row, fast_p, geomean and the rates for one group of tasks (see the module's doc)."""
+    a = counted(attempts)
+    speedups = _finite(best["best_speedup"]) if len(best) else np.array([])
+    tasks = int(len(best))
+    quantile = (lambda q: float(np.quantile(speedups, q))) if len(speedups) else (lambda q: float("nan"))
+    n_attempts = int(len(a))
+    share = (lambda n: n / n_attempts) if n_attempts else (lambda n: float("nan"))
+    return {
+        "tasks": tasks,
+        "tasks_correct": int(len(speedups)),
+        "tasks_faster": int((speedups > FASTER_THAN).sum()),
+        "mean": float(speedups.mean()) if len(speedups) else float("nan"),
+        "max": float(speedups.max()) if len(speedups) else float("nan"),
+        "q75": quantile(0.75),
+        "median": quantile(0.5),
+        "q25": quantile(0.25),
+        "geomean": geomean(speedups),
+        "fast_p": {f"{p:g}": (float((speedups > p).sum()) / tasks if tasks else float("nan")) for p in FAST_P},
+        "attempts": n_attempts,
+        "compile_rate": share(int(a["compiled"].sum())),
+        "correct_rate": share(int(a["correct"].sum())),
+        "hack_rate": share(int((a["status_kind"] == "hack").sum())),
+        "status_counts": {str(k): int(v) for k, v in a["status"].value_counts().sort_index().items()},
+    }
+
+
+def levels_table(attempts: pd.DataFrame) -> dict:
+    """{baseline: {"level1": summary, ..., "all": summary}} for every baseline the attempts name."""
+    out = {}
+    for baseline, group in attempts.groupby("baseline", sort=True) if len(attempts) else []:
+        best = best_per_task(group)
+        rows = {}
+        for level in sorted(best["level"].unique()):
+            rows[f"level{level}" if level else "other"] = level_summary(best[best["level"] == level],
+                                                                        group[group["level"] == level])
+        rows["all"] = level_summary(best, group)
+        out[str(baseline)] = rows
+    return out
+
+
+def roofline(best: pd.DataFrame, tasks_meta: dict, peaks) -> pd.DataFrame:
+    """Per task with a known time and known flops/bytes at its scale: achieved GFLOP/s and GB/s, the
+    arithmetic intensity, and with peaks the fractions of peak bandwidth, compute and the roofline."""
+    rows = []
+    for _, r in best.iterrows():
+        meta = tasks_meta.get(r["task"], {})
+        scale = meta.get("scales", {}).get(str(r.get("scale", "")) or "full", {})
+        flops, nbytes, t_us = scale.get("flops"), scale.get("bytes"), r.get("candidate_us")
+        if not flops or not nbytes or not (isinstance(t_us, float) and math.isfinite(t_us) and t_us > 0):
+            continue
+        rows.append(_roofline_row(r["task"], int(r["level"]), float(flops), float(nbytes), t_us, peaks))
+    return pd.DataFrame(rows)
+
+
+def _roofline_row(task, level, flops, nbytes, t_us, peaks) -> dict:
+    gflops, gbps = flops / (t_us * 1e3), nbytes / (t_us * 1e3)
+    row = {"task": task, "level": level, "time_us": t_us, "gflops_per_s": gflops, "gbytes_per_s": gbps,
+           "flops_per_byte": flops / nbytes}
+    if peaks:
+        peak_gbps, peak_gflops = peaks
+        attainable = min(peak_gflops, flops / nbytes * peak_gbps)
+        row.update({"fraction_of_peak_bandwidth": gbps / peak_gbps, "fraction_of_peak_compute": gflops / peak_gflops,
+                    "fraction_of_roofline": gflops / attainable})
+    return row
+
+
+def reference_roofline(references: pd.DataFrame, peaks) -> pd.DataFrame:
+    """The same figures for reference checks (`crl tasks check` JSON)."""
+    rows = []
+    for _, r in references.iterrows():
+        if r["status"] == "ok" and r["flops"] > 0 and r["bytes"] > 0 and r["median_ms"] > 0:
+            rows.append(_roofline_row(r["task"], int(r["level"]), r["flops"], r["bytes"], r["median_ms"] * 1e3, peaks))
+    return pd.DataFrame(rows)
+
+
+def reference_levels(references: pd.DataFrame) -> dict:
+    """Per level: tasks checked, ok, and the median / geomean reference time (ms)."""
+    out = {}
+    for level, g in references.groupby("level"):
+        ok = g[g["status"] == "ok"]
+        out[f"level{level}"] = {"tasks": int(len(g)), "ok": int(len(ok)),
+                                "median_ms": float(ok["median_ms"].median()) if len(ok) else float("nan"),
+                                "geomean_ms": geomean(ok["median_ms"]),
+                                "total_ms": float(ok["median_ms"].sum())}
+    return out
+
+
+STATUS_COLUMNS = ["n_ok", "n_compile_error", "n_runtime_error", "n_timeout", "n_crash", "n_mismatch", "n_hack",
+                  "n_format_error", "n_internal_error"]
+
+
+def step_status_shares(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per step, each status's share of the step's rollouts (from the n_* columns)."""
+    present = [c for c in STATUS_COLUMNS if c in steps]
+    counts = steps[present].astype(float)
+    total = counts.sum(axis=1).replace(0, np.nan)
+    shares = counts.div(total, axis=0)
+    shares.columns = [c[2:] for c in present]
+    shares.insert(0, "step", steps["step"].values)
+    return shares
+
+
+def hack_kinds_per_step(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Per step, each hack kind's share of that step's counted rollouts (the hacking ratio by kind)."""
+    if rollouts.empty or "status" not in rollouts:
+        return pd.DataFrame()
+    r = rollouts[~rollouts["superseded"].astype(bool)] if "superseded" in rollouts else rollouts
+    r = r[r["status"] != "internal_error"]
+    hacks = r[r["status"].str.startswith("hack")]
+    if hacks.empty:
+        return pd.DataFrame()
+    table = hacks.groupby(["step", "status"]).size().unstack(fill_value=0)
+    return table.div(r.groupby("step").size(), axis=0).fillna(0).reset_index()
+
+
+def best_over_steps(attempts: pd.DataFrame) -> pd.DataFrame:
+    """Per step: tasks with a correct program so far, and the geomean over them of each one's best so far."""
+    a = counted(attempts)
+    a = a[a["correct"] & a["step"].notna()]
+    if a.empty:
+        return pd.DataFrame()
+    per = a.groupby(["step", "task"])["speedup"].max().unstack()
+    best_so_far = per.sort_index().cummax()
+    rows = [{"step": int(step), "tasks_correct": int(row.notna().sum()), "geomean_best": geomean(row.values),
+             "max_best": float(np.nanmax(row.values))} for step, row in best_so_far.iterrows()]
+    return pd.DataFrame(rows)
+
+
+def exemplar_lineage(best: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
+    """For each task's best rollout: the exemplars its prompt showed (id, step, speedup)."""
+    if rollouts.empty or "exemplar_ids" not in rollouts or best.empty:
+        return pd.DataFrame()
+    by_id = rollouts.drop_duplicates("rollout_id").set_index("rollout_id")
+    rows = []
+    for _, r in best[best["step"].notna()].iterrows():
+        rid = int(r["program_id"])
+        if rid not in by_id.index:
+            continue
+        parents = []
+        for p in _exemplar_ids(by_id.at[rid, "exemplar_ids"]):
+            if p in by_id.index:
+                parents.append(f"{p} (step {int(by_id.at[p, 'step'])}, {by_id.at[p, 'speedup']:.2f}x)")
+            else:
+                parents.append(f"{p} (not in this file)")
+        rows.append({"task": r["task"], "best_rollout": rid, "best_speedup": r["best_speedup"],
+                     "exemplars": "; ".join(parents) if parents else "none",
+                     "line of descent": " <- ".join(str(i) for i in _descent(rid, by_id))})
+    return pd.DataFrame(rows)
+
+
+def _exemplar_ids(text) -> list[int]:
+    out = []
+    for s in str(text).split(","):
+        try:
+            out.append(int(s.strip()))
+        except ValueError:
+            pass
+    return out
+
+
+def _descent(rid: int, by_id: pd.DataFrame, limit: int = 8) -> list[int]:
+    """rid, then its fastest correct exemplar, then that one's, ... (ids in this file, no cycles)."""
+    line = [rid]
+    while len(line) < limit:
+        parents = [p for p in _exemplar_ids(by_id.at[line[-1], "exemplar_ids"]) if p in by_id.index and p not in line]
+        if not parents:
+            break
+        line.append(max(parents, key=lambda p: (str(by_id.at[p, "status"]) == "ok", float(by_id.at[p, "speedup"]))))
+    return line
+
+
+def roofline_levels(points: pd.DataFrame) -> list[dict]:
+    """Per level of a roofline table: tasks, median achieved GB/s and GFLOP/s, and with peaks the median
+    fraction of the roofline and how many tasks reach half of it."""
+    rows = []
+    for level, g in points.groupby("level"):
+        row = {"level": f"level{level}", "tasks": int(len(g)), "median GB/s": float(g["gbytes_per_s"].median()),
+               "median GFLOP/s": float(g["gflops_per_s"].median())}
+        if "fraction_of_roofline" in g:
+            row.update({"median fraction of roofline": float(g["fraction_of_roofline"].median()),
+                        "tasks at >= 50% of roofline": int((g["fraction_of_roofline"] >= 0.5).sum())})
+        rows.append(row)
+    return rows
