@@ -397,7 +397,7 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
 
 TaskSpec parse_task_spec(const SourceSection& section, const std::string& origin) {
   try {
-    return parse_task_spec_checked_by_caller(section, origin);
+    return parse_task_spec_unguarded(section, origin);
   } catch (const YAML::Exception& e) {
     // A conversion the checks above did not foresee: still bad input, with its place.
     throw InputError(fmt::format("{}:{}: unexpected YAML in the spec: {}", origin,
