@@ -223,9 +223,16 @@ hsize_t column_length(hid_t dataset) {
   hsize_t file_bytes = 0;
   CRL_H5_CHECK(H5Fget_filesize(file.id(), &file_bytes));
   if (length > file_bytes / element_bytes) {
-    throw InputError(fmt::format("a results column claims {} rows of {} bytes, more than its {}-byte file holds "
+    const auto name_of = [](auto get_name, hid_t id) {
+      std::string name(1024, '\0');
+      const ssize_t n = get_name(id, name.data(), name.size());
+      name.resize(n > 0 ? std::min<size_t>(static_cast<size_t>(n), name.size() - 1) : 0);
+      return name;
+    };
+    throw InputError(fmt::format("column '{}' of '{}' claims {} rows of {} bytes, more than its {}-byte file holds "
                                  "(damaged file?)",
-                                 length, element_bytes, file_bytes));
+                                 name_of(H5Iget_name, dataset), name_of(H5Fget_name, dataset), length, element_bytes,
+                                 file_bytes));
   }
   return length;
 }

@@ -460,7 +460,9 @@ TEST(ResultsFile, ExtentsBeyondWhatTheFileHoldsAreRefusedBeforeAllocating) {
   ASSERT_LT(std::filesystem::file_size(path), 1u << 20);
   const ResultsReader reader(path);
   const auto msg = message_of([&] { reader.column("steps", "step"); });
-  EXPECT_NE(msg.find("claims 1099511627776 rows of 8 bytes, more than its"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("column '/steps/step' of '" + path + "' claims 1099511627776 rows of 8 bytes, more than its"),
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_THROW(reader.rows("steps"), InputError);
 }
