@@ -90,7 +90,7 @@ TEST(Expression, NestingAndLengthAreCapped) {
   for (int i = 0; i < 200000; ++i) chain += "+1";
   EXPECT_NE(error_of(chain).find("more than 1000 operators (crl's limit)"), std::string::npos);
   // Within the caps, the same shapes still parse.
-  EXPECT_EQ(eval(std::string(64, '(') + "2" + std::string(64, ')')), 2);
+  EXPECT_EQ(eval(std::string(63, '(') + "2" + std::string(63, ')')), 2);  // 64 levels with the outermost
   std::string short_chain = "1";
   for (int i = 0; i < 999; ++i) short_chain += "+1";
   EXPECT_EQ(eval(short_chain), 1000);
