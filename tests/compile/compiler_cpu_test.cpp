@@ -158,6 +158,7 @@ TEST(CompilerCpu, LongCompilerLogsAreCutAndSaySo) {
 // real g++: the timeout then fires for certain, whatever the machine's speed (g++'s own constexpr
 // step limit once won the race against a 1 s timeout).
 std::string slow_fake_compiler() {
+  std::filesystem::create_directories(testing::test_cache_dir());
   const std::string path = testing::test_cache_dir() + "/fake-slow-g++";
   std::ofstream(path) << "#!/bin/sh\n"
                          "for a in \"$@\"; do\n"

@@ -301,7 +301,7 @@ TEST_F(SafetensorsTest, TheSafetensorsLibraryReadsWhatCrlWritesAndWritesTheSameL
                     {{"weight", at::arange(6, at::kFloat).reshape({2, 3}) - 2.5},
                      {"half", at::tensor({0.5, -1.0, 3.0}).to(at::kBFloat16)},
                      {"ids", at::tensor({int64_t{7}, int64_t{-1}})},
-                     {"mask", at::tensor({true, false, true})},
+                     {"mask", at::tensor({1, 0, 1}, at::kByte).to(at::kBool)},
                      {"byte", at::tensor({9}, at::kByte)},
                      {"empty", at::empty({0, 4}, at::kFloat)}},
                     {{"format", "pt"}, {"note", "crl"}});
