@@ -13,7 +13,8 @@ SUDO=""
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
-  libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev)
+  libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev
+  clang libclang-rt-dev)  # clang and its fuzzer runtime: tools/fuzz.sh
 # Headless Chromium opens `crl report`'s page in tests/report (Ubuntu's chromium is a snap stub: skipped there).
 grep -qs '^ID=debian' /etc/os-release && APT_PACKAGES+=(chromium)
 
@@ -40,6 +41,12 @@ fi
 # Offline analysis tools (tools/analysis, `crl report`) read HDF5, tabulate and plot.
 if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import h5py, matplotlib, pandas' 2>/dev/null; then
   "$CRL_HOME/venv/bin/pip" install -q h5py matplotlib pandas
+fi
+
+# Hugging Face's own libraries, for the tests that check crl against them (transformers loads crl's
+# checkpoints, peft its adapters, safetensors reads its files, tokenizers makes golden data).
+if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import transformers, peft, safetensors, tokenizers' 2>/dev/null; then
+  "$CRL_HOME/venv/bin/pip" install -q transformers peft safetensors tokenizers
 fi
 
 [ "${CRL_SKIP_BUILD:-0}" = 1 ] && exit 0

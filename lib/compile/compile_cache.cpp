@@ -2,7 +2,6 @@
 #include "compile/compile_cache.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -18,6 +17,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/read_file.h"
 
 namespace crl {
 
@@ -67,20 +67,77 @@ FileLock::~FileLock() {
   }
 }
 
-void remove_tree(const std::string& path) {
-  const auto remove_one = [](const char* file, const struct stat*, int, struct FTW*) {
-    ::remove(file);
-    return 0;
-  };
-  ::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-CompileCache::CompileCache(std::string root) : root_(std::move(root)) {
-  for (const char* sub : {"objects", "pch", "locks", "tmp", "toolchains"}) {
+CompileCache::CompileCache(std::string root, uint64_t max_bytes) : root_(std::move(root)), max_bytes_(max_bytes) {
+  for (const char* sub : {"objects", "pch", "locks", "tmp", "toolchains", "timeouts"}) {
     std::error_code ec;
     fs::create_directories(fs::path(root_) / sub, ec);
     if (ec) throw IoError(fmt::format("cannot create compile cache directory '{}': {}", (fs::path(root_) / sub).string(), ec.message()));
   }
+  prune(max_bytes_);
+}
+
+uint64_t CompileCache::default_max_bytes() {
+  constexpr uint64_t kDefault = uint64_t{20} << 30;
+  const char* text = std::getenv("CRL_CACHE_MAX_BYTES");
+  if (text == nullptr || *text == '\0') return kDefault;
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  const std::string suffix = end;
+  const double scale = suffix.empty() ? 1 : suffix == "K" ? 0x1p10 : suffix == "M" ? 0x1p20 : suffix == "G" ? 0x1p30 : -1;
+  if (!(value > 0) || scale < 0 || !(value * scale < 0x1p63)) {
+    throw InputError(fmt::format("CRL_CACHE_MAX_BYTES='{}': expected a positive size in bytes, or with K, M or G", text));
+  }
+  return static_cast<uint64_t>(value * scale);
+}
+
+namespace {
+
+std::string timeout_path(const std::string& root, const std::string& key) {
+  return (fs::path(root) / "timeouts" / (key + ".json")).string();
+}
+
+}  // namespace
+
+void CompileCache::remember_timeout(const std::string& key, const std::string& origin, double limit_seconds,
+                                    const CompileResult& result) const {
+  // Concurrent writers race benignly: each writes a whole file, the larger limit usually last.
+  if (const auto known = lookup_timeout(key, origin, limit_seconds)) return;
+  const nlohmann::json json = {{"limit_seconds", limit_seconds}, {"log", result.log}, {"stage", result.stage},
+                               {"origin", origin}, {"key", key}};
+  try {
+    write_file_atomically(timeout_path(root_, key), json.dump(1), /*durable=*/false);
+  } catch (const Error&) {
+    // Best effort: a read-only cache just compiles again next time.
+  }
+}
+
+std::optional<CompileResult> CompileCache::lookup_timeout(const std::string& key, const std::string& origin,
+                                                          double limit_seconds) const {
+  std::string text;
+  try {
+    text = read_file(timeout_path(root_, key), "compile cache timeout record");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  CompileResult result;
+  double limit = 0;
+  try {
+    limit = json.at("limit_seconds").get<double>();
+    result.log = replace_all(json.at("log").get<std::string>(), json.at("origin").get<std::string>(), origin);
+    result.stage = json.at("stage").get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // damaged: as if absent
+  }
+  if (limit < limit_seconds) return std::nullopt;
+  result.ok = false;
+  result.key = key;
+  result.cache_hit = true;
+  result.log = fmt::format("[crl: not compiled again: this program timed out under a {} s limit before, and the "
+                           "limit is {} s]\n",
+                           limit, limit_seconds) +
+               result.log;
+  return result;
 }
 
 std::string CompileCache::entry_dir(const std::string& key) const {
@@ -108,11 +165,13 @@ std::string CompileCache::pch_dir(const std::string& pch_key) const {
 
 std::optional<CompileResult> CompileCache::lookup(const std::string& key, const std::string& origin) const {
   const std::string dir = entry_dir(key);
-  std::ifstream in(dir + "/" + kResultName);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  std::string text;
+  try {
+    text = read_file(dir + "/" + kResultName, "compile cache entry");
+  } catch (const Error&) {
+    return std::nullopt;  // no entry (or an unreadable one): a miss
+  }
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) return std::nullopt;
   CompileResult result;
   try {
@@ -188,6 +247,7 @@ CompileResult CompileCache::publish(const std::string& build_dir, const std::str
     // Someone published this key first: theirs is identical in content, keep it.
     remove_tree(build_dir);
   }
+  if (++publishes_ % 32 == 0) prune(max_bytes_);
   result.key = key;
   result.library_path = result.ok ? dir + "/" + kLibraryName : "";
   result.object_paths = result.ok ? object_paths_in(dir) : std::vector<std::string>{};

@@ -4,15 +4,18 @@
 // Layout under the cache root:   objects/<k0k1>/<key>/{program.so, result.json}
 //                                pch/<key>/{crl_prelude.h, crl_prelude.h.gch}
 //                                locks/<first 3 hex digits of key>.lock (bounded: 4096 files)
+//                                timeouts/<key>.json (compiles that ran out of time, and the limit)
 //                                tmp/    toolchains/
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "compile/compiler.h"
+#include "core/remove_tree.h"  // remove_tree, which the compiler uses too
 
 namespace crl {
 
@@ -30,8 +33,12 @@ class FileLock {
 
 class CompileCache {
  public:
-  // Creates the directories (IoError if it cannot).
-  explicit CompileCache(std::string root);
+  // Creates the directories (IoError if it cannot). The cache keeps itself within `max_bytes` of
+  // objects: it prunes (least recently used first) when opened and after every 32 publishes.
+  explicit CompileCache(std::string root, uint64_t max_bytes = default_max_bytes());
+
+  // $CRL_CACHE_MAX_BYTES when set (bytes, or with a K/M/G suffix), else 20 GiB.
+  static uint64_t default_max_bytes();
 
   const std::string& root() const { return root_; }
   std::string entry_dir(const std::string& key) const;
@@ -50,6 +57,15 @@ class CompileCache {
   size_t prune(uint64_t max_bytes, std::chrono::seconds min_age = std::chrono::hours(1)) const;
   // A fresh private directory under tmp/ for building an entry.
   std::string make_build_dir() const;
+  // A compile that timed out under a limit of `limit_seconds` says nothing about the program but
+  // that it needs longer: remembered (timeouts/<key>.json, the largest such limit), so the same
+  // program is not compiled again under the same or a shorter limit; a longer one tries again.
+  void remember_timeout(const std::string& key, const std::string& origin, double limit_seconds,
+                        const CompileResult& result) const;
+  // The remembered timed-out result (its log saying so), when `key` timed out under a limit of at
+  // least `limit_seconds`; else nullopt.
+  std::optional<CompileResult> lookup_timeout(const std::string& key, const std::string& origin,
+                                              double limit_seconds) const;
   // Writes result.json into `build_dir` (which holds program.so when result.ok) and renames it to
   // the entry's place. If another writer got there first, `build_dir` is discarded and theirs is
   // returned. Returns the stored result with library_path set.
@@ -58,10 +74,8 @@ class CompileCache {
 
  private:
   std::string root_;
+  uint64_t max_bytes_;
+  mutable std::atomic<uint64_t> publishes_{0};
 };
-
-// rm -rf `path`, best effort. (Not std::filesystem::remove_all: libtorch.so exports its own copy
-// of the std::filesystem symbols, and in a process that links it remove_all crashes.)
-void remove_tree(const std::string& path);
 
 }  // namespace crl

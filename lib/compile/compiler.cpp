@@ -342,12 +342,13 @@ struct Compiler::Impl {
       std::string log;
       // A compiler killed by the timeout or a signal (the OOM killer, a loaded node) says nothing
       // certain about the program, so such a failure is reported but not cached.
-      bool transient = false;
-      const auto describe = [&transient](const char* what, const CommandResult& r) {
+      bool transient = false, timed_out = false;
+      const auto describe = [&transient, &timed_out](const char* what, const CommandResult& r) {
         if (r.exit_code == -1 && r.signal == 0 && !r.timed_out) {
           throw Error(fmt::format("the {} compiler could not be started: {}", what, r.output));
         }
         if (r.timed_out || r.signal != 0) transient = true;
+        if (r.timed_out) timed_out = true;
         if (r.timed_out) return fmt::format("[crl: {} compile timed out]\n", what);
         if (r.signal != 0) return fmt::format("[crl: {} compiler killed by signal {}]\n", what, r.signal);
         return std::string();
@@ -378,6 +379,8 @@ struct Compiler::Impl {
       if (transient) {
         remove_tree(dir);
         result.key = key;
+        // A timeout is remembered with its limit (compile_cache.h); a signal is not.
+        if (timed_out) cache->remember_timeout(key, request.program.origin, options.timeout_seconds, result);
         return result;
       }
     } catch (...) {
@@ -405,10 +408,14 @@ struct Compiler::Impl {
       return *hit;
     }
     FileLock lock(cache->lock_path(key));
-    // Whoever held the lock before us may have just published this key.
+    // Whoever held the lock before us may have just published this key (or timed out on it).
     if (auto hit = cache->lookup(key, request.program.origin)) {
       hit->seconds = seconds_since(start);
       return *hit;
+    }
+    if (auto timed_out = cache->lookup_timeout(key, request.program.origin, options.timeout_seconds)) {
+      timed_out->seconds = seconds_since(start);
+      return *timed_out;
     }
     CompileResult result = build(request, key);
     result.seconds = seconds_since(start);

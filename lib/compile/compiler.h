@@ -47,7 +47,7 @@ struct CompilerOptions {
   int node_slots = 0;
   std::string node_slots_dir;
   std::string cuda_arch;          // default for requests; empty: the local GPU's (sm_90a without one)
-  double timeout_seconds = 300;   // per compiler invocation; longer fails (not cached: may be the node)
+  double timeout_seconds = 300;   // per compiler invocation; longer fails, remembered for this limit
   size_t max_log_bytes = 16384;   // longer compiler logs keep their head and say how much was cut
   // Toolchain; empty fields take what crl was built with.
   std::string cxx;                // g++
@@ -65,8 +65,9 @@ class Compiler {
   Compiler& operator=(const Compiler&) = delete;
 
   // Compiles (or finds in the cache) one program. A program that does not compile gives ok=false
-  // with the log, and is cached like a success, unless a compiler timed out or was killed (then
-  // the next request tries again). A broken toolchain (compiler missing, PCH build failing, cache
+  // with the log, and is cached like a success, unless a compiler was killed (then the next
+  // request tries again) or timed out (then requests under the same or a shorter limit get the
+  // remembered timeout; a longer limit tries again). A broken toolchain (compiler missing, PCH build failing, cache
   // not writable) throws crl::Error.
   CompileResult compile(const CompileRequest& request);
   // compile() on the pool; identical requests in flight share one compile.

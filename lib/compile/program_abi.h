@@ -1,4 +1,4 @@
-// The binary contract between crl and a compiled program's shared library (B2's worker loads it).
+// The binary contract between crl and a compiled program's shared library (crl-worker loads it).
 //
 // A program compiles to one .so that exports, with C linkage:
 //   int crl_forward(const at::Tensor* args, size_t nargs, std::vector<at::Tensor>* outputs,

@@ -1,8 +1,7 @@
 // YAML parsing with positions in every error message.
 #include "core/yaml_file.h"
 
-#include <fstream>
-#include <sstream>
+#include "core/read_file.h"
 
 namespace crl {
 
@@ -22,11 +21,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
 }
 
 YAML::Node load_yaml_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_io_error("cannot open YAML file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_yaml(ss.str(), path);
+  return parse_yaml(read_file(path, "YAML file"), path);
 }
 
 }  // namespace crl

@@ -2,15 +2,14 @@
 #include "policy/config.h"
 
 #include <fmt/format.h>
-#include <torch/torch.h>
 
 #include <cmath>
 #include <fstream>
-#include <numbers>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/read_file.h"
 
 namespace crl::policy {
 namespace {
@@ -23,13 +22,24 @@ using nlohmann::json;
 
 std::string type_name(const json& v) { return v.type_name(); }
 
-int64_t read_int(const json& j, const std::string& key, const std::string& origin, const std::string& where = "") {
-  const json& v = j.at(key);
-  const std::string name = where.empty() ? key : where + "." + key;
+// `v` as an int64, or an InputError naming `name` in `origin`.
+int64_t to_int(const json& v, const std::string& name, const std::string& origin) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    fail(origin, name, fmt::format("{} does not fit in 64 bits", v.dump()));
+  }
   if (v.is_number_integer()) return v.get<int64_t>();
-  // Some writers emit integral floats (8192.0); accept those, refuse 0.5.
-  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) return static_cast<int64_t>(v.get<double>());
+  // Some writers emit integral floats (8192.0); accept those, refuse 0.5. The range check comes
+  // first: converting a double outside int64's range (1e30) is undefined behaviour.
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 0x1p63) return static_cast<int64_t>(d);
+    if (std::isfinite(d) && std::floor(d) == d) fail(origin, name, fmt::format("{} does not fit in 64 bits", v.dump()));
+  }
   fail(origin, name, fmt::format("expected an integer, found {} {}", type_name(v), v.dump()));
+}
+
+int64_t read_int(const json& j, const std::string& key, const std::string& origin, const std::string& where = "") {
+  return to_int(j.at(key), where.empty() ? key : where + "." + key, origin);
 }
 
 double read_number(const json& j, const std::string& key, const std::string& origin, const std::string& where = "") {
@@ -249,8 +259,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
     const json& e = j["eos_token_id"];
     if (e.is_array()) {
       for (size_t i = 0; i < e.size(); ++i) {
-        if (!e[i].is_number_integer()) fail(origin, fmt::format("eos_token_id[{}]", i), "expected an integer");
-        c.eos_token_ids.push_back(e[i].get<int64_t>());
+        c.eos_token_ids.push_back(to_int(e[i], fmt::format("eos_token_id[{}]", i), origin));
       }
     } else {
       c.eos_token_ids.push_back(read_int(j, "eos_token_id", origin));
@@ -317,17 +326,24 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& origin) {
 }
 
 void ModelConfig::validate(const std::string& origin) const {
-  auto positive = [&](const char* name, int64_t v) {
+  // Each size lies in [1, limit]. The limits are far above any published Qwen2/Llama model
+  // (vocabularies of 152k, 8k-wide layers of 30k, 128 layers) and low enough that products of
+  // sizes (a weight's element count, heads * head_dim) cannot overflow 64 bits.
+  auto in_range = [&](const char* name, int64_t v, int64_t limit) {
     if (v <= 0) fail(origin, name, fmt::format("must be positive, is {}", v));
+    if (v > limit) fail(origin, name, fmt::format("{} is above crl's limit of {}", v, limit));
   };
-  positive("vocab_size", vocab_size);
-  positive("hidden_size", hidden_size);
-  positive("intermediate_size", intermediate_size);
-  positive("num_hidden_layers", num_hidden_layers);
-  positive("num_attention_heads", num_attention_heads);
-  positive("num_key_value_heads", num_key_value_heads);
-  positive("head_dim", head_dim);
-  positive("max_position_embeddings", max_position_embeddings);
+  in_range("vocab_size", vocab_size, kMaxVocabSize);
+  in_range("hidden_size", hidden_size, kMaxHiddenSize);
+  in_range("intermediate_size", intermediate_size, kMaxIntermediateSize);
+  in_range("num_hidden_layers", num_hidden_layers, kMaxLayers);
+  in_range("num_attention_heads", num_attention_heads, kMaxHeads);
+  in_range("num_key_value_heads", num_key_value_heads, kMaxHeads);
+  in_range("head_dim", head_dim, kMaxHeadDim);
+  in_range("max_position_embeddings", max_position_embeddings, kMaxPositions);
+  if (rope.type == RopeType::kYarn || rope.type == RopeType::kLlama3) {
+    in_range("rope_parameters.original_max_position_embeddings", rope.original_max_position_embeddings, kMaxPositions);
+  }
   if (num_attention_heads % num_key_value_heads != 0) {
     fail(origin, "num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", num_key_value_heads,
                                                     num_attention_heads));
@@ -405,13 +421,10 @@ json ModelConfig::to_json() const {
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
   const std::filesystem::path file = std::filesystem::is_directory(path) ? path / "config.json" : path;
-  std::ifstream in(file);
-  if (!in) throw IoError(fmt::format("{}: cannot open the model config (a Hugging Face config.json)", file.string()));
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_file(file, "model config (a Hugging Face config.json)");
   json j;
   try {
-    j = json::parse(text.str());
+    j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }
@@ -423,71 +436,6 @@ void save_model_config(const ModelConfig& config, const std::filesystem::path& f
   if (!out) throw IoError(fmt::format("{}: cannot open for writing", file.string()));
   out << config.to_json().dump(2) << "\n";
   if (!out) throw IoError(fmt::format("{}: write failed", file.string()));
-}
-
-// Computed with float32 torch ops in the order transformers uses, so the frequencies agree bit for bit.
-RopeFrequencies rope_frequencies(const ModelConfig& config) {
-  const RopeSettings& rope = config.rope;
-  const int64_t dim = config.head_dim;
-  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
-  const torch::Tensor exponents = torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(dim);
-  const torch::Tensor pos_freqs = torch::pow(rope.theta, exponents);
-  torch::Tensor inv_freq = 1.0 / pos_freqs;
-  double attention_scaling = 1.0;
-  switch (rope.type) {
-    case RopeType::kDefault:
-    case RopeType::kDynamic:  // equal to default while positions stay within max_position_embeddings
-      break;
-    case RopeType::kLinear:
-      inv_freq = inv_freq / rope.factor;
-      break;
-    case RopeType::kLlama3: {
-      const double old_context = static_cast<double>(rope.original_max_position_embeddings);
-      const double low_freq_wavelen = old_context / rope.low_freq_factor;
-      const double high_freq_wavelen = old_context / rope.high_freq_factor;
-      const torch::Tensor wavelen = 2 * std::numbers::pi / inv_freq;
-      torch::Tensor scaled = torch::where(wavelen > low_freq_wavelen, inv_freq / rope.factor, inv_freq);
-      const torch::Tensor smooth = (old_context / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor);
-      const torch::Tensor smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled;
-      const torch::Tensor medium = (~(wavelen < high_freq_wavelen)) * (~(wavelen > low_freq_wavelen));
-      inv_freq = torch::where(medium, smoothed, scaled);
-      break;
-    }
-    case RopeType::kYarn: {
-      double factor = rope.factor;
-      const double original = static_cast<double>(rope.original_max_position_embeddings);
-      auto get_mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
-      if (rope.attention_factor) {
-        attention_scaling = *rope.attention_factor;
-      } else if (rope.mscale && rope.mscale_all_dim && *rope.mscale != 0 && *rope.mscale_all_dim != 0) {
-        attention_scaling = get_mscale(factor, *rope.mscale) / get_mscale(factor, *rope.mscale_all_dim);
-      } else {
-        attention_scaling = get_mscale(factor, 1.0);
-      }
-      auto correction_dim = [&](double rotations) {
-        return (dim * std::log(original / (rotations * 2 * std::numbers::pi))) / (2 * std::log(rope.theta));
-      };
-      double low = correction_dim(rope.beta_fast);
-      double high = correction_dim(rope.beta_slow);
-      if (rope.truncate) {
-        low = std::floor(low);
-        high = std::ceil(high);
-      }
-      low = std::max(low, 0.0);
-      high = std::min(high, static_cast<double>(dim - 1));
-      if (low == high) high += 0.001;
-      const torch::Tensor ramp = torch::clamp((torch::arange(dim / 2, f32) - low) / (high - low), 0, 1);
-      const torch::Tensor extrapolation_factor = 1 - ramp;
-      const torch::Tensor interpolation = 1.0 / (factor * pos_freqs);
-      inv_freq = interpolation * (1 - extrapolation_factor) + inv_freq * extrapolation_factor;
-      break;
-    }
-  }
-  inv_freq = inv_freq.contiguous();
-  RopeFrequencies result;
-  result.inv_freq.assign(inv_freq.data_ptr<float>(), inv_freq.data_ptr<float>() + inv_freq.numel());
-  result.attention_scaling = attention_scaling;
-  return result;
 }
 
 }  // namespace crl::policy

@@ -17,6 +17,15 @@
 
 namespace crl::policy {
 
+// Upper bounds of config.json's sizes (ModelConfig::validate refuses larger ones).
+inline constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+inline constexpr int64_t kMaxHiddenSize = int64_t{1} << 17;
+inline constexpr int64_t kMaxIntermediateSize = int64_t{1} << 20;
+inline constexpr int64_t kMaxLayers = int64_t{1} << 12;
+inline constexpr int64_t kMaxHeads = int64_t{1} << 12;
+inline constexpr int64_t kMaxHeadDim = int64_t{1} << 12;
+inline constexpr int64_t kMaxPositions = int64_t{1} << 28;
+
 // How rotary frequencies are rescaled for long contexts (transformers' rope_type).
 enum class RopeType { kDefault, kLinear, kDynamic, kYarn, kLlama3 };
 
@@ -65,7 +74,8 @@ struct ModelConfig {
   static ModelConfig from_json(const nlohmann::json& j, const std::string& origin);
   // The config.json transformers 5 writes for this architecture (rope_parameters form).
   nlohmann::json to_json() const;
-  // Throws InputError (naming origin and the field) unless sizes are positive and consistent.
+  // Throws InputError (naming origin and the field) unless sizes are positive, within the
+  // limits above and consistent.
   void validate(const std::string& origin) const;
 };
 
@@ -74,7 +84,8 @@ ModelConfig load_model_config(const std::filesystem::path& path);
 // Writes config.json (pretty-printed); throws IoError on failure.
 void save_model_config(const ModelConfig& config, const std::filesystem::path& file);
 
-// Rotary inverse frequencies (head_dim / 2 values, float32, as transformers computes them at init)
+// Rotary inverse frequencies (defined in rope_frequencies.cpp, the one part that needs LibTorch;
+// head_dim / 2 values, float32, as transformers computes them at init)
 // and the factor cos and sin are multiplied by (yarn's attention factor; 1 otherwise).
 struct RopeFrequencies {
   std::vector<float> inv_freq;

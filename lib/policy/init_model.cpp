@@ -11,6 +11,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/read_file.h"
 #include "policy/bpe_trainer.h"
 #include "policy/model.h"
 #include "policy/safetensors.h"
@@ -24,12 +25,9 @@ void check_positive(const char* option, int64_t value) {
 }
 
 std::string read_corpus(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("init-model: cannot read the corpus {}", path.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) throw InputError(fmt::format("init-model: the corpus {} is empty", path.string()));
-  return text.str();
+  std::string text = read_file(path, "init-model corpus");
+  if (text.empty()) throw InputError(fmt::format("init-model: the corpus {} is empty", path.string()));
+  return text;
 }
 
 // True when `dir` holds any entry. Uses readdir: the std::filesystem directory functions that

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "policy/model_shapes.h"
 #include "policy/safetensors.h"
 
 namespace crl::policy {
@@ -293,9 +294,13 @@ torch::Device parse_device(const std::string& name) {
 
 CausalLm load_causal_lm(const std::filesystem::path& dir, torch::ScalarType dtype, torch::Device device) {
   const ModelConfig config = load_model_config(dir);
+  const SafetensorsCheckpoint checkpoint(dir);
+  // The shapes first: a config whose sizes the checkpoint does not hold must not allocate a model.
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& name : checkpoint.names()) entries.push_back(checkpoint.entry(name));
+  check_checkpoint_shapes(config, entries, dir.string());
   CausalLm model(config);
   model->eval();
-  const SafetensorsCheckpoint checkpoint(dir);
   load_state(model, checkpoint.load_all(), dir.string());
   model->to(device, dtype);
   return model;

@@ -20,31 +20,29 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/read_file.h"
 
 namespace crl::policy {
 namespace {
 
 using nlohmann::json;
 
-// The reference implementation refuses headers above 100 MB; so do we, before allocating.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-
+// The ATen type of each safetensors dtype (their sizes: safetensors_header.cpp).
 struct DtypeInfo {
   const char* name;
-  size_t size;
   at::ScalarType type;
 };
 
 constexpr DtypeInfo kDtypes[] = {
-    {"F64", 8, at::kDouble},         {"F32", 4, at::kFloat},
-    {"F16", 2, at::kHalf},           {"BF16", 2, at::kBFloat16},
-    {"I64", 8, at::kLong},           {"I32", 4, at::kInt},
-    {"I16", 2, at::kShort},          {"I8", 1, at::kChar},
-    {"U8", 1, at::kByte},            {"BOOL", 1, at::kBool},
-    {"U16", 2, at::kUInt16},         {"U32", 4, at::kUInt32},
-    {"U64", 8, at::kUInt64},         {"F8_E4M3", 1, at::kFloat8_e4m3fn},
-    {"F8_E5M2", 1, at::kFloat8_e5m2}, {"F8_E8M0", 1, at::kFloat8_e8m0fnu},
-    {"C64", 8, at::kComplexFloat},
+    {"F64", at::kDouble},         {"F32", at::kFloat},
+    {"F16", at::kHalf},           {"BF16", at::kBFloat16},
+    {"I64", at::kLong},           {"I32", at::kInt},
+    {"I16", at::kShort},          {"I8", at::kChar},
+    {"U8", at::kByte},            {"BOOL", at::kBool},
+    {"U16", at::kUInt16},         {"U32", at::kUInt32},
+    {"U64", at::kUInt64},         {"F8_E4M3", at::kFloat8_e4m3fn},
+    {"F8_E5M2", at::kFloat8_e5m2}, {"F8_E8M0", at::kFloat8_e8m0fnu},
+    {"C64", at::kComplexFloat},
 };
 
 const DtypeInfo* find_dtype(const std::string& name) {
@@ -54,101 +52,6 @@ const DtypeInfo* find_dtype(const std::string& name) {
   return nullptr;
 }
 
-std::string known_dtype_list() {
-  std::string out;
-  for (const auto& d : kDtypes) {
-    if (!out.empty()) out += ", ";
-    out += d.name;
-  }
-  return out;
-}
-
-[[noreturn]] void bad_file(const std::filesystem::path& path, const std::string& what) {
-  throw InputError(fmt::format("safetensors file {}: {}", path.string(), what));
-}
-
-[[noreturn]] void bad_tensor(const std::filesystem::path& path, const std::string& name,
-                             const std::string& what) {
-  throw InputError(fmt::format("safetensors file {}, tensor '{}': {}", path.string(), name, what));
-}
-
-// n * m, or nullopt on overflow of uint64.
-bool checked_mul(uint64_t a, uint64_t b, uint64_t& out) {
-  if (a != 0 && b > UINT64_MAX / a) return false;
-  out = a * b;
-  return true;
-}
-
-uint64_t json_uint(const json& value, const std::filesystem::path& path, const std::string& name,
-                   const char* field) {
-  if (!value.is_number_integer() || (value.is_number_integer() && !value.is_number_unsigned() &&
-                                     value.get<int64_t>() < 0)) {
-    bad_tensor(path, name, fmt::format("{} must hold non-negative integers, got {}", field,
-                                       value.dump()));
-  }
-  return value.get<uint64_t>();
-}
-
-SafetensorsEntry parse_entry(const std::string& name, const json& value,
-                             const std::filesystem::path& path) {
-  if (name.empty()) bad_file(path, "a tensor has an empty name");
-  if (!value.is_object()) bad_tensor(path, name, "header entry is not a JSON object");
-  SafetensorsEntry entry;
-  entry.name = name;
-  for (const auto& [key, field] : value.items()) {
-    if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      bad_tensor(path, name, fmt::format("unknown header field '{}'", key));
-    }
-  }
-  if (!value.contains("dtype") || !value["dtype"].is_string()) {
-    bad_tensor(path, name, "missing or non-string 'dtype'");
-  }
-  entry.dtype = value["dtype"].get<std::string>();
-  if (!find_dtype(entry.dtype)) {
-    bad_tensor(path, name,
-               fmt::format("unknown dtype '{}' (known: {})", entry.dtype, known_dtype_list()));
-  }
-  if (!value.contains("shape") || !value["shape"].is_array()) {
-    bad_tensor(path, name, "missing or non-array 'shape'");
-  }
-  for (const auto& dim : value["shape"]) {
-    const uint64_t d = json_uint(dim, path, name, "shape");
-    if (d > static_cast<uint64_t>(INT64_MAX)) bad_tensor(path, name, "shape dimension too large");
-    entry.shape.push_back(static_cast<int64_t>(d));
-  }
-  if (!value.contains("data_offsets") || !value["data_offsets"].is_array() ||
-      value["data_offsets"].size() != 2) {
-    bad_tensor(path, name, "'data_offsets' must be an array [begin, end]");
-  }
-  entry.data_begin = json_uint(value["data_offsets"][0], path, name, "data_offsets");
-  entry.data_end = json_uint(value["data_offsets"][1], path, name, "data_offsets");
-  if (entry.data_end < entry.data_begin) {
-    bad_tensor(path, name, fmt::format("data_offsets [{}, {}] end before they begin",
-                                       entry.data_begin, entry.data_end));
-  }
-  uint64_t bytes = safetensors_dtype_size(entry.dtype);
-  for (int64_t d : entry.shape) {
-    if (!checked_mul(bytes, static_cast<uint64_t>(d), bytes)) {
-      bad_tensor(path, name, "shape x dtype size overflows");
-    }
-  }
-  if (bytes != entry.data_end - entry.data_begin) {
-    bad_tensor(path, name,
-               fmt::format("data_offsets [{}, {}] span {} bytes, but shape [{}] of {} needs {}",
-                           entry.data_begin, entry.data_end, entry.data_end - entry.data_begin,
-                           fmt::join(entry.shape, ", "), entry.dtype, bytes));
-  }
-  return entry;
-}
-
-std::vector<char> read_whole_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_io_error("cannot open", path.string());
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  return {text.begin(), text.end()};
-}
 
 bool is_plain_file_name(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
@@ -231,20 +134,11 @@ void write_prepared(const std::filesystem::path& path, std::vector<const Prepare
 
 }  // namespace
 
-size_t safetensors_dtype_size(const std::string& dtype) {
-  const DtypeInfo* d = find_dtype(dtype);
-  if (!d) {
-    throw InputError(fmt::format("unknown safetensors dtype '{}' (known: {})", dtype,
-                                 known_dtype_list()));
-  }
-  return d->size;
-}
-
 at::ScalarType safetensors_dtype_to_scalar_type(const std::string& dtype) {
   const DtypeInfo* d = find_dtype(dtype);
   if (!d) {
     throw InputError(fmt::format("unknown safetensors dtype '{}' (known: {})", dtype,
-                                 known_dtype_list()));
+                                 safetensors_dtype_names()));
   }
   return d->type;
 }
@@ -279,7 +173,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
     ::close(fd);
-    bad_file(path, fmt::format("only {} bytes: too short for the 8-byte header length", file_size));
+    throw InputError(fmt::format("safetensors file {}: only {} bytes: too short for the 8-byte header length",
+                                 path.string(), file_size));
   }
   mapping_ = std::make_shared<Mapping>();
   mapping_->length = file_size;
@@ -290,98 +185,17 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     mapping_->address = nullptr;
     throw_io_error("cannot mmap safetensors file", path.string());
   }
-  const auto* bytes = static_cast<const uint8_t*>(mapping_->address);
-  uint64_t header_length = 0;
-  for (int i = 7; i >= 0; --i) header_length = (header_length << 8) | bytes[i];
-  if (header_length > file_size - 8) {
-    bad_file(path, fmt::format("header length {} exceeds the {} bytes after the length field "
-                               "(truncated or not a safetensors file)",
-                               header_length, file_size - 8));
-  }
-  if (header_length > kMaxHeaderBytes) {
-    bad_file(path, fmt::format("header length {} is above the {}-byte limit", header_length,
-                               kMaxHeaderBytes));
-  }
-  if (header_length < 2 || bytes[8] != '{') {
-    bad_file(path, "header does not start with '{' (not a safetensors file)");
-  }
-  data_start_ = 8 + header_length;
-  const uint64_t data_size = file_size - data_start_;
-
-  // Parse with a callback that catches duplicate top-level names, which a plain parse would
-  // silently collapse into one.
-  std::set<std::string> top_level_keys;
-  std::string duplicate;
-  json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth == 1 && event == json::parse_event_t::key) {
-      const std::string key = parsed.get<std::string>();
-      if (!top_level_keys.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
-  json header;
-  try {
-    const char* begin = reinterpret_cast<const char*>(bytes + 8);
-    header = json::parse(begin, begin + header_length, on_event);
-  } catch (const json::exception& e) {
-    bad_file(path, fmt::format("header is not valid JSON: {}", e.what()));
-  }
-  if (!duplicate.empty()) bad_tensor(path, duplicate, "name appears twice in the header");
-  if (!header.is_object()) bad_file(path, "header is not a JSON object");
-
-  for (const auto& [name, value] : header.items()) {
-    if (name == "__metadata__") {
-      if (!value.is_object()) bad_file(path, "__metadata__ is not a JSON object");
-      for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) {
-          bad_file(path, fmt::format("__metadata__ value of '{}' is not a string", k));
-        }
-        metadata_[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    entries_.push_back(parse_entry(name, value, path));
-  }
-  std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.data_begin, a.data_end) < std::tie(b.data_begin, b.data_end);
-  });
-  uint64_t expected_begin = 0;
-  for (const auto& e : entries_) {
-    if (e.data_begin != expected_begin) {
-      bad_tensor(path, e.name,
-                 e.data_begin < expected_begin
-                     ? fmt::format("data_offsets [{}, {}] overlap the previous tensor (ends at {})",
-                                   e.data_begin, e.data_end, expected_begin)
-                     : fmt::format("data_offsets [{}, {}] leave a gap after byte {}",
-                                   e.data_begin, e.data_end, expected_begin));
-    }
-    if (e.data_end > data_size) {
-      bad_tensor(path, e.name,
-                 fmt::format("data_offsets [{}, {}] run past the {}-byte data buffer (truncated "
-                             "file?)",
-                             e.data_begin, e.data_end, data_size));
-    }
-    expected_begin = e.data_end;
-  }
-  if (expected_begin != data_size) {
-    bad_file(path, fmt::format("tensors cover {} bytes but the data buffer holds {}",
-                               expected_begin, data_size));
-  }
+  SafetensorsHeader header =
+      parse_safetensors_header(static_cast<const uint8_t*>(mapping_->address), file_size, path.string());
+  data_start_ = header.data_start;
+  entries_ = std::move(header.entries);
+  metadata_ = std::move(header.metadata);
   for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
-  for (const auto& e : entries_) {
-    if (e.dtype != "BOOL") continue;
-    const uint8_t* p = bytes + data_start_ + e.data_begin;
-    for (uint64_t i = 0; i < e.data_end - e.data_begin; ++i) {
-      if (p[i] > 1) {
-        bad_tensor(path, e.name, fmt::format("BOOL byte {} holds {}, not 0 or 1", i, p[i]));
-      }
-    }
-  }
 }
 
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
   const auto it = index_.find(name);
-  if (it == index_.end()) bad_tensor(path_, name, "no such tensor");
+  if (it == index_.end()) throw InputError(fmt::format("safetensors file {}, tensor '{}': no such tensor", path_.string(), name));
   return entries_[it->second];
 }
 
@@ -391,7 +205,7 @@ at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   const auto options = at::TensorOptions().dtype(d->type).device(at::kCPU);
   const uint64_t file_offset = data_start_ + e.data_begin;
   auto* data = static_cast<uint8_t*>(mapping_->address) + file_offset;
-  if (file_offset % d->size != 0) {
+  if (file_offset % safetensors_dtype_size(e.dtype) != 0) {
     // Unaligned data (allowed by the format, never made by the reference writer): copy it.
     at::Tensor copy = at::empty(e.shape, options);
     if (e.data_end > e.data_begin) std::memcpy(copy.data_ptr(), data, e.data_end - e.data_begin);
@@ -423,7 +237,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& path) 
     for (const auto& e : shards_[0]->entries()) shard_of_[e.name] = 0;
     return;
   }
-  const std::vector<char> text = read_whole_file(file);
+  const std::string text = read_file(file, "safetensors index");
   json index;
   try {
     index = json::parse(text.begin(), text.end());

@@ -1,14 +1,6 @@
 // safetensors checkpoints (Hugging Face format): validated mmap reading into CPU at::Tensors,
 // single files and sharded checkpoints (model.safetensors.index.json), and atomic writing.
-//
-// The format: 8 bytes little-endian header length N, N bytes of JSON
-//   {"__metadata__": {"k": "v", ...}, "name": {"dtype": "F32", "shape": [2, 3],
-//    "data_offsets": [begin, end]}, ...}
-// then the data buffer; offsets are relative to the buffer's start. A file is accepted only if
-// the header fits in the file, the JSON is well formed with unique names, every tensor's byte
-// size equals its shape times its dtype size, and the tensors tile the buffer exactly (sorted by
-// offset they are contiguous, non-overlapping, start at 0 and end at the end of the file).
-// Anything else is a crl::InputError naming the file and, where there is one, the tensor.
+// The format and its validation: safetensors_header.h.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -22,19 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "policy/safetensors_header.h"
+
 namespace crl::policy {
 
-// One tensor's entry in a safetensors header.
-struct SafetensorsEntry {
-  std::string name;
-  std::string dtype;  // as written in the file: "F32", "BF16", "F8_E4M3", ...
-  std::vector<int64_t> shape;
-  uint64_t data_begin = 0;  // byte offsets into the data buffer (after the header)
-  uint64_t data_end = 0;
-};
-
-// Bytes per element of a safetensors dtype name; throws InputError for names crl does not know.
-size_t safetensors_dtype_size(const std::string& dtype);
 // The ATen scalar type for a safetensors dtype name, and back.
 at::ScalarType safetensors_dtype_to_scalar_type(const std::string& dtype);
 std::string scalar_type_to_safetensors_dtype(at::ScalarType type);

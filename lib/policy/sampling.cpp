@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/statistics.h"
 
 namespace crl::policy {
 namespace {
@@ -23,13 +24,6 @@ torch::Tensor mix32(torch::Tensor x) {
   return torch::bitwise_xor(x, x.__rshift__(16));
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 void SamplingOptions::validate() const {
@@ -42,9 +36,9 @@ void SamplingOptions::validate() const {
 
 torch::Tensor sequence_keys(uint64_t seed, int64_t batch, torch::Device device) {
   std::vector<int64_t> keys(batch);
-  const uint64_t seed_mix = splitmix64(seed);
+  const uint64_t seed_mix = mix64(seed);
   for (int64_t b = 0; b < batch; ++b) {
-    keys[b] = static_cast<int64_t>(splitmix64(seed_mix ^ static_cast<uint64_t>(b)) & 0xFFFFFFFFULL);
+    keys[b] = static_cast<int64_t>(mix64(seed_mix ^ static_cast<uint64_t>(b)) & 0xFFFFFFFFULL);
   }
   return torch::tensor(keys, torch::kInt64).to(device);
 }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/read_file.h"
 #include "policy/unicode.h"
 
 namespace crl::policy {
@@ -26,6 +27,8 @@ using nlohmann::json;
 // crowd the cache); the cache is emptied when it reaches kCacheCapacity entries.
 constexpr size_t kMaxCachedPieceBytes = 256;
 constexpr size_t kCacheCapacity = 1 << 18;
+// Ids are int32; no tokenizer in use comes near 2^24 tokens (Qwen2 has 151,665).
+constexpr int64_t kMaxTokens = int64_t{1} << 24;
 
 // Lets the piece cache be searched with a string_view, without building a key string.
 struct StringViewHash {
@@ -200,6 +203,20 @@ std::string json_type(const json& node) {
 
 void Tokenizer::Impl::load(const json& root) {
   if (!root.is_object()) fail("(top level)", "not a JSON object");
+  // Every top-level key tokenizers writes, each either implemented or refused: truncation and
+  // padding change what encode returns (cut or padded ids), which crl's encode never does, so
+  // only null (what Qwen2 and Llama 3 ship) is accepted.
+  for (const auto& [key, value] : root.items()) {
+    if (key == "version" || key == "model" || key == "normalizer" || key == "pre_tokenizer" ||
+        key == "post_processor" || key == "decoder" || key == "added_tokens") {
+      continue;
+    }
+    if (key == "truncation" || key == "padding") {
+      if (!value.is_null()) fail(key, "must be null (crl's encode neither truncates nor pads)");
+      continue;
+    }
+    fail(key, "unknown top-level field (crl refuses what it does not implement)");
+  }
   if (!root.contains("model")) fail("model", "missing");
   load_model(root["model"]);
   load_normalizer(root.contains("normalizer") ? root["normalizer"] : json());
@@ -316,16 +333,22 @@ void Tokenizer::Impl::load_model(const json& node) {
   ignore_merges = json_bool(node, "ignore_merges", false);
   fuse_unk = json_bool(node, "fuse_unk", false);
   if (!node.contains("vocab") || !node["vocab"].is_object()) fail("model.vocab", "missing or not an object");
-  int32_t max_id = -1;
-  for (const auto& [token, id] : node["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      fail("model.vocab", fmt::format("token '{}' has id {}, not a non-negative integer", token,
-                                      id.dump()));
+  // The vocabulary is dense (ids 0..n-1 for n entries), so an id of n or more is refused before
+  // anything is sized by it.
+  const json& vocab_node = node["vocab"];
+  if (vocab_node.size() > static_cast<size_t>(kMaxTokens)) {
+    fail("model.vocab", fmt::format("{} entries are above crl's limit of {}", vocab_node.size(), kMaxTokens));
+  }
+  const int64_t entries = static_cast<int64_t>(vocab_node.size());
+  for (const auto& [token, id] : vocab_node.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= entries) {
+      fail("model.vocab", fmt::format("token '{}' has id {}, not an integer in [0, {}) (the vocabulary is dense: "
+                                      "ids run from 0 to its number of entries)",
+                                      token, id.dump(), entries));
     }
     vocab[token] = id.get<int32_t>();
-    max_id = std::max(max_id, id.get<int32_t>());
   }
-  id_to_token.assign(static_cast<size_t>(max_id + 1), std::string());
+  id_to_token.assign(static_cast<size_t>(entries), std::string());
   std::vector<uint8_t> seen(id_to_token.size(), 0);
   for (const auto& [token, id] : vocab) {
     if (seen[id]) fail("model.vocab", fmt::format("id {} is given to two tokens", id));
@@ -376,12 +399,18 @@ void Tokenizer::Impl::load_model(const json& node) {
 
 void Tokenizer::Impl::load_added_tokens(const json& node) {
   if (!node.is_array()) fail("added_tokens", "not an array");
+  // Added tokens extend the dense vocabulary (or repeat an id of it): every id lies below the
+  // number of vocabulary entries plus added tokens.
+  const int64_t id_limit = static_cast<int64_t>(id_to_token.size()) + static_cast<int64_t>(node.size());
+  if (id_limit > kMaxTokens) fail("added_tokens", fmt::format("more than crl's limit of {} tokens in all", kMaxTokens));
   for (size_t i = 0; i < node.size(); ++i) {
     const json& t = node[i];
     const std::string field = fmt::format("added_tokens[{}]", i);
     if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
-        t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() > INT32_MAX) {
-      fail(field + ".id", "missing or not a non-negative integer");
+        t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() >= id_limit) {
+      fail(field + ".id", fmt::format("missing or not an integer in [0, {}) (the vocabulary's entries plus the "
+                                      "added tokens)",
+                                      id_limit));
     }
     if (!t.contains("content") || !t["content"].is_string() || t["content"].get<std::string>().empty()) {
       fail(field + ".content", "missing or empty");
@@ -449,7 +478,11 @@ void Tokenizer::Impl::load_post_processor(const json& node, const std::string& f
       fail(field + ".special_tokens", fmt::format("'{}' is used but not defined", name));
     }
     for (const auto& id : specials[name]["ids"]) {
-      if (!id.is_number_integer()) fail(field + ".special_tokens", fmt::format("'{}' has a bad id", name));
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() >= static_cast<int64_t>(id_to_token.size()) || id_to_token[id.get<size_t>()].empty()) {
+        fail(field + ".special_tokens", fmt::format("'{}' has id {}, which is not a token of this tokenizer", name,
+                                                    id.dump()));
+      }
       (after_sequence ? template_suffix : template_prefix).push_back(id.get<int32_t>());
     }
   }
@@ -657,11 +690,7 @@ Tokenizer::Tokenizer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
   const std::filesystem::path file =
       std::filesystem::is_directory(path) ? path / "tokenizer.json" : path;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw_io_error("cannot open tokenizer", file.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return from_json(text.str(), file.string());
+  return from_json(read_file(file, "tokenizer"), file.string());
 }
 
 Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& source) {

@@ -10,17 +10,10 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/statistics.h"
 
 namespace crl {
 namespace {
-
-// SplitMix64's finaliser: nearby seeds give unrelated streams.
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 at::Generator make_generator(const at::Device& device, uint64_t stream_seed) {
   at::Generator gen;
@@ -34,10 +27,6 @@ at::Generator make_generator(const at::Device& device, uint64_t stream_seed) {
   }
   return gen;
 }
-
-// Draws are made in the tensor's own dtype (ATen samples in float and rounds inside the kernel):
-// a float32 temporary would double the memory and time of full-scale half-precision inputs.
-at::ScalarType draw_dtype(at::ScalarType dtype) { return dtype; }
 
 }  // namespace
 
@@ -54,8 +43,10 @@ at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const s
                          uint64_t stream_seed, const at::Device& device) {
   const ScaleVariables& vars = spec.scale_variables(scale);
   const std::vector<int64_t> shape = spec.shape_at(tensor, scale);
-  const auto draw = at::TensorOptions().dtype(draw_dtype(tensor.dtype)).device(device);
-  const auto exact = at::TensorOptions().dtype(tensor.dtype).device(device);
+  // Random draws are made in the tensor's own dtype (ATen samples in float and rounds inside the
+  // kernel): a float32 temporary would double the memory and time of full-scale half inputs.
+  const auto draw = at::TensorOptions().dtype(tensor.dtype).device(device);
+  const auto exact = draw;
   at::Generator gen = make_generator(device, stream_seed);
   const auto arg = [&](size_t i) { return tensor.init.args.at(i).evaluate(vars); };
   at::Tensor t;

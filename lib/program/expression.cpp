@@ -50,7 +50,8 @@ class Parser {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
   }
 
-  static NodePtr binary(Node::Kind kind, NodePtr left, NodePtr right) {
+  NodePtr binary(Node::Kind kind, NodePtr left, NodePtr right) {
+    enter(operators_, kMaxOperators, "operators");
     auto node = std::make_shared<Node>();
     node->kind = kind;
     node->left = std::move(left);
@@ -98,7 +99,18 @@ class Parser {
     }
   }
 
+  // Counts the recursion of parse_unary (unary signs and parentheses) and the operators of the
+  // whole expression, each of which adds a level to the tree that evaluation walks recursively.
+  void enter(size_t& counter, size_t limit, const char* what) {
+    if (++counter > limit) fail(fmt::format("more than {} {} (crl's limit)", limit, what));
+  }
+
   NodePtr parse_unary() {
+    enter(depth_, kMaxNesting, "nested parentheses and signs");
+    struct Leave {
+      size_t& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     skip_space();
     if (pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '+')) {
       const bool negate = text_[pos_] == '-';
@@ -174,9 +186,16 @@ class Parser {
     return node;
   }
 
+  // Spec expressions are a few operators deep; these caps keep a hostile one from overflowing
+  // the stack of the parser, the evaluator or the tree's destructor.
+  static constexpr size_t kMaxNesting = 64;
+  static constexpr size_t kMaxOperators = 1000;
+
   const std::string& text_;
   const std::string& where_;
   size_t pos_ = 0;
+  size_t depth_ = 0;
+  size_t operators_ = 0;
 };
 
 // A value during evaluation: an exact integer while every step stays whole, else a double.
@@ -243,16 +262,20 @@ class Evaluator {
           return make_integer(r);
         case Node::Kind::divide:
           if (y == 0) fail("division by zero");
+          // INT64_MIN / -1 overflows (and traps on x86), as does INT64_MIN % -1 below.
+          if (x == std::numeric_limits<int64_t>::min() && y == -1) fail("integer overflow");
           if (x % y == 0) return make_integer(x / y);
           return make_decimal(static_cast<double>(x) / static_cast<double>(y));
         case Node::Kind::floor_divide: {
           if (y == 0) fail("division by zero");
+          if (x == std::numeric_limits<int64_t>::min() && y == -1) fail("integer overflow");
           int64_t q = x / y;
           if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
           return make_integer(q);
         }
         case Node::Kind::modulo: {
           if (y == 0) fail("division by zero");
+          if (y == -1) return make_integer(0);  // x % -1 is 0, but INT64_MIN % -1 traps
           int64_t m = x % y;
           if (m != 0 && ((m < 0) != (y < 0))) m += y;
           return make_integer(m);

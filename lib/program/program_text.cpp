@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/read_file.h"
 
 namespace crl {
 namespace {
@@ -25,6 +26,8 @@ std::string quoted_excerpt(std::string_view line) {
   return fmt::format("'{}...'", line.substr(0, kMax));
 }
 
+constexpr const char* kUtf8ByteOrderMark = "\xEF\xBB\xBF";
+
 bool only_whitespace(const std::string& s) {
   return s.find_first_not_of(" \t\r\n") == std::string::npos;
 }
@@ -36,14 +39,16 @@ ProgramText parse_program_text(const std::string& text, const std::string& origi
   program.origin = origin;
   SourceSection* current = nullptr;
   int line_number = 0;
-  size_t pos = 0;
+  // Editors on Windows save UTF-8 with a byte-order mark; it is no part of the program.
+  size_t pos = text.starts_with(kUtf8ByteOrderMark) ? std::string_view(kUtf8ByteOrderMark).size() : 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
     std::string_view line(text.data() + pos, end - pos);
     pos = end + 1;
     ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    // All trailing CRs, not just one: else "x\r\r\n" loses one CR per parse and render round trip.
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const std::string_view trimmed = trim(line);
 
     // A "// crl:" line is always meant as a marker, so a misspelt one is an error, not code.
@@ -89,12 +94,7 @@ ProgramText parse_program_text(const std::string& text, const std::string& origi
 }
 
 ProgramText load_program_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_io_error("cannot open program file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw_io_error("cannot read program file", path);
-  return parse_program_text(ss.str(), path);
+  return parse_program_text(read_file(path, "program file"), path);
 }
 
 std::string render_program_text(const ProgramText& program) {

@@ -23,7 +23,7 @@ inline constexpr const char* kSpecMarker = "// crl:spec";
 inline constexpr const char* kDeviceMarker = "// crl:device";
 inline constexpr const char* kHostMarker = "// crl:host";
 
-// Splits `text` at its marker lines. Throws InputError "origin:LINE: expected ... (found ...)" for
+// Splits `text` at its marker lines (a leading UTF-8 byte-order mark is skipped). Throws InputError "origin:LINE: expected ... (found ...)" for
 // an unknown or repeated marker, anything but blank lines and // comments before the first marker,
 // and a missing or empty host section.
 ProgramText parse_program_text(const std::string& text, const std::string& origin);

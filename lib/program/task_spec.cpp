@@ -50,7 +50,9 @@ void require_map(const SpecContext& ctx, const YAML::Node& node, const std::stri
 void reject_duplicate_keys(const SpecContext& ctx, const YAML::Node& map, const std::string& what) {
   std::set<std::string> seen;
   for (const auto& entry : map) {
-    const std::string key = entry.first.as<std::string>();
+    // A key may itself be a list or a mapping in YAML ("? [a]: b"); no spec key is.
+    if (!entry.first.IsScalar()) ctx.fail(entry.first, fmt::format("expected a plain key in {} (found '{}')", what, dump(entry.first)));
+    const std::string key = entry.first.Scalar();
     if (!seen.insert(key).second) ctx.fail(entry.first, fmt::format("key '{}' appears twice in {}", key, what));
   }
 }
@@ -59,7 +61,7 @@ void reject_unknown_keys(const SpecContext& ctx, const YAML::Node& map, const st
                          const std::string& what) {
   reject_duplicate_keys(ctx, map, what);
   for (const auto& entry : map) {
-    const std::string key = entry.first.as<std::string>();
+    const std::string key = entry.first.Scalar();
     if (known.count(key) == 0) {
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
@@ -387,7 +389,25 @@ std::vector<std::string> TaskSpec::scale_names() const {
   return names;
 }
 
+namespace {
+
+TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::string& origin);
+
+}  // namespace
+
 TaskSpec parse_task_spec(const SourceSection& section, const std::string& origin) {
+  try {
+    return parse_task_spec_unguarded(section, origin);
+  } catch (const YAML::Exception& e) {
+    // A conversion the checks above did not foresee: still bad input, with its place.
+    throw InputError(fmt::format("{}:{}: unexpected YAML in the spec: {}", origin,
+                                 section.first_line + (e.mark.is_null() ? 0 : e.mark.line), e.msg));
+  }
+}
+
+namespace {
+
+TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::string& origin) {
   if (!section.present) {
     throw InputError(fmt::format("{}: expected a '// crl:spec' section (a reference program declares its task)", origin));
   }
@@ -492,5 +512,7 @@ TaskSpec parse_task_spec(const SourceSection& section, const std::string& origin
   check_at_scales(ctx, spec);
   return spec;
 }
+
+}  // namespace
 
 }  // namespace crl

@@ -191,6 +191,12 @@ bool has_child(hid_t group, const std::string& name) {
 TableSchema read_schema(hid_t table_group, const std::string& where) {
   TableSchema schema;
   for (const auto& name : read_string_list_attribute(table_group, kColumnsAttribute, where)) {
+    // As the writer checks them: a name such as "../meta" must not reach HDF5 as a path.
+    try {
+      check_result_name("column", name);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{} lists a column the writer would refuse: {}", where, e.what()));
+    }
     if (!has_child(table_group, name)) {
       throw InputError(
           fmt::format("{} lists column '{}' but has no dataset of that name", where, name));
@@ -209,6 +215,25 @@ hsize_t column_length(hid_t dataset) {
   }
   hsize_t length = 0;
   CRL_H5_CHECK(H5Sget_simple_extent_dims(space.id(), &length, nullptr));
+  // The extent is only a claim: columns are stored uncompressed, so each row takes its element's
+  // bytes in the file, and a length the file cannot hold is refused before anything is sized by it.
+  Hdf5Datatype type(CRL_H5_CHECK(H5Dget_type(dataset)));
+  const hsize_t element_bytes = std::max<hsize_t>(1, H5Tget_size(type.id()));
+  Hdf5File file(CRL_H5_CHECK(H5Iget_file_id(dataset)));
+  hsize_t file_bytes = 0;
+  CRL_H5_CHECK(H5Fget_filesize(file.id(), &file_bytes));
+  if (length > file_bytes / element_bytes) {
+    const auto name_of = [](auto get_name, hid_t id) {
+      std::string name(1024, '\0');
+      const ssize_t n = get_name(id, name.data(), name.size());
+      name.resize(n > 0 ? std::min<size_t>(static_cast<size_t>(n), name.size() - 1) : 0);
+      return name;
+    };
+    throw InputError(fmt::format("column '{}' of '{}' claims {} rows of {} bytes, more than its {}-byte file holds "
+                                 "(damaged file?)",
+                                 name_of(H5Iget_name, dataset), name_of(H5Fget_name, dataset), length, element_bytes,
+                                 file_bytes));
+  }
   return length;
 }
 

@@ -58,6 +58,10 @@ std::vector<std::string> ResultsReader::text_stores() const {
 Hdf5Group ResultsReader::open_table(const std::string& key, const char* kind,
                                     std::string* where) const {
   *where = fmt::format("{} '{}' in '{}'", kind, key, path_);
+  // Names as the writer validates them, so that "../meta" or "a/b" never reach HDF5 as paths.
+  const std::string text_prefix = std::string(kTextGroup) + "/";
+  const bool is_text = std::string_view(kind) == "text" && key.starts_with(text_prefix);
+  check_result_name(kind, is_text ? std::string_view(key).substr(text_prefix.size()) : std::string_view(key));
   if (CRL_H5_CHECK(H5Lexists(file_.id(), key.substr(0, key.find('/')).c_str(), H5P_DEFAULT)) <= 0 ||
       CRL_H5_CHECK(H5Lexists(file_.id(), key.c_str(), H5P_DEFAULT)) <= 0) {
     throw InputError(fmt::format("there is no {}", *where));
@@ -101,6 +105,7 @@ ColumnValues ResultsReader::column(const std::string& table, const std::string& 
     std::string where;
     const auto group = open_table(table, "table", &where);
     const auto schema = read_schema(group.id(), where);
+    check_result_name("column", column);
     const auto it = std::find_if(schema.begin(), schema.end(),
                                  [&](const ColumnSpec& c) { return c.name == column; });
     if (it == schema.end()) {

@@ -14,6 +14,7 @@
 
 #include "compile/loaded_program.h"
 #include "core/error.h"
+#include "core/statistics.h"
 #include "program/arguments.h"
 #include "program/run_settings.h"
 
@@ -40,13 +41,6 @@ at::Device device_for(Backend backend) {
 
 bool declares_degenerate(const TaskSpec& spec) {
   return spec.notes.find("degenerate: constant") != std::string::npos;
-}
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 }  // namespace
@@ -120,7 +114,7 @@ ReferenceCheckResult check_compiled_reference(const Task& task, const std::strin
     const auto stop = std::chrono::steady_clock::now();
     result.times_ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
   }
-  result.median_ms = median_of(result.times_ms);
+  result.median_ms = median(result.times_ms);
   if (result.median_ms > 0) {
     result.gflops_per_s = result.flops / (result.median_ms * 1e-3) / 1e9;
     result.gbytes_per_s = result.bytes / (result.median_ms * 1e-3) / 1e9;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/read_file.h"
 
 namespace crl {
 namespace fs = std::filesystem;
@@ -55,21 +56,12 @@ bool is_known_category(int level, const std::string& category) {
 
 namespace {
 
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_io_error("cannot open task file", path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw_io_error("cannot read task file", path.string());
-  return ss.str();
-}
-
 // Loads one task file; throws InputError (from the parsers, or naming the mismatch) when it is invalid.
 Task load_task(const fs::path& path, int level) {
   Task task;
   task.path = path.string();
   task.level = level;
-  task.text = read_text_file(path);
+  task.text = read_file(path, "task file");
   task.program = parse_program_text(task.text, task.path);
   task.spec = parse_task_spec(task.program.spec, task.path);
   const std::string expected_id = fmt::format("level{}/{}", level, path.stem().string());

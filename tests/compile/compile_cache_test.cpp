@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -86,6 +88,54 @@ TEST(CompileCache, PruneRemovesTheLeastRecentlyUsedEntriesFirst) {
   EXPECT_TRUE(cache.lookup(keys[0], "o").has_value());
   EXPECT_FALSE(cache.lookup(keys[1], "o").has_value());
   EXPECT_TRUE(cache.lookup(keys[2], "o").has_value());
+  remove_tree(root);
+}
+
+// The cache keeps itself within its byte budget without being asked: every 32nd publish prunes.
+TEST(CompileCache, PrunesItselfToItsBudgetAsEntriesArePublished) {
+  const std::string root = fresh_root();
+  const CompileCache cache(root, /*max_bytes=*/100000);
+  CompileResult ok;
+  ok.ok = true;
+  for (int i = 0; i < 32; ++i) {
+    const std::string key = fmt::format("{:064x}", i + 1), dir = cache.make_build_dir();
+    std::ofstream(dir + "/program.so") << std::string(10000, 'x');
+    cache.publish(dir, key, "o", ok);
+    // Old enough to be prunable (prune spares entries used within the hour).
+    const struct timespec times[2] = {{1000000000 + i, 0}, {1000000000 + i, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, (cache.entry_dir(key) + "/result.json").c_str(), times, 0), 0);
+  }
+  // The 32nd publish pruned: the oldest went, the newest stayed, and about 100 kB are left.
+  int left = 0;
+  for (int i = 0; i < 32; ++i) left += cache.lookup(fmt::format("{:064x}", i + 1), "o").has_value() ? 1 : 0;
+  EXPECT_GE(left, 8);
+  EXPECT_LE(left, 10);
+  EXPECT_FALSE(cache.lookup(fmt::format("{:064x}", 1), "o").has_value());
+  EXPECT_TRUE(cache.lookup(fmt::format("{:064x}", 32), "o").has_value());
+  remove_tree(root);
+}
+
+TEST(CompileCache, TimeoutsAreRememberedWithTheirLimit) {
+  const std::string root = fresh_root();
+  const CompileCache cache(root);
+  const std::string key(64, 'f');
+  EXPECT_FALSE(cache.lookup_timeout(key, "x.crl", 10).has_value());
+  CompileResult timed_out;
+  timed_out.stage = "host";
+  timed_out.log = "[crl: host compile timed out]\nin one.crl";
+  cache.remember_timeout(key, "one.crl", 10, timed_out);
+  const auto same = cache.lookup_timeout(key, "two.crl", 10);
+  ASSERT_TRUE(same.has_value());
+  EXPECT_FALSE(same->ok);
+  EXPECT_TRUE(same->cache_hit);
+  EXPECT_EQ(same->stage, "host");
+  EXPECT_NE(same->log.find("timed out under a 10 s limit before, and the limit is 10 s"), std::string::npos) << same->log;
+  EXPECT_NE(same->log.find("in two.crl"), std::string::npos) << same->log;
+  EXPECT_TRUE(cache.lookup_timeout(key, "x", 5).has_value());    // a shorter limit would time out too
+  EXPECT_FALSE(cache.lookup_timeout(key, "x", 20).has_value());  // a longer one deserves a try
+  cache.remember_timeout(key, "x", 20, timed_out);
+  EXPECT_TRUE(cache.lookup_timeout(key, "x", 20).has_value());
+  EXPECT_FALSE(cache.lookup(key, "x").has_value());  // never a compile result
   remove_tree(root);
 }
 

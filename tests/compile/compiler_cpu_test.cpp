@@ -177,23 +177,49 @@ TEST(CompilerCpu, LongCompilerLogsAreCutAndSaySo) {
   EXPECT_NE(result.log.find("long.crl:4:"), std::string::npos) << result.log;  // the first error survives
 }
 
-TEST(CompilerCpu, TimedOutCompilesFailWithoutBeingCached) {
+// A fake g++ that never finishes a source holding the marker and hands everything else to the
+// real g++: the timeout then fires for certain, whatever the machine's speed (g++'s own constexpr
+// step limit once won the race against a 1 s timeout).
+std::string slow_fake_compiler() {
+  std::filesystem::create_directories(testing::test_cache_dir());
+  const std::string path = testing::test_cache_dir() + "/fake-slow-g++";
+  std::ofstream(path) << "#!/bin/sh\n"
+                         "for a in \"$@\"; do\n"
+                         "  case \"$a\" in *.cpp) grep -q CRL_NEVER_FINISHES_COMPILING \"$a\" && exec sleep 600;; esac\n"
+                         "done\n"
+                         "exec g++ \"$@\"\n";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+TEST(CompilerCpu, TimedOutCompilesAreRememberedForTheirTimeLimit) {
   CompilerOptions options = test_options(1);
+  options.cxx = slow_fake_compiler();
   options.timeout_seconds = 1;
   Compiler compiler(options);
   compiler.prepare(Backend::cpu);  // the prelude (built here on a fresh cache) has its own timeout
-  // Constant evaluation of 10^9 steps: minutes for g++, so the 1 s timeout kills it.
-  const std::string text = "// crl:host\n// " + unique_tag() +
-                           "\nconstexpr long slow() { long s = 0; for (long i = 0; i < 1000000000; ++i) s += i % 7; return s; }\n"
-                           "static_assert(slow() > 0);\n"
-                           "at::Tensor forward(const at::Tensor& x) { return x; }\n";
+  const std::string text = "// crl:host\n// CRL_NEVER_FINISHES_COMPILING " + unique_tag() +
+                           "\nat::Tensor forward(const at::Tensor& x) { return x; }\n";
   const CompileResult result = compiler.compile(request_for(text, 1, Backend::cpu));
   EXPECT_FALSE(result.ok);
+  EXPECT_FALSE(result.cache_hit);
   EXPECT_EQ(result.stage, "host");
   EXPECT_NE(result.log.find("[crl: host compile timed out]"), std::string::npos) << result.log;
   EXPECT_LT(result.seconds, 30);
+  // Under the same limit it is not compiled again: the remembered timeout comes back at once.
   const CompileResult again = compiler.compile(request_for(text, 1, Backend::cpu));
-  EXPECT_FALSE(again.cache_hit);
+  EXPECT_FALSE(again.ok);
+  EXPECT_TRUE(again.cache_hit);
+  EXPECT_EQ(again.stage, "host");
+  EXPECT_NE(again.log.find("timed out under a 1 s limit before"), std::string::npos) << again.log;
+  EXPECT_LT(again.seconds, 0.5);
+  // A longer limit tries again (and times out again: the fake never finishes).
+  options.timeout_seconds = 2;
+  Compiler patient(options);
+  const CompileResult longer = patient.compile(request_for(text, 1, Backend::cpu));
+  EXPECT_FALSE(longer.cache_hit);
+  EXPECT_NE(longer.log.find("[crl: host compile timed out]"), std::string::npos) << longer.log;
+  EXPECT_GE(longer.seconds, 2);
 }
 
 TEST(CompilerCpu, DeviceErrorsNameTheCrlFileLine) {

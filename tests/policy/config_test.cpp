@@ -2,20 +2,23 @@
 // round trip through to_json, and rotary frequencies against transformers' formulas.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <torch/torch.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numbers>
 
 #include "core/error.h"
-#include "core/subprocess.h"
+#include "core/remove_tree.h"
 #include "policy/config.h"
+#include "policy/model.h"
+#include "policy/model_shapes.h"
+#include "policy/safetensors.h"
 
 namespace crl::policy {
 namespace {
-
-// rm -rf: the std::filesystem::remove_all that libtorch.so exports crashes in processes linking it.
-void remove_tree(const std::filesystem::path& path) { run_command({"rm", "-rf", path.string()}); }
 
 using nlohmann::json;
 
@@ -168,6 +171,111 @@ TEST(ModelConfig, LoadsFromDirectoryAndReportsBadJson) {
   std::ofstream(dir / "config.json") << "{ not json";
   EXPECT_THROW(load_model_config(dir), InputError);
   EXPECT_THROW(load_model_config(dir / "missing"), IoError);
+  remove_tree(dir);
+}
+
+// A float where an integer belongs is range-checked before conversion: casting 1e30 to int64 is
+// undefined behaviour (on x86 it gave INT64_MIN, which "must be positive" then hid).
+TEST(ModelConfig, FloatsWhereIntegersBelongAreRangeCheckedBeforeConversion) {
+  json j = qwen25_half_b();
+  j["num_hidden_layers"] = 1e30;
+  EXPECT_NE(error_of(j).find("some/config.json: field \"num_hidden_layers\": 1e+30 does not fit in 64 bits"),
+            std::string::npos)
+      << error_of(j);
+  j["num_hidden_layers"] = -1e300;
+  EXPECT_NE(error_of(j).find("\"num_hidden_layers\": -1e+300 does not fit in 64 bits"), std::string::npos) << error_of(j);
+  j["num_hidden_layers"] = 2.5;
+  EXPECT_NE(error_of(j).find("\"num_hidden_layers\": expected an integer, found number 2.5"), std::string::npos)
+      << error_of(j);
+  j["num_hidden_layers"] = 18446744073709551615ULL;
+  EXPECT_NE(error_of(j).find("\"num_hidden_layers\": 18446744073709551615 does not fit in 64 bits"), std::string::npos)
+      << error_of(j);
+  j["num_hidden_layers"] = 24.0;  // an integral float, as some writers emit
+  EXPECT_EQ(ModelConfig::from_json(j, "x").num_hidden_layers, 24);
+  j = qwen25_half_b();
+  j["eos_token_id"] = json::array({151643, 1e30});
+  EXPECT_NE(error_of(j).find("\"eos_token_id[1]\": 1e+30 does not fit"), std::string::npos) << error_of(j);
+}
+
+TEST(ModelConfig, SizesAboveCrlsLimitsAreRefused) {
+  const std::pair<const char*, int64_t> cases[] = {
+      {"vocab_size", kMaxVocabSize + 1},          {"hidden_size", kMaxHiddenSize * 2},
+      {"intermediate_size", kMaxIntermediateSize + 1}, {"num_hidden_layers", kMaxLayers + 1},
+      {"max_position_embeddings", kMaxPositions + 1}, {"head_dim", kMaxHeadDim + 2}};
+  for (const auto& [field, value] : cases) {
+    json j = qwen25_half_b();
+    j[field] = value;
+    if (std::string(field) == "hidden_size") j["head_dim"] = 64;
+    EXPECT_NE(error_of(j).find(fmt::format("field \"{}\": {} is above crl's limit", field, value)), std::string::npos)
+        << field << ": " << error_of(j);
+  }
+}
+
+const char* const kTestModels[] = {"qwen2_gqa2_tied", "qwen2_mha_untied", "llama3_gqa4_rope_llama3",
+                                   "llama_mqa_bias_linear", "llama_yarn"};
+
+std::filesystem::path test_model(const std::string& name) {
+  return std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models" / name;
+}
+
+// parameter_shapes is what the pre-build check compares with: it must list exactly what
+// CausalLm registers, name for name and shape for shape.
+TEST(ModelShapes, ListExactlyTheParametersTheModelRegisters) {
+  for (const char* name : kTestModels) {
+    const ModelConfig config = load_model_config(test_model(name));
+    const CausalLm model(config);
+    std::vector<std::pair<std::string, std::vector<int64_t>>> built, listed;
+    for (const auto& item : model->named_parameters(true)) built.emplace_back(item.key(), item.value().sizes().vec());
+    for (const auto& p : parameter_shapes(config)) listed.emplace_back(p.name, p.shape);
+    EXPECT_EQ(listed, built) << name;
+    // And the committed checkpoints pass the header check.
+    const SafetensorsCheckpoint checkpoint(test_model(name));
+    std::vector<SafetensorsEntry> entries;
+    for (const auto& n : checkpoint.names()) entries.push_back(checkpoint.entry(n));
+    EXPECT_NO_THROW(check_checkpoint_shapes(config, entries, name)) << name;
+  }
+}
+
+// A config whose sizes the checkpoint does not hold is refused from the safetensors header, before
+// the model is built: here the model would need 2^22 x 2^16 floats (1 TiB) for the embedding alone.
+TEST(ModelShapes, CheckpointIsComparedWithTheConfigBeforeTheModelIsBuilt) {
+  const auto dir = std::filesystem::temp_directory_path() / "crl_model_shapes_test";
+  remove_tree(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(test_model("qwen2_gqa2_tied") / "model.safetensors", dir / "model.safetensors");
+  json j = json::parse(std::ifstream(test_model("qwen2_gqa2_tied") / "config.json"));
+  j["vocab_size"] = int64_t{1} << 22;
+  j["hidden_size"] = int64_t{1} << 16;
+  j["head_dim"] = 64;
+  std::ofstream(dir / "config.json") << j.dump();
+  try {
+    load_causal_lm(dir, torch::kFloat32, torch::kCPU);
+    ADD_FAILURE() << "a config larger than its checkpoint loaded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor \"model.embed_tokens.weight\" has shape"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("but config.json implies 4194304x65536"), std::string::npos) << e.what();
+  }
+  // An extra or a missing tensor is named too.
+  const ModelConfig config = load_model_config(test_model("qwen2_gqa2_tied"));
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& p : parameter_shapes(config)) entries.push_back({p.name, "F32", p.shape, 0, 0});
+  entries.push_back({"model.layers.99.mlp.up_proj.weight", "F32", {2, 2}, 0, 0});
+  EXPECT_THROW(
+      {
+        try {
+          check_checkpoint_shapes(config, entries, "ckpt");
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find("\"model.layers.99.mlp.up_proj.weight\" is not part of this architecture"),
+                    std::string::npos);
+          throw;
+        }
+      },
+      InputError);
+  entries.pop_back();
+  entries.front().dtype = "I64";
+  EXPECT_THROW(check_checkpoint_shapes(config, entries, "ckpt"), InputError);
+  entries.erase(entries.begin());
+  EXPECT_THROW(check_checkpoint_shapes(config, entries, "ckpt"), InputError);
   remove_tree(dir);
 }
 

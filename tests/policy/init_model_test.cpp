@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "core/subprocess.h"
 #include "policy/init_model.h"
 #include "policy/model.h"
@@ -30,8 +31,6 @@ const bool kSingleThreaded = (torch::set_num_threads(1), true);
 
 namespace fs = std::filesystem;
 
-// rm -rf: the std::filesystem::remove_all that libtorch.so exports crashes in processes linking it.
-void remove_tree(const fs::path& path) { run_command({"rm", "-rf", path.string()}); }
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "core/subprocess.h"
 #include "policy/generate.h"
 #include "policy/model.h"
@@ -20,8 +21,6 @@ namespace {
 // stalling in OpenMP spin-waits.
 const bool kSingleThreaded = (torch::set_num_threads(1), true);
 
-// rm -rf: the std::filesystem::remove_all that libtorch.so exports crashes in processes linking it.
-void remove_tree(const std::filesystem::path& path) { run_command({"rm", "-rf", path.string()}); }
 
 const std::filesystem::path kModels = std::filesystem::path(CRL_TEST_DATA_DIR) / "policy" / "models";
 

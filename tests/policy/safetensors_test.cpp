@@ -2,7 +2,6 @@
 // byte-exact layout against hand-built files, and rejection of corrupt or truncated files.
 #include "policy/safetensors.h"
 
-#include <ftw.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,20 +13,14 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/remove_tree.h"
+#include "core/subprocess.h"
+#include "golden_python.h"
 
 namespace crl::policy {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Removes a directory tree with nftw: the std::filesystem::remove_all exported by the PyPI
-// LibTorch 2.11 wheel (which wins symbol resolution over libstdc++'s) crashes on directories.
-void remove_tree(const fs::path& path) {
-  ::nftw(
-      path.c_str(),
-      [](const char* file, const struct stat*, int, struct FTW*) { return ::remove(file); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
 
 class SafetensorsTest : public ::testing::Test {
  protected:
@@ -295,6 +288,58 @@ TEST_F(SafetensorsTest, RejectsBadTensorsOnWrite) {
   size_t files = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++files;
   EXPECT_EQ(files, 1u);
+}
+
+// The reference library reads crl's file, finds the tensors and metadata crl wrote, and writes the
+// same tensors with the same layout: an equal header (as JSON: the library orders keys by offset,
+// crl alphabetically) and a byte-identical data buffer.
+TEST_F(SafetensorsTest, TheSafetensorsLibraryReadsWhatCrlWritesAndWritesTheSameLayout) {
+  const fs::path python = testing::golden_python();
+  if (python.empty()) GTEST_SKIP() << "no Python with safetensors (tools/setup.sh installs it into the shared venv)";
+  const fs::path file = dir_ / "crl.safetensors";
+  write_safetensors(file,
+                    {{"weight", at::arange(6, at::kFloat).reshape({2, 3}) - 2.5},
+                     {"half", at::tensor({0.5, -1.0, 3.0}).to(at::kBFloat16)},
+                     {"ids", at::tensor({int64_t{7}, int64_t{-1}})},
+                     {"mask", at::tensor({1, 0, 1}, at::kByte).to(at::kBool)},
+                     {"byte", at::tensor({9}, at::kByte)},
+                     {"empty", at::empty({0, 4}, at::kFloat)}},
+                    {{"format", "pt"}, {"note", "crl"}});
+  const std::string script = R"(
+import json, sys, torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save
+path = sys.argv[1]
+tensors = load_file(path)
+with safe_open(path, framework="pt") as f:
+    metadata = f.metadata()
+expect = {"weight": ([[-2.5, -1.5, -0.5], [0.5, 1.5, 2.5]], torch.float32), "half": ([0.5, -1.0, 3.0], torch.bfloat16),
+          "ids": ([7, -1], torch.int64), "mask": ([True, False, True], torch.bool), "byte": ([9], torch.uint8),
+          "empty": ([], torch.float32)}
+problems = []
+if sorted(tensors) != sorted(expect): problems.append("names %s" % sorted(tensors))
+for name, (values, dtype) in expect.items():
+    t = tensors.get(name)
+    if t is None: continue
+    if t.dtype != dtype: problems.append("%s dtype %s" % (name, t.dtype))
+    if name == "empty":
+        if list(t.shape) != [0, 4]: problems.append("empty shape %s" % list(t.shape))
+    elif t.tolist() != values: problems.append("%s values %s" % (name, t.tolist()))
+if metadata != {"format": "pt", "note": "crl"}: problems.append("metadata %s" % metadata)
+ours = open(path, "rb").read()
+theirs = save(tensors, metadata)
+def split(b):
+    n = int.from_bytes(b[:8], "little")
+    return json.loads(b[8:8 + n]), b[8 + n:], n
+(h1, d1, n1), (h2, d2, n2) = split(ours), split(theirs)
+if h1 != h2: problems.append("headers differ: %s vs %s" % (h1, h2))
+if d1 != d2: problems.append("data buffers differ")
+if n1 % 8 or n2 % 8: problems.append("header lengths %d %d not 8-aligned" % (n1, n2))
+print("same" if not problems else "; ".join(problems))
+)";
+  const auto r = run_command({python.string(), "-c", script, file.string()}, {.timeout = std::chrono::minutes(2)});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "same\n");
 }
 
 // Regression: this binary links LibTorch, whose PyPI wheel exports a std::filesystem::remove_all

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -130,7 +132,7 @@ TEST(TokenizerTest, SpecialTokensAndTemplate) {
 TEST(TokenizerTest, ManyAddedTokensWithACommonPrefixMatchLongestFirst) {
   // As Llama 3's 256 <|reserved_special_token_N|>: N=1 must not win inside N=12.
   nlohmann::json j = read_json(kGoldenDir + "/llama3_like/tokenizer.json");
-  const int32_t first_id = 5000;
+  const int32_t first_id = Tokenizer::from_json(j.dump(), "llama3_like").vocab_size();  // ids stay dense
   for (int n = 0; n < 256; ++n) {
     j["added_tokens"].push_back({{"id", first_id + n},
                                  {"content", "<|reserved_special_token_" + std::to_string(n) + "|>"},
@@ -203,6 +205,75 @@ TEST(TokenizerTest, RefusesWhatItDoesNotImplement) {
   j["added_tokens"][0]["id"] = 5;  // id 5 is a different model token
   expect_refusal(j, "added_tokens[0]");
   EXPECT_THROW(Tokenizer::from_json("{", "broken.json"), InputError);
+  // Top-level fields: truncation and padding would change encode's output, so only null passes;
+  // an unknown field is refused rather than ignored.
+  j = base;
+  j["truncation"] = {{"max_length", 8}, {"strategy", "LongestFirst"}, {"stride", 0}, {"direction", "Right"}};
+  expect_refusal(j, "truncation");
+  j = base;
+  j["padding"] = {{"strategy", "BatchLongest"}, {"pad_id", 0}, {"pad_token", "<|endoftext|>"}};
+  expect_refusal(j, "padding");
+  j = base;
+  j["chat_template"] = "{{ messages }}";
+  expect_refusal(j, "chat_template");
+  j = base;
+  j.erase("truncation");
+  j.erase("padding");
+  EXPECT_NO_THROW(Tokenizer::from_json(j.dump(), "without.json"));
+}
+
+// The vocabulary is dense, so an id at or above the number of entries is refused before anything
+// is sized by it (INT32_MAX once made max_id + 1 overflow, or a 16 GB table).
+TEST(TokenizerTest, IdsOutsideTheDenseVocabularyAreRefused) {
+  const nlohmann::json base = read_json(kGoldenDir + "/llama3_like/tokenizer.json");
+  const auto error_of = [](const nlohmann::json& j) -> std::string {
+    try {
+      Tokenizer::from_json(j.dump(), "ids.json");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  const int64_t entries = static_cast<int64_t>(base["model"]["vocab"].size());
+  auto j = base;
+  j["model"]["vocab"]["zzz_new"] = 2147483647;
+  EXPECT_NE(error_of(j).find("tokenizer ids.json: model.vocab: token 'zzz_new' has id 2147483647, not an integer "
+                             "in [0, " + std::to_string(entries + 1) + ")"),
+            std::string::npos)
+      << error_of(j);
+  j = base;
+  j["model"]["vocab"]["zzz_new"] = entries + 5;  // a gap
+  EXPECT_NE(error_of(j).find("model.vocab: token 'zzz_new'"), std::string::npos) << error_of(j);
+  j = base;
+  j["model"]["vocab"]["zzz_new"] = -1;
+  EXPECT_NE(error_of(j).find("model.vocab"), std::string::npos);
+  j = base;
+  j["added_tokens"][4]["id"] = 2147483647;
+  EXPECT_NE(error_of(j).find("tokenizer ids.json: added_tokens[4].id: missing or not an integer in [0, "),
+            std::string::npos)
+      << error_of(j);
+  j = base;
+  j["added_tokens"][4]["id"] = 9223372036854775807LL;
+  EXPECT_NE(error_of(j).find("added_tokens[4].id"), std::string::npos) << error_of(j);
+  // The template's ids must name tokens: TemplateProcessing's special_tokens.
+  j = base;
+  const std::string bos = "<|begin_of_text|>";
+  ASSERT_TRUE(j["post_processor"].dump().find("special_tokens") != std::string::npos) << j["post_processor"].dump();
+  std::function<void(nlohmann::json&)> set_ids = [&](nlohmann::json& node) {
+    if (node.is_object()) {
+      if (node.contains("special_tokens")) {
+        for (auto& [name, token] : node["special_tokens"].items()) token["ids"] = {2147483647};
+      }
+      for (auto& [key, child] : node.items()) set_ids(child);
+    } else if (node.is_array()) {
+      for (auto& child : node) set_ids(child);
+    }
+  };
+  set_ids(j["post_processor"]);
+  EXPECT_NE(error_of(j).find("special_tokens: '" + bos + "' has id 2147483647, which is not a token of this "
+                             "tokenizer"),
+            std::string::npos)
+      << error_of(j);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // Tests of spec expressions: precedence, exact integers, Python-style // and %, and error messages.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/error.h"
 #include "program/expression.h"
 
@@ -64,6 +66,34 @@ TEST(Expression, ErrorsNameTheExpressionAndTheProblem) {
   EXPECT_EQ(error_of("n * n", {{"n", 4000000000}}), "f.crl:7: expression 'n * n': integer overflow");
   EXPECT_EQ(error_of("99999999999999999999"),
             "f.crl:7: expression '99999999999999999999': integer '99999999999999999999' does not fit in 64 bits");
+}
+
+
+// INT64_MIN / -1 traps (SIGFPE) on x86 rather than wrapping: each integer operator refuses it.
+TEST(Expression, Int64MinDividedByMinusOneIsAnOverflowNotATrap) {
+  const ScaleVariables vars = {{"m", std::numeric_limits<int64_t>::min()}};
+  EXPECT_EQ(error_of("m // -1", vars), "f.crl:7: expression 'm // -1': integer overflow");
+  EXPECT_EQ(error_of("m / -1", vars), "f.crl:7: expression 'm / -1': integer overflow");
+  EXPECT_EQ(error_of("(-9223372036854775807 - 1) // -1"),
+            "f.crl:7: expression '(-9223372036854775807 - 1) // -1': integer overflow");
+  EXPECT_EQ(Expr::parse("m % -1", "f:1").evaluate_integer(vars), 0);
+  EXPECT_EQ(Expr::parse("m // 1", "f:1").evaluate_integer(vars), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(Expr::parse("7 % -1", "f:1").evaluate_integer({}), 0);
+}
+
+// Deep nesting would overflow the recursive parser's stack (100k parentheses crashed it).
+TEST(Expression, NestingAndLengthAreCapped) {
+  const std::string deep = std::string(100000, '(') + "1" + std::string(100000, ')');
+  EXPECT_NE(error_of(deep).find("more than 64 nested parentheses and signs (crl's limit)"), std::string::npos);
+  EXPECT_NE(error_of(std::string(100000, '-') + "1").find("nested parentheses and signs"), std::string::npos);
+  std::string chain = "1";
+  for (int i = 0; i < 200000; ++i) chain += "+1";
+  EXPECT_NE(error_of(chain).find("more than 1000 operators (crl's limit)"), std::string::npos);
+  // Within the caps, the same shapes still parse.
+  EXPECT_EQ(eval(std::string(63, '(') + "2" + std::string(63, ')')), 2);  // 64 levels with the outermost
+  std::string short_chain = "1";
+  for (int i = 0; i < 999; ++i) short_chain += "+1";
+  EXPECT_EQ(eval(short_chain), 1000);
 }
 
 }  // namespace

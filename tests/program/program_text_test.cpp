@@ -74,5 +74,20 @@ TEST(ProgramText, MissingFileIsAnIoError) {
   EXPECT_THROW(load_program_file("/nonexistent/dir/x.crl"), IoError);
 }
 
+
+// Editors on Windows write a UTF-8 byte-order mark; before it was skipped, a marker on line 1 was
+// not recognised and the error quoted the invisible bytes.
+TEST(ProgramText, LeadingByteOrderMarkIsSkipped) {
+  const std::string text = "// crl:host\nint forward();\n";
+  const ProgramText with_bom = parse_program_text("\xEF\xBB\xBF" + text, "bom.crl");
+  const ProgramText without = parse_program_text(text, "bom.crl");
+  EXPECT_EQ(with_bom.host.text, without.host.text);
+  EXPECT_EQ(with_bom.host.first_line, 2);
+  EXPECT_EQ(error_of("\xEF\xBB\xBF// crl:host\n\n"),
+            "p.crl:2: expected the forward function in the host section (found an empty section)");
+  // A mark anywhere else is program text, left to the compiler.
+  EXPECT_EQ(parse_program_text("// crl:host\n\xEF\xBB\xBFint f();\n", "m").host.text, "\xEF\xBB\xBFint f();\n");
+}
+
 }  // namespace
 }  // namespace crl

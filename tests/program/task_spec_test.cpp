@@ -185,3 +185,16 @@ TEST(TaskSpec, ErrorsNameTheFileLine) {
 
 }  // namespace
 }  // namespace crl
+
+namespace crl {
+namespace {
+
+// Found by fuzz_task_spec: a YAML key that is itself a list made yaml-cpp's conversion throw its
+// own exception type, which escaped as an internal error instead of bad input.
+TEST(TaskSpec, KeysThatAreNotPlainScalarsAreBadInput) {
+  const std::string message = spec_error("? [a, b]\n: 1\ntask: level1/001_x\n");
+  EXPECT_NE(message.find("t.crl:3: expected a plain key in the spec"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace crl

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/hdf5_check.h"
+#include "results/hdf5_storage.h"
 #include "results/results_reader.h"
 #include "results/results_writer.h"
 #include "results_test_util.h"
@@ -428,6 +429,72 @@ TEST(ResultsFile, TextStoreKeysTextsById) {
   EXPECT_THROW(reader.texts("absent"), InputError);
   EXPECT_THROW(reader.text("absent", 1), InputError);
   EXPECT_TRUE(reader.tables().empty());  // text stores are not tables
+}
+
+}  // namespace
+}  // namespace crl::results
+
+namespace crl::results {
+namespace {
+
+// An extent is only a claim: a small file that says a column holds 2^40 rows must be refused
+// before a vector of 2^40 values is made (it was a bad_alloc).
+TEST(ResultsFile, ExtentsBeyondWhatTheFileHoldsAreRefusedBeforeAllocating) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    RowBatch batch(kSchema);
+    batch.add_row({std::int64_t{1}, 1.0, true, "a"});
+    writer.append("steps", batch);
+  }
+  for (const char* column : {"step", "reward", "correct", "task"}) {
+    const hid_t file = CRL_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    const hid_t dataset = CRL_H5_CHECK(H5Dopen2(file, fmt::format("steps/{}", column).c_str(), H5P_DEFAULT));
+    const hsize_t huge = hsize_t{1} << 40;
+    CRL_H5_CHECK(H5Dset_extent(dataset, &huge));  // unallocated chunks: the file stays small
+    CRL_H5_CHECK(H5Dclose(dataset));
+    CRL_H5_CHECK(H5Fclose(file));
+  }
+  ASSERT_LT(std::filesystem::file_size(path), 1u << 20);
+  const ResultsReader reader(path);
+  const auto msg = message_of([&] { reader.column("steps", "step"); });
+  EXPECT_NE(msg.find("column '/steps/step' of '" + path + "' claims 1099511627776 rows of 8 bytes, more than its"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_THROW(reader.rows("steps"), InputError);
+}
+
+// Table, column and store names are validated as the writer validates them, whether they come
+// from the caller or from the file's own column list, so "../meta" never reaches HDF5 as a path.
+TEST(ResultsFile, NamesThatAreNotResultNamesAreRefused) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    writer.set_meta("note", "x");
+  }
+  {
+    const ResultsReader reader(path);
+    EXPECT_NE(message_of([&] { reader.rows("../meta"); }).find("bad table name '../meta'"), std::string::npos);
+    EXPECT_NE(message_of([&] { reader.column("steps", "../meta"); }).find("bad column name '../meta'"),
+              std::string::npos);
+    EXPECT_NE(message_of([&] { reader.text("a/b", 1); }).find("bad text name 'a/b'"), std::string::npos);
+  }
+  {
+    // A file whose column list names "../meta" (the writer never writes one).
+    const hid_t file = CRL_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    const hid_t group = CRL_H5_CHECK(H5Gopen2(file, "steps", H5P_DEFAULT));
+    detail::write_string_list_attribute(group, detail::kColumnsAttribute, {"../meta"});
+    CRL_H5_CHECK(H5Gclose(group));
+    CRL_H5_CHECK(H5Fclose(file));
+  }
+  const ResultsReader reader(path);
+  const auto msg = message_of([&] { reader.schema("steps"); });
+  EXPECT_NE(msg.find("lists a column the writer would refuse: bad column name '../meta'"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -9,7 +9,11 @@
 #include <sstream>
 #include <string>
 
+#include "core/remove_tree.h"
+
 namespace crl::results::testing {
+
+using crl::remove_tree;
 
 // A fresh directory under the test temp dir, removed with everything in it at the end of a test.
 class ScratchDir {
@@ -19,13 +23,10 @@ class ScratchDir {
     path_ = std::filesystem::path(::testing::TempDir()) /
             (std::string("crl_results_") + info->test_suite_name() + "_" + info->name() + "_" +
              std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
+    remove_tree(path_);
     std::filesystem::create_directories(path_);
   }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
+  ~ScratchDir() { remove_tree(path_); }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
 
  private:

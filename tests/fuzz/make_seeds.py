@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of each fuzz harness into tests/fuzz/corpus/<harness>/ (run from anywhere:
+python3 tests/fuzz/make_seeds.py). Seeds are small valid inputs taken from the repository's own
+test data and suite, so the fuzzers start from inputs that reach deep into each parser."""
+import json
+import pathlib
+import struct
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "fuzz" / "corpus"
+
+
+def put(harness, name, data):
+    folder = CORPUS / harness
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def suite_programs():
+    for name in ["level1/022_tanh.crl", "level1/001_square_matmul.crl", "level2/001_conv2d_relu_biasadd.crl"]:
+        path = ROOT / "jobs" / "suite" / name
+        if path.exists():
+            yield path.name, path.read_text()
+
+
+def spec_of(program):
+    lines = program.splitlines(keepends=True)
+    start = next(i for i, l in enumerate(lines) if l.strip() == "// crl:spec") + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("// crl:"))
+    return "".join(lines[start:end])
+
+
+def programs_and_specs():
+    for name, text in suite_programs():
+        put("fuzz_program_text", name, text)
+        put("fuzz_task_spec", name.replace(".crl", ".yaml"), spec_of(text))
+    put("fuzz_program_text", "bom_crlf.crl", "\ufeff// crl:host\r\nint forward();\r\n// crl:device\r\nvoid k() {}")
+
+
+def expressions():
+    for i, text in enumerate(["2 * n * n * n", "(n + 1) // 2 - n % 3", "-(-n) / 4", "1e-4 * n", "((n))//-1",
+                              "4 * 3 * n * n + 7 % -2"]):
+        put("fuzz_expression", f"expr{i}", struct.pack("<q", 4096) + text.encode())
+
+
+def safetensors_image(tensors, metadata=None):
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, payload) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(payload)]}
+        data += payload
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors():
+    put("fuzz_safetensors_header", "two_tensors.safetensors", safetensors_image(
+        {"w": ("F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4)), "b": ("BF16", [3], b"\0\x3f" * 3)}, {"format": "pt"}))
+    put("fuzz_safetensors_header", "bool_and_empty.safetensors", safetensors_image(
+        {"mask": ("BOOL", [2, 2], b"\x01\x00\x01\x01"), "none": ("I64", [0, 5], b"")}))
+
+
+def tokenizer():
+    # A small byte-level BPE in the Qwen2 form: the 256 byte tokens, a few merges, special tokens.
+    base = json.loads((ROOT / "tests/data/policy/tokenizers/qwen2_like/tokenizer.json").read_text())
+    vocab = {t: i for t, i in base["model"]["vocab"].items() if i < 400}
+    merges = []
+    for m in base["model"]["merges"]:
+        left, right = m.split(" ") if isinstance(m, str) else m
+        if left in vocab and right in vocab and left + right in vocab:
+            merges.append(f"{left} {right}")
+    base["model"]["vocab"] = dict(sorted(vocab.items(), key=lambda kv: kv[1]))
+    base["model"]["merges"] = merges
+    n = len(vocab)
+    base["added_tokens"] = [t for t in base["added_tokens"] if t["id"] < n] + [
+        dict(t, id=n + k) for k, t in enumerate(t for t in base["added_tokens"] if t["id"] >= 3000)]
+    assert sorted(vocab.values()) == list(range(n)), "seed vocabulary must stay dense"
+    put("fuzz_tokenizer_json", "qwen2_small.json", json.dumps(base, ensure_ascii=False))
+    llama = json.loads((ROOT / "tests/data/policy/tokenizers/llama3_like/tokenizer.json").read_text())
+    llama["model"]["vocab"] = base["model"]["vocab"]
+    llama["model"]["merges"] = merges
+    llama["added_tokens"] = base["added_tokens"]
+    special = llama["post_processor"]["processors"][1]["special_tokens"]
+    for token in special.values():
+        token["ids"] = [0]
+    put("fuzz_tokenizer_json", "llama3_small.json", json.dumps(llama, ensure_ascii=False))
+
+
+def configs():
+    for path in sorted((ROOT / "tests/data/policy/models").glob("*/config.json")):
+        put("fuzz_config_json", path.parent.name + ".json", path.read_text())
+
+
+def frame(header, tensors):
+    body = json.dumps(header).encode()
+    out = struct.pack("<IIII", 0x46524C43, len(body), len(tensors), 0) + body
+    for t in tensors:
+        out += t
+    return out
+
+
+def tensor(dtype_code, shape, payload, device=0):
+    dims = list(shape) + [0] * (8 - len(shape))
+    return struct.pack("<IBBBB8qQ", 0x54524C43, dtype_code, len(shape), device, 0, *dims, len(payload)) + payload
+
+
+def channel():
+    f32 = tensor(0, [2, 3], struct.pack("<6f", *range(6)))
+    put("fuzz_worker_channel", "frame_outputs", b"\x01" + frame({"type": "outputs", "trial": 0}, [f32, tensor(9, [2], b"\x01\x00")]))
+    put("fuzz_worker_channel", "frame_empty", b"\x01" + frame({"type": "ready"}, []))
+    put("fuzz_worker_channel", "tensor_i64", b"\x00" + tensor(4, [1], struct.pack("<q", 7), device=1))
+
+
+if __name__ == "__main__":
+    programs_and_specs()
+    expressions()
+    safetensors()
+    tokenizer()
+    configs()
+    channel()
