@@ -46,10 +46,17 @@ step configure 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWit
 case "$what" in
 eval)
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker program_gpu_test compile_gpu_test \
-    compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test bench_compile bench_eval
+    compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test eval_attack_gpu_test eval_sandbox_test \
+    bench_compile bench_eval
   # Each test program runs whole, in one process, not test by test as ctest would: its evaluator's
   # workers, compile cache and reference outputs then serve all of its tests (ctest spent ~20 s of
   # process and CUDA start-up per test). One program at a time: several of them time programs.
+  step sandbox 60 "$BUILD_DIR/tests/eval/eval_sandbox_test"
+  # Which part of the candidate sandbox this machine's CUDA driver needs, if any.
+  probe_dir=$(mktemp -d)
+  step sandbox_cuda 60 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-seccomp --no-landlock'; do \
+    echo \"parts: \$parts\"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
+  step attack_gpu 240 "$BUILD_DIR/tests/eval/eval_attack_gpu_test"
   step guard_fixtures_gpu 240 "$BUILD_DIR/tests/eval/eval_guard_fixtures_gpu_test"
   step evaluator_gpu 180 "$BUILD_DIR/tests/eval/eval_evaluator_gpu_test"
   step compile_gpu 120 "$BUILD_DIR/tests/compile/compile_gpu_test"

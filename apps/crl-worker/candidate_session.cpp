@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "eval/guard_probe.h"
 #include "program/arguments.h"
@@ -35,6 +37,10 @@ eval::Message CandidateSession::handle(const eval::Message& request) {
 eval::Message CandidateSession::load(const nlohmann::json& request) {
   spec_ = load_spec(request, &scale_);
   device_.init(request);
+  if (file_rules_) {
+    const auto report = eval::apply_sandbox(*file_rules_);
+    std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
+  }
   candidate_ = std::make_unique<NamedProgram>("candidate", request.at("candidate_library").get<std::string>());
   return eval::Message{{{"num_args", spec_->num_args()}}, {}};
 }

@@ -9,12 +9,16 @@
 #include <vector>
 
 #include "apps/crl-worker/worker_device.h"
+#include "eval/sandbox.h"
 #include "eval/worker_channel.h"
 
 namespace crl::worker {
 
 class CandidateSession {
  public:
+  // `file_rules`: the sandbox's Landlock part, applied at load (none: no file rules).
+  explicit CandidateSession(std::optional<eval::SandboxPolicy> file_rules = std::nullopt)
+      : file_rules_(std::move(file_rules)) {}
   eval::Message handle(const eval::Message& request);
   bool poisoned() const { return device_.poisoned(); }
 
@@ -31,6 +35,7 @@ class CandidateSession {
   InputArena arena_;
   // Outputs the last request described: alive until the next request, so the judge can read them.
   std::vector<at::Tensor> held_;
+  std::optional<eval::SandboxPolicy> file_rules_;
 };
 
 }  // namespace crl::worker

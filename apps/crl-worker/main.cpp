@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "apps/crl-worker/candidate_session.h"
@@ -52,7 +53,35 @@ int serve(Session& session) {
 
 }  // namespace
 
+// `crl-worker --probe-cuda [--no-seccomp] [--no-landlock] [--no-read-limit] --sandbox DIR`: applies
+// the sandbox (or the parts not turned off), initialises CUDA and says whether it worked; for
+// finding which part of the sandbox a machine's CUDA driver needs (tools/gpu-measure.sh runs it).
+int probe_cuda(int argc, char** argv) {
+  crl::eval::SandboxPolicy policy;
+  bool reads = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-seccomp") == 0) policy.seccomp = false;
+    if (std::strcmp(argv[i], "--no-landlock") == 0) policy.landlock = false;
+    if (std::strcmp(argv[i], "--no-read-limit") == 0) reads = false;
+    if (std::strcmp(argv[i], "--sandbox") == 0 && i + 1 < argc) policy.writable_dir = argv[i + 1];
+  }
+  policy.writable_files = crl::eval::default_writable_device_files();
+  if (reads) policy.readable_paths = crl::eval::default_readable_paths({});
+  try {
+    const auto report = crl::eval::apply_sandbox(policy);
+    std::printf("%s\n", report.detail.c_str());
+    crl::worker::WorkerDevice device;
+    device.init({{"device", "cuda"}});
+    std::printf("probe-cuda: CUDA works in this sandbox\n");
+    return 0;
+  } catch (const std::exception& e) {
+    std::printf("probe-cuda: failed: %.300s\n", e.what());
+    return 1;
+  }
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--probe-cuda") == 0) return probe_cuda(argc, argv);
   std::string role;
   std::string sandbox_dir;
   std::vector<std::string> readable;
@@ -81,19 +110,25 @@ int main(int argc, char** argv) {
     crl::worker::JudgeSession session;
     return serve(session);
   }
+  // The system-call filter first, before anything runs; the file rules once the device is set up
+  // (CandidateSession::load, before the candidate's library is loaded): the H200's CUDA driver
+  // fails to initialise under them (error 304), and threads it started before keep their rights.
+  crl::eval::SandboxPolicy policy;
+  policy.writable_dir = sandbox_dir;
   if (!sandbox_dir.empty()) {
     try {
-      crl::eval::SandboxPolicy policy;
-      policy.writable_dir = sandbox_dir;
-      policy.writable_files = crl::eval::default_writable_device_files();
-      policy.readable_paths = crl::eval::default_readable_paths(readable);
-      const auto report = crl::eval::apply_sandbox(policy);
+      crl::eval::SandboxPolicy filter = policy;
+      filter.landlock = false;
+      const auto report = crl::eval::apply_sandbox(filter);
       std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "crl-worker: %s\n", e.what());
       return 5;
     }
+    policy.writable_files = crl::eval::default_writable_device_files();
+    policy.readable_paths = crl::eval::default_readable_paths(readable);
+    policy.seccomp = false;  // installed above
   }
-  crl::worker::CandidateSession session;
+  crl::worker::CandidateSession session(sandbox_dir.empty() ? std::nullopt : std::optional<crl::eval::SandboxPolicy>(policy));
   return serve(session);
 }

@@ -696,6 +696,25 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           m.internal = f->status == VerdictStatus::kInternalError;
           return m;
         }
+        if (options_.backend == Backend::cuda) {
+          // The candidate's batch began by switching the GPU from the judge's context (its flush)
+          // to the worker's, which the reference's batch, in the judge's own context, never pays.
+          // The judge's probe right after pays the switch back: its first probe less its second is
+          // that switch, subtracted here (at most 300 us, so a context made slow to leave gains
+          // nothing beyond it). Work still running now is deferred work.
+          const auto probe = judge_ask({{"op", "probe"}, {"slack_us", options_.idle_slack_us}}, "probing the GPU");
+          if (!probe) return m.failure = "probing the GPU", m.internal = true, m;
+          if (!probe->value("idle", true)) {
+            m.failure = fmt::format("{} pair {}: work was still running on the GPU after the candidate's timed calls "
+                                    "returned (idle probe {:.0f} us, {:.0f} us when idle)",
+                                    purpose, m.reference_us.size() + 1, probe->value("probe_us", 0.0),
+                                    probe->value("baseline_us", 0.0));
+            m.failure_kind = "deferred_work";
+            return m;
+          }
+          const double switch_us = std::clamp(probe->value("first_probe_us", 0.0) - probe->value("probe_us", 0.0), 0.0, 300.0);
+          cand_us = std::max(cand_us - switch_us / slots, 0.0);
+        }
         if (!reference_first && !time_reference()) return m.failure = "timing the reference", m.internal = true, m;
         // One slot, chosen after the fact, is checked: outputs against the reference's on the same
         // inputs, and its inputs unchanged (skipping or shortcutting some calls is seen at once).
