@@ -856,13 +856,9 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     // a process cannot hide its start behind a long measurement.
     const Measured again = measure(*worker, 1, std::max(options_.min_timed_pairs, 20), 0, "re-measuring");
     if (auto failed = measurement_failed(again, "guard: re-measure")) return *failed;
-    const double low = std::min(m.estimate.ci_low, again.estimate.ci_low);
-    const double high = std::max(m.estimate.ci_low, again.estimate.ci_low);
     // Apart only when one interval lies wholly above the other by more than the allowed factor.
     const double gap = std::max(again.estimate.ci_low / std::max(m.estimate.ci_high, 1e-12),
                                 m.estimate.ci_low / std::max(again.estimate.ci_high, 1e-12));
-    (void)low;
-    (void)high;
     const bool agrees = gap <= options_.remeasure_max_disagreement;
     const std::string detail =
         fmt::format("speedup {:.3f} (CI {:.3f}..{:.3f}) re-measured one call at a time in a fresh worker: {:.3f} (CI {:.3f}..{:.3f})",
