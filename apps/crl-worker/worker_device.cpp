@@ -121,15 +121,7 @@ void InputArena::create(const eval::ArenaLayout& layout, const at::Device& devic
     throw Error(fmt::format("cannot allocate the candidate input arena ({} bytes) on the GPU", layout.total_bytes()));
   }
   owned_cuda_ = true;
-  cudaIpcMemHandle_t handle;
-  if (cudaIpcGetMemHandle(&handle, base_) != cudaSuccess) throw Error("cudaIpcGetMemHandle of the input arena failed");
-  static const char* digits = "0123456789abcdef";
-  ipc_handle_.clear();
-  for (size_t i = 0; i < sizeof handle; ++i) {
-    const auto byte = static_cast<unsigned char>(handle.reserved[i]);
-    ipc_handle_ += digits[byte >> 4];
-    ipc_handle_ += digits[byte & 15];
-  }
+  ipc_handle_ = eval::ipc_handle_of(base_);
 #endif
 }
 
@@ -142,19 +134,8 @@ void InputArena::open(const eval::ArenaLayout& layout, const at::Device& device,
     return;
   }
 #if CRL_HAVE_CUDA
-  eval::TensorRef ref;
-  ref.device = "cuda";
-  ref.ipc_handle = ipc_handle;
-  cudaIpcMemHandle_t handle;
-  if (ipc_handle.size() != 2 * sizeof handle) throw InputError("the arena's IPC handle has the wrong length");
-  for (size_t i = 0; i < sizeof handle; ++i) {
-    handle.reserved[i] = static_cast<char>(std::stoi(ipc_handle.substr(2 * i, 2), nullptr, 16));
-  }
-  if (cudaIpcOpenMemHandle(&base_, handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
-    cudaGetLastError();
-    base_ = nullptr;
-    throw Error("cannot open the judge's input arena (CUDA IPC)");
-  }
+  base_ = eval::open_ipc_handle(ipc_handle);
+  if (base_ == nullptr) throw Error("cannot open the judge's input arena (CUDA IPC)");
   imported_cuda_ = true;
 #else
   (void)ipc_handle;

@@ -183,9 +183,7 @@ TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive) {
     if (held.numel() == 0) held = at::empty({1}, tensor.options());
     base = c10::cuda::CUDACachingAllocator::getBaseAllocation(held.data_ptr(), &segment);
   }
-  cudaIpcMemHandle_t handle;
-  cuda_ok(cudaIpcGetMemHandle(&handle, base), "cudaIpcGetMemHandle");
-  ref.ipc_handle = hex(&handle, sizeof handle);
+  ref.ipc_handle = ipc_handle_of(base);
   ref.offset = static_cast<uint64_t>(static_cast<char*>(held.data_ptr()) - static_cast<char*>(base));
   *keep_alive = held;
   return ref;
@@ -259,6 +257,33 @@ std::vector<TensorRef> batch_call_refs(const nlohmann::json& described, size_t c
   return refs;
 }
 
+std::string ipc_handle_of(void* allocation_base) {
+#if CRL_HAVE_CUDA
+  cudaIpcMemHandle_t handle;
+  cuda_ok(cudaIpcGetMemHandle(&handle, allocation_base), "cudaIpcGetMemHandle");
+  return hex(&handle, sizeof handle);
+#else
+  (void)allocation_base;
+  throw Error("this build has no CUDA");
+#endif
+}
+
+void* open_ipc_handle(const std::string& hex_handle) {
+#if CRL_HAVE_CUDA
+  cudaIpcMemHandle_t handle;
+  unhex(hex_handle, &handle, sizeof handle);
+  void* base = nullptr;
+  if (cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return base;
+#else
+  (void)hex_handle;
+  throw Error("this build has no CUDA");
+#endif
+}
+
 IpcImporter::~IpcImporter() { close_all(); }
 
 at::Tensor IpcImporter::import(const TensorRef& ref, int device_index) {
@@ -269,13 +294,8 @@ at::Tensor IpcImporter::import(const TensorRef& ref, int device_index) {
     if (m.handle == ref.ipc_handle) found = &m;
   }
   if (found == nullptr) {
-    cudaIpcMemHandle_t handle;
-    unhex(ref.ipc_handle, &handle, sizeof handle);
-    void* base = nullptr;
-    if (cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
-      cudaGetLastError();
-      throw InputError("the candidate's output handle does not open (not memory of its own process)");
-    }
+    void* base = open_ipc_handle(ref.ipc_handle);
+    if (base == nullptr) throw InputError("the candidate's output handle does not open (not memory of its own process)");
     uint64_t range_base = 0;
     uint64_t range_size = 0;
     if (!allocation_range(base, &range_base, &range_size)) {

@@ -53,6 +53,11 @@ nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& output
 // Call `call`'s outputs of such a description as TensorRefs (validated; bounded by max_outputs).
 std::vector<TensorRef> batch_call_refs(const nlohmann::json& described, size_t call, size_t max_outputs);
 
+// A CUDA allocation's IPC handle as hex (what crosses the channel), and the mapping of one in this
+// process (nullptr when it does not open); one encoding for outputs and the input arena alike.
+std::string ipc_handle_of(void* allocation_base);
+void* open_ipc_handle(const std::string& hex_handle);
+
 // Opens CUDA IPC handles (each once: a handle opened twice is an error in CUDA) and wraps a
 // TensorRef as a tensor over the other process's memory, after checking that the referenced
 // bytes lie inside the allocation. close_all() unmaps everything (a worker that ended).
