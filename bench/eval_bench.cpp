@@ -1,5 +1,6 @@
 // Evaluation engine benchmarks: evaluations per minute on a fixed mixed set of 20 candidates
-// (cold compile + correctness + timing), and repeatability (one candidate judged 5 times).
+// (cold compile + correctness + timing) and on a group of 16 correct ones, and repeatability (one
+// candidate judged 5 times).
 // Build: cmake --build build --target bench_eval. Run: build/bench/bench_eval
 // Backend: CUDA (full scale) when a GPU is visible, else CPU (small scale); CRL_BENCH_BACKEND=cpu|cuda
 // overrides. The suite is tests/data/eval/suite (ReLU), candidates tests/data/eval/relu.
@@ -104,6 +105,37 @@ void BM_EvaluationsPerMinute(benchmark::State& state) {
                              bench_options(backend).scale, bench_options(backend).time_budget_seconds, window));
 }
 BENCHMARK(BM_EvaluationsPerMinute)->Arg(0)->Arg(8)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+// A group as the job judges it: 16 correct candidates of one task (level1/019_relu) in a row, each
+// a cold compile, 8 compiled ahead; the reference's outputs are reused across the group.
+void BM_GroupOfSixteen(benchmark::State& state) {
+  const Backend backend = bench_backend();
+  ScratchDir cache("crl-bench-eval-cache-");
+  CompilerOptions co;
+  co.cache_dir = cache.path();
+  Compiler compiler(co);
+  compiler.prepare(backend);
+  Evaluator evaluator(bench_options(backend), compiler);
+  int ok = 0;
+  double seconds = 0;
+  for (auto _ : state) {
+    std::vector<Evaluator::Job> jobs;
+    for (int c = 0; c < 16; ++c) {
+      ProgramText program = load_program_file(kFixtures + "/relu/device_loop.crl");
+      program.host.text += fmt::format("// group variant {}\n", c);
+      jobs.push_back({&relu_task(), std::move(program), "device_loop"});
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (const Verdict& v : evaluator.evaluate_all(jobs, 8)) ok += v.ok() ? 1 : 0;
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  state.counters["evaluations_per_minute"] = 60.0 * 16 / seconds;
+  state.counters["seconds_per_evaluation"] = seconds / 16;
+  state.counters["n_ok"] = ok;
+  state.SetLabel(fmt::format("{} backend, {} scale, {} s timing budget, first judge included", backend_name(backend),
+                             bench_options(backend).scale, bench_options(backend).time_budget_seconds));
+}
+BENCHMARK(BM_GroupOfSixteen)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 // One candidate judged 5 times by one evaluator: the spread of its speedup, (max - min) / median.
 void BM_Repeatability(benchmark::State& state) {

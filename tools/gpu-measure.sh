@@ -67,6 +67,11 @@ eval)
     for task in "$@"; do args+=(--task "$task"); done
     step tasks_check_full 180 "$BUILD_DIR/apps/crl/crl" tasks check --scale full --backend cuda "${args[@]}" --json
   fi
+  # One correctness trial at full scale of the ten tasks of most memory traffic (their references
+  # judged as candidates, no timing): each verdict's "trial" steps carry the seconds.
+  step trial_time 300 bash -c "\"$BUILD_DIR/apps/crl/crl\" tasks list --json | tools/bench/largest_tasks.py --count 10 \
+    > \"$LOGS/largest.jsonl\" && \"$BUILD_DIR/apps/crl/crl\" eval \"$LOGS/largest.jsonl\" --no-timing --trials 2 --json \
+    > \"$LOGS/trial_time.json\""
   step bench_compile 120 "$BUILD_DIR/bench/bench_compile" --benchmark_format=json
   # BENCH_EVAL_FILTER picks benchmarks (e.g. EvaluationsPerMinute/8): the whole program takes longer
   # than one device call has (each EvaluationsPerMinute run judges 20 candidates, ~150 s).

@@ -31,6 +31,12 @@ eval::Message CandidateSession::handle(const eval::Message& request) {
     return {};
   }
   if (op == "release") return {};
+  if (op == "start_timing") {
+    // Trials and guards left this worker's allocator in its own state; the reference's timing
+    // worker ran none of them. Both start timing with nothing cached.
+    device_.release_cached_memory();
+    return {};
+  }
   throw InputError("unknown candidate request '" + op + "'");
 }
 
@@ -41,7 +47,9 @@ eval::Message CandidateSession::load(const nlohmann::json& request) {
     const auto report = eval::apply_sandbox(*file_rules_);
     std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
   }
-  candidate_ = std::make_unique<NamedProgram>("candidate", request.at("candidate_library").get<std::string>());
+  // "reference" when this worker times the reference (the judge's arena, the same requests).
+  candidate_ = std::make_unique<NamedProgram>(request.value("program_name", std::string("candidate")),
+                                              request.at("candidate_library").get<std::string>());
   return eval::Message{{{"num_args", spec_->num_args()}}, {}};
 }
 
@@ -69,7 +77,7 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
   std::vector<std::vector<at::Tensor>> outputs;
   device_.synchronize();
   for (const auto& s : request.at("slots")) outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
-  device_.check("the candidate's timed calls");
+  device_.check(fmt::format("the {}'s timed calls", candidate_->which()));
   return eval::Message{{{"batch", eval::describe_batch(outputs, &held_)}}, {}};
 }
 

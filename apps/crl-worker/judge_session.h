@@ -1,5 +1,6 @@
 // The judge: the trusted role of crl-worker. It loads only the task's reference, makes every input
-// (its own and, in the arena, the candidate's), runs the reference, keeps its outputs where they
+// (its own and, in two arenas, those of the candidate's worker and of the reference's timing
+// worker), runs the reference, keeps its outputs where they
 // were made (on the GPU, in a cache bounded in bytes), compares a candidate's outputs with them,
 // checks the candidate's inputs after its calls, and probes whether the GPU is idle.
 #pragma once
@@ -35,7 +36,7 @@ class JudgeSession {
   eval::Message batch_copy(const nlohmann::json& request);
   eval::Message arena(const nlohmann::json& request);
   eval::Message fill(const nlohmann::json& request);
-  eval::Message time(const nlohmann::json& request);
+  eval::Message reference_slot(const nlohmann::json& request);
   eval::Message compare(const nlohmann::json& request);
   eval::Message check_inputs(const nlohmann::json& request);
   eval::Message probe(const nlohmann::json& request);
@@ -55,16 +56,14 @@ class JudgeSession {
   std::map<std::string, Outputs> outputs_;
   std::list<std::string> recently_used_;  // front: most recent
   int64_t cache_budget_bytes_ = int64_t{16} << 30;
-  InputArena arena_;
-  std::map<int, std::vector<at::Tensor>> private_inputs_;
-  std::vector<int> pending_slots_;  // the last timed batch, filed at the next request
-  std::vector<std::vector<at::Tensor>> pending_outputs_;  // the reference's copy of each filled slot
+  InputArena arena_;            // the candidate's inputs
+  InputArena reference_arena_;  // the same timed inputs for the reference's own worker
   void* output_region_ = nullptr;  // CPU backend: where the evaluator copies a candidate's outputs
   uint64_t output_region_bytes_ = 0;
   eval::IpcImporter importer_;
   at::Tensor flush_buffer_;
   int64_t flush_counter_ = 0;
-  int64_t probe_cycles_ = 0;
+  static constexpr uint64_t kProbeNanoseconds = 100000;
   double probe_baseline_us_ = 0;
 };
 

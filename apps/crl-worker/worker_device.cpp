@@ -44,6 +44,13 @@ void WorkerDevice::synchronize() {
 #endif
 }
 
+void WorkerDevice::release_cached_memory() {
+  synchronize();
+#if CRL_HAVE_CUDA
+  if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
 void WorkerDevice::check(const std::string& after) {
 #if CRL_HAVE_CUDA
   if (!device_.is_cuda()) return;
@@ -106,19 +113,19 @@ void InputArena::release() {
   owned_cuda_ = imported_cuda_ = false;
 }
 
-void InputArena::create(const eval::ArenaLayout& layout, const at::Device& device) {
+void InputArena::create(const eval::ArenaLayout& layout, const at::Device& device, int fd) {
   release();
   layout_ = layout;
   device_ = device;
   if (device.is_cpu()) {
-    base_ = eval::map_shared_memory(kArenaFd, layout.total_bytes(), "the candidate input arena");
+    base_ = eval::map_shared_memory(fd, layout.total_bytes(), "an input arena");
     return;
   }
 #if CRL_HAVE_CUDA
   if (cudaMalloc(&base_, layout.total_bytes()) != cudaSuccess) {
     cudaGetLastError();
     base_ = nullptr;
-    throw Error(fmt::format("cannot allocate the candidate input arena ({} bytes) on the GPU", layout.total_bytes()));
+    throw Error(fmt::format("cannot allocate an input arena ({} bytes) on the GPU", layout.total_bytes()));
   }
   owned_cuda_ = true;
   ipc_handle_ = eval::ipc_handle_of(base_);
@@ -130,7 +137,7 @@ void InputArena::open(const eval::ArenaLayout& layout, const at::Device& device,
   layout_ = layout;
   device_ = device;
   if (device.is_cpu()) {
-    base_ = eval::map_shared_memory(kArenaFd, layout.total_bytes(), "the candidate input arena");
+    base_ = eval::map_shared_memory(kArenaFd, layout.total_bytes(), "the input arena");
     return;
   }
 #if CRL_HAVE_CUDA

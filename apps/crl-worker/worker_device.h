@@ -17,13 +17,14 @@
 
 namespace crl::worker {
 
-// The fd numbers a worker inherits: the channel (3 requests, 4 replies), then the candidate input
-// arena (5, CPU backend) and, for the judge only, the region where the evaluator puts a candidate's
-// outputs (6, CPU backend).
+// The fd numbers a worker inherits: the channel (3 requests, 4 replies), then its input arena (5,
+// CPU backend) and, for the judge only, the region where the evaluator puts a candidate's outputs
+// (6) and the reference's timing worker's arena (7; that worker maps it as its own 5).
 constexpr int kRequestFd = 3;
 constexpr int kReplyFd = 4;
 constexpr int kArenaFd = 5;
 constexpr int kOutputRegionFd = 6;
+constexpr int kReferenceArenaFd = 7;
 
 class WorkerDevice {
  public:
@@ -35,6 +36,9 @@ class WorkerDevice {
   // Waits for the whole device and throws when it reports an error; a sticky error poisons it.
   void check(const std::string& after);
   void synchronize();
+  // Waits for the device, then hands the caching allocator's unused blocks back to the driver, so
+  // that two workers start their timed batches from the same allocator state.
+  void release_cached_memory();
   bool poisoned() const { return poisoned_; }
 
  private:
@@ -62,17 +66,17 @@ std::vector<at::Tensor> call_and_check(WorkerDevice& device, const NamedProgram&
 // The task spec of a load request ("reference_program": the task's .crl file) at its "scale".
 TaskSpec load_spec(const nlohmann::json& request, std::string* scale);
 
-// The candidate input arena as mapped in this process: a memfd (CPU) or a CUDA allocation,
-// owned by the judge (cudaMalloc) or imported from it (IPC).
+// An input arena as mapped in this process: a memfd (CPU) or a CUDA allocation, owned by the
+// judge (cudaMalloc) or imported from it (IPC).
 class InputArena {
  public:
   InputArena() = default;
   ~InputArena();
   InputArena(const InputArena&) = delete;
   InputArena& operator=(const InputArena&) = delete;
-  // The judge: creates it (GPU) or maps fd kArenaFd (CPU; the evaluator sized it).
-  void create(const eval::ArenaLayout& layout, const at::Device& device);
-  // The candidate: maps what the judge made (the IPC handle on the GPU, fd kArenaFd on the CPU).
+  // The judge: creates it (GPU) or maps `fd` (CPU; the evaluator sized it).
+  void create(const eval::ArenaLayout& layout, const at::Device& device, int fd);
+  // A worker: maps what the judge made (the IPC handle on the GPU, fd kArenaFd on the CPU).
   void open(const eval::ArenaLayout& layout, const at::Device& device, const std::string& ipc_handle);
   std::vector<at::Tensor> arguments(int slot) const;
   const eval::ArenaLayout& layout() const { return layout_; }

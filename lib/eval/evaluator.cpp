@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <random>
 #include <thread>
@@ -138,6 +139,10 @@ struct Evaluator::JudgeState {
   uint64_t secret = 0;
   std::vector<uint64_t> seeds;
   std::unique_ptr<WorkerProcess> judge;
+  // The reference's timing worker: the same sandboxed worker as a candidate's, running the
+  // reference on its own arena, so that both halves of a timed pair run in the same kind of
+  // process, context and memory, and pay the same for everything but the program.
+  std::unique_ptr<WorkerProcess> reference_worker;
   std::string device_name;               // the judge's GPU ("NVIDIA H200"); empty on the CPU
   std::vector<TensorMeta> output_metas;  // the reference's outputs (every seed gives the same shapes)
   std::vector<std::string> output_devices;
@@ -145,17 +150,21 @@ struct Evaluator::JudgeState {
   bool spread = false;                   // the per-sample guard applies
   ArenaLayout layout;
   std::string arena_ipc_handle;
-  // CPU backend: the arena (candidate inputs) and the output region (candidate outputs, copied by
-  // this process out of the frozen worker), both memfds that the judge maps too.
+  std::string reference_arena_ipc_handle;
+  // CPU backend: the arenas (the candidate's inputs, the reference worker's) and the output region
+  // (candidate outputs, copied by this process out of the frozen worker), memfds the judge maps too.
   int arena_fd = -1;
+  int reference_arena_fd = -1;
   int region_fd = -1;
   void* region = nullptr;
   uint64_t region_bytes = 0;
   std::mt19937_64 rng;
   ~JudgeState() {
+    if (reference_worker) reference_worker->stop();
     if (judge) judge->stop();
     unmap_shared_memory(region, region_bytes);
     if (arena_fd >= 0) close(arena_fd);
+    if (reference_arena_fd >= 0) close(reference_arena_fd);
     if (region_fd >= 0) close(region_fd);
   }
 };
@@ -174,6 +183,11 @@ Evaluator::Evaluator(EvalOptions options, Compiler& compiler) : options_(std::mo
 Evaluator::~Evaluator() = default;
 
 std::unique_ptr<WorkerProcess> Evaluator::start_candidate_worker(const std::string& log_name) {
+  return start_program_worker(log_name, judge_ ? judge_->task_dir : "", judge_ ? judge_->arena_fd : -1);
+}
+
+std::unique_ptr<WorkerProcess> Evaluator::start_program_worker(const std::string& log_name, const std::string& task_dir,
+                                                               int arena_fd) {
   WorkerOptions w;
   w.executable = worker_executable_;
   w.arguments = {"--role", "candidate"};
@@ -184,14 +198,14 @@ std::unique_ptr<WorkerProcess> Evaluator::start_candidate_worker(const std::stri
   if (options_.sandbox) {
     w.arguments.insert(w.arguments.end(), {"--sandbox", dir});
     // It reads the task's folder (the spec) and the compile cache (its library), nothing else of ours.
-    if (judge_) w.arguments.insert(w.arguments.end(), {"--read", judge_->task_dir});
+    if (!task_dir.empty()) w.arguments.insert(w.arguments.end(), {"--read", task_dir});
     w.arguments.insert(w.arguments.end(), {"--read", compiler_.options().cache_dir});
   }
   w.log_path = scratch_->file(log_name);
   w.environment = clean_worker_environment(dir);
   if (options_.backend == Backend::cpu) w.address_space_limit = options_.cpu_address_space_limit;
   w.working_dir = dir;
-  if (judge_ && judge_->arena_fd >= 0) w.inherited_fds = {judge_->arena_fd};
+  if (arena_fd >= 0) w.inherited_fds = {arena_fd};
   return std::make_unique<WorkerProcess>(std::move(w));
 }
 
@@ -233,10 +247,20 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   if (cpu) {
     state->arena_fd = create_shared_memory("crl-arena", 0);
     state->region_fd = create_shared_memory("crl-outputs", 0);
-    w.inherited_fds = {state->arena_fd, state->region_fd};
+    state->reference_arena_fd = create_shared_memory("crl-reference-arena", 0);
+    w.inherited_fds = {state->arena_fd, state->region_fd, state->reference_arena_fd};
   }
   state->judge = std::make_unique<WorkerProcess>(std::move(w));
   WorkerProcess& judge = *state->judge;
+  // The reference's timing worker loads (LibTorch, CUDA) while the judge makes its outputs.
+  state->reference_worker =
+      start_program_worker(fmt::format("reference-{}.log", workers_started_++), state->task_dir, state->reference_arena_fd);
+  auto reference_loaded = std::async(std::launch::async, [&, request = load_request(task, state->library, "candidate_library",
+                                                                                     options_.gpu_memory_fraction)] {
+    nlohmann::json named = request;
+    named["program_name"] = "reference";
+    return ask(*state->reference_worker, Message{named, {}}, options_.load_timeout_seconds, "loading the reference's timing worker");
+  });
   auto fail = [&](const WorkerFailure& f) -> JudgeState& {
     throw Error(fmt::format("the reference of {} failed: {}\n{}", task.id, f.message, judge.log(options_.max_log_bytes)));
   };
@@ -274,6 +298,7 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   for (int64_t b : state->output_bytes) state->region_bytes += (static_cast<uint64_t>(b) + 255) / 256 * 256;
   if (cpu) {
     if (ftruncate(state->arena_fd, static_cast<off_t>(state->layout.total_bytes())) != 0 ||
+        ftruncate(state->reference_arena_fd, static_cast<off_t>(state->layout.total_bytes())) != 0 ||
         ftruncate(state->region_fd, static_cast<off_t>(state->region_bytes)) != 0) {
       throw Error(fmt::format("cannot size the shared memory for {} ({} bytes)", task.id, state->layout.total_bytes()));
     }
@@ -282,6 +307,17 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   const auto arena = get(Message{{{"op", "arena"}, {"layout", to_json(state->layout)}, {"output_region_bytes", state->region_bytes}}, {}},
                          "making the input arena");
   state->arena_ipc_handle = arena.value("ipc_handle", "");
+  state->reference_arena_ipc_handle = arena.value("reference_ipc_handle", "");
+  auto ready = reference_loaded.get();
+  if (std::holds_alternative<Message>(ready)) {
+    ready = ask(*state->reference_worker,
+                Message{{{"op", "arena"}, {"layout", to_json(state->layout)}, {"ipc_handle", state->reference_arena_ipc_handle}}, {}},
+                options_.load_timeout_seconds, "mapping the reference's timing arena");
+  }
+  if (auto* f = std::get_if<WorkerFailure>(&ready)) {
+    throw Error(fmt::format("the reference's timing worker for {} failed: {}\n{}", task.id, f->message,
+                            state->reference_worker->log(options_.max_log_bytes)));
+  }
   judge_ = std::move(state);
   return *judge_;
 }
@@ -599,10 +635,10 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   }
   if (!options_.timing) return finish(VerdictStatus::kOk, fmt::format("correct in {} trials (not timed)", v.trials_passed));
 
-  // 6. Timing: pairs of batches (one call per slot, fresh secret inputs for every pair), the
-  //    reference's in the judge while the candidate's worker is frozen and the GPU idle, the
-  //    candidate's in its worker; both measured by this process's clock around the request, less
-  //    the round trip of an empty request to the same process.
+  // 6. Timing: pairs of batches (one call per slot, fresh secret inputs for every pair, a copy
+  //    for each program), the reference's in its own timing worker, the candidate's in its worker,
+  //    each while the other is frozen and the GPU idle; both measured by this process's clock
+  //    around the request, less the round trip of an empty request to the judge.
   struct Measured {
     std::vector<double> reference_us, candidate_us;
     SpeedupEstimate estimate;
@@ -627,6 +663,15 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       return median_of(samples);
     };
     const auto started = Clock::now();
+    for (WorkerProcess* w : {&cand_worker, js.reference_worker.get()}) {
+      const auto r = ask(*w, Message{{{"op", "start_timing"}}, {}}, options_.call_timeout_seconds, purpose + ": before timing");
+      if (const auto* f = std::get_if<WorkerFailure>(&r)) {
+        m.failure = f->message;
+        m.failure_kind = to_string(f->status);
+        m.internal = w != &cand_worker;
+        return m;
+      }
+    }
     std::vector<int> slot_list;
     for (int s = 0; s < slots; ++s) slot_list.push_back(s);
     int pairs = std::max(1, options_.pairs_per_round);
@@ -646,7 +691,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           fills.push_back({{"slot", s}, {"seed", seeds.back()}});
         }
         cand_worker.freeze();
-        if (!judge_ask({{"op", "fill"}, {"slots", fills}, {"private", true}}, "filling timed inputs")) {
+        if (!judge_ask({{"op", "fill"}, {"slots", fills}, {"both", true}}, "filling timed inputs")) {
           m.failure = "filling timed inputs";
           m.internal = true;
           return m;
@@ -654,6 +699,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         double ref_us = 0;
         double cand_us = 0;
         nlohmann::json cand_outputs;
+        WorkerProcess& ref_worker = *js.reference_worker;
         auto time_reference = [&]() -> bool {
           cand_worker.freeze();
           if (options_.backend == Backend::cuda) {
@@ -670,16 +716,20 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           double s = 0;
           // Frozen like the candidate's worker before its batch, so both timed requests start by
           // waking a stopped process (request() thaws it) and pay the same for it.
-          judge.freeze();
-          auto r = ask(judge, Message{{{"op", "time"}, {"slots", slot_list}}, {}},
+          ref_worker.freeze();
+          auto r = ask(ref_worker, Message{{{"op", "time"}, {"slots", slot_list}}, {}},
                        options_.call_timeout_seconds * slots + 10, "the reference's timed calls", &s);
           if (!std::holds_alternative<Message>(r)) return false;
           ref_us = std::max(s * 1e6 - *round_trip, 0.0) / slots;
-          return true;
+          // Its outputs are let go outside the timed window (the judge compares with its own).
+          ref_worker.freeze();
+          return std::holds_alternative<Message>(
+              ask(ref_worker, Message{{{"op", "release"}}, {}}, options_.call_timeout_seconds, "releasing the reference's outputs"));
         };
         auto time_candidate = [&]() -> std::optional<WorkerFailure> {
           if (!judge_ask({{"op", "flush"}}, "flushing caches")) return WorkerFailure{VerdictStatus::kInternalError, "the judge failed"};
           double s = 0;
+          cand_worker.freeze();
           auto r = ask(cand_worker, Message{{{"op", "time"}, {"slots", slot_list}}, {}},
                        options_.call_timeout_seconds * slots + 10, purpose + ": the candidate's timed calls", &s);
           if (auto* f = std::get_if<WorkerFailure>(&r)) return *f;
@@ -697,11 +747,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           return m;
         }
         if (options_.backend == Backend::cuda) {
-          // The candidate's batch began by switching the GPU from the judge's context (its flush)
-          // to the worker's, which the reference's batch, in the judge's own context, never pays.
-          // The judge's probe right after pays the switch back: its first probe less its second is
-          // that switch, subtracted here (at most 300 us, so a context made slow to leave gains
-          // nothing beyond it). Work still running now is deferred work.
+          // Work still running now, with the candidate's worker frozen, is deferred work.
           const auto probe = judge_ask({{"op", "probe"}, {"slack_us", options_.idle_slack_us}}, "probing the GPU");
           if (!probe) return m.failure = "probing the GPU", m.internal = true, m;
           if (!probe->value("idle", true)) {
@@ -712,8 +758,6 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
             m.failure_kind = "deferred_work";
             return m;
           }
-          const double switch_us = std::clamp(probe->value("first_probe_us", 0.0) - probe->value("probe_us", 0.0), 0.0, 300.0);
-          cand_us = std::max(cand_us - switch_us / slots, 0.0);
         }
         if (!reference_first && !time_reference()) return m.failure = "timing the reference", m.internal = true, m;
         // One slot, chosen after the fact, is checked: outputs against the reference's on the same
@@ -733,6 +777,10 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         } catch (const InputError& e) {
           kind = "crash";
           problem = e.what();
+        }
+        if (problem.empty() &&
+            !judge_ask({{"op", "reference_slot"}, {"slot", j}, {"seed", seeds[static_cast<size_t>(j)]}}, "the reference on the checked slot")) {
+          return m.failure = "the judge's reference run on the checked slot", m.internal = true, m;
         }
         if (problem.empty()) problem = judge_outputs(refs, fmt::format("batch:{}", j), &kind, &judge_failed);
         if (judge_failed) return m.failure = "the candidate's timed outputs could not be read", m.failure_kind = "crash", m;
@@ -756,7 +804,6 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           m.failure_kind = to_string(f->status);
           return m;
         }
-        if (!judge_ask({{"op", "empty"}}, "filing the reference's outputs")) return m.failure = "the judge", m.internal = true, m;
         m.reference_us.push_back(ref_us);
         m.candidate_us.push_back(cand_us);
       }

@@ -1,6 +1,7 @@
-// The evaluation engine: compiles a candidate and judges it against the task's reference. Three
+// The evaluation engine: compiles a candidate and judges it against the task's reference. Four
 // processes: this one (orchestration, the clock), a trusted judge that runs only the reference
-// and holds its outputs and inputs, and a sandboxed worker that runs only the candidate.
+// and holds its outputs and inputs, a sandboxed worker that runs only the candidate, and one like
+// it that runs only the reference for timing (both halves of a pair timed alike).
 // Candidate code never shares a process with the reference, the timer or the comparison.
 #pragma once
 
@@ -50,10 +51,10 @@ struct EvalOptions {
   uint64_t arena_bytes = uint64_t{16} << 30;        // the candidate's input slots, at most
   uint64_t judge_cache_bytes = uint64_t{16} << 30;  // reference outputs the judge keeps per task
   int max_slots = 64;                   // inputs per timed batch (fresh values in each)
-  double idle_slack_us = 50;
+  double idle_slack_us = 50;            // the GPU is idle when the probe takes <= 1.5 x baseline + this
   double roofline_margin = 1.25;        // hack:beyond_roofline below the least time / this (GPU only)
   double peak_bytes_per_second = 0;     // the GPU's peaks for the gate; 0: roofline.h's table by
-  double peak_flops_per_second = 0;     // device name (both must be set to override it)            // the GPU is idle when the probe takes <= 1.5 x baseline + this
+  double peak_flops_per_second = 0;     // device name (both must be set to override it)
 };
 
 // crl-worker's path: $CRL_WORKER, else next to the running executable (or in ../crl-worker/),
@@ -99,6 +100,8 @@ class Evaluator {
   struct JudgeState;
   JudgeState& judge_for(const Task& task);
   std::unique_ptr<WorkerProcess> start_candidate_worker(const std::string& log_name);
+  // A sandboxed worker of the candidate role (candidates, and the reference's timing worker).
+  std::unique_ptr<WorkerProcess> start_program_worker(const std::string& log_name, const std::string& task_dir, int arena_fd);
   nlohmann::json load_request(const Task& task, const std::string& library, const std::string& library_key,
                               double gpu_memory_fraction) const;
 
