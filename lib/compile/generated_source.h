@@ -16,6 +16,9 @@ std::string prelude_header_source(Backend backend);
 // The host section, then glue defining crl_forward (calls forward with num_args arguments) and
 // crl_abi_version (returns `abi_version`).
 std::string host_source(const ProgramText& program, size_t num_args, const std::string& abi_version);
+// Whether a device section names half-precision types or intrinsics (then <cuda_fp16.h> and
+// <cuda_bf16.h> are included for it on the CUDA backend).
+bool names_half_precision(const std::string& device_text);
 // The device section after its standard includes; "" when the program has no (or an empty) device section.
 std::string device_source(const ProgramText& program, Backend backend);
 
