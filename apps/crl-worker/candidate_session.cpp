@@ -6,11 +6,24 @@
 
 #include <cstdio>
 
+#if CRL_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
 #include "core/error.h"
 #include "eval/guard_probe.h"
 #include "program/arguments.h"
 
 namespace crl::worker {
+
+struct CandidateSession::SlotGraph {
+#if CRL_HAVE_CUDA
+  at::cuda::CUDAGraph graph;
+#endif
+  std::vector<at::Tensor> outputs;  // where each replay writes (the graph's own memory)
+};
 
 eval::Message CandidateSession::handle(const eval::Message& request) {
   const std::string op = request.header.value("op", "");
@@ -31,18 +44,15 @@ eval::Message CandidateSession::handle(const eval::Message& request) {
     return {};
   }
   if (op == "release") return {};
-  if (op == "start_timing") {
-    // Trials and guards left this worker's allocator in its own state; the reference's timing
-    // worker ran none of them. Both start timing with nothing cached.
-    device_.release_cached_memory();
-    return {};
-  }
+  if (op == "start_timing") return start_timing(request.header);
   throw InputError("unknown candidate request '" + op + "'");
 }
 
 eval::Message CandidateSession::load(const nlohmann::json& request) {
   spec_ = load_spec(request, &scale_);
   device_.init(request);
+  replay_as_graph_ = request.value("replay_as_graph", false);
+  if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
   if (file_rules_) {
     const auto report = eval::apply_sandbox(*file_rules_);
     std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
@@ -76,9 +86,47 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
   // described so that the judge can check any of them.
   std::vector<std::vector<at::Tensor>> outputs;
   device_.synchronize();
-  for (const auto& s : request.at("slots")) outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
+  if (replay_as_graph_) {
+#if CRL_HAVE_CUDA
+    for (const auto& s : request.at("slots")) {
+      const int slot = s.get<int>();
+      if (slot < 0 || static_cast<size_t>(slot) >= graphs_.size()) throw InputError(fmt::format("slot {} has no graph", slot));
+      graphs_[static_cast<size_t>(slot)]->graph.replay();
+      outputs.push_back(graphs_[static_cast<size_t>(slot)]->outputs);
+    }
+#endif
+  } else {
+    for (const auto& s : request.at("slots")) outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
+  }
   device_.check(fmt::format("the {}'s timed calls", candidate_->which()));
   return eval::Message{{{"batch", eval::describe_batch(outputs, &held_)}}, {}};
+}
+
+eval::Message CandidateSession::start_timing(const nlohmann::json& request) {
+  // Trials and guards left a candidate's allocator in its own state; the reference's timing worker
+  // ran none of them. Both start timing with nothing cached.
+  graphs_.clear();
+  device_.release_cached_memory();
+  if (!replay_as_graph_) return {};
+#if CRL_HAVE_CUDA
+  // One eager call first (cuBLAS and cuDNN handles, workspaces), then each slot's call captured on
+  // a side stream, all graphs sharing one memory pool (replayed in capture order, one at a time).
+  const int slots = request.at("slots").get<int>();
+  (void)call_and_check(device_, *candidate_, arena_.arguments(0));
+  const auto pool = at::cuda::graph_pool_handle();
+  c10::cuda::CUDAStreamGuard on_side_stream(at::cuda::getStreamFromPool());
+  for (int s = 0; s < slots; ++s) {
+    auto g = std::make_shared<SlotGraph>();
+    g->graph.capture_begin(pool);
+    g->outputs = (*candidate_)(arena_.arguments(s));
+    g->graph.capture_end();
+    graphs_.push_back(std::move(g));
+  }
+  device_.check("capturing the reference as CUDA graphs");
+#else
+  (void)request;
+#endif
+  return {};
 }
 
 eval::Message CandidateSession::guard(const nlohmann::json& request) {

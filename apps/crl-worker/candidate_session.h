@@ -27,6 +27,7 @@ class CandidateSession {
   eval::Message run(const nlohmann::json& request);
   eval::Message time(const nlohmann::json& request);
   eval::Message guard(const nlohmann::json& request);
+  eval::Message start_timing(const nlohmann::json& request);
 
   WorkerDevice device_;
   std::optional<TaskSpec> spec_;
@@ -36,6 +37,11 @@ class CandidateSession {
   // Outputs the last request described: alive until the next request, so the judge can read them.
   std::vector<at::Tensor> held_;
   std::optional<eval::SandboxPolicy> file_rules_;
+  // The reference's timing worker under baseline cuda_graph: each slot's call captured once (at
+  // start_timing) and replayed by `time`; the evaluator never asks this of a candidate's worker.
+  bool replay_as_graph_ = false;
+  struct SlotGraph;
+  std::vector<std::shared_ptr<SlotGraph>> graphs_;
 };
 
 }  // namespace crl::worker

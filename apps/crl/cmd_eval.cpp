@@ -20,6 +20,8 @@
 #include "machine/machine_probe.h"
 #include "compile/compiler.h"
 #include "core/error.h"
+#include "core/process_env.h"
+#include "core/provenance.h"
 #include "core/text_table.h"
 #include "eval/evaluator.h"
 #include "eval/verdict_table.h"
@@ -49,6 +51,7 @@ struct EvalCommandOptions {
   int compile_ahead = -1;  // -1: 8 on CUDA (compiles use the CPU while the GPU times), 0 on the CPU
   std::string h5;
   std::string cache_dir;
+  std::string baseline = "eager";
   std::vector<std::string> inputs;
 };
 
@@ -201,6 +204,7 @@ int run_eval(const EvalCommandOptions& o) {
   options.timing = !o.no_timing;
   options.remeasure_above_speedup = o.remeasure_above;
   options.sandbox = !o.no_sandbox;
+  options.baseline = o.baseline;
   if (o.time_budget >= 0) {
     options.time_budget_seconds = o.time_budget;
   } else {
@@ -225,7 +229,21 @@ int run_eval(const EvalCommandOptions& o) {
   // The results file is opened before any work (a bad path fails now, not after an hour) and
   // each verdict is appended and flushed as it is made: a killed run keeps every verdict so far.
   std::optional<results::ResultsWriter> writer;
-  if (!o.h5.empty()) writer.emplace(o.h5);
+  if (!o.h5.empty()) {
+    writer.emplace(o.h5);
+    // Where the verdicts came from, for the report and for anyone comparing files later.
+    writer->set_meta("git_commit", git_commit());
+    writer->set_meta_json("gpu_names", visible_gpu_names());
+    writer->set_meta_json("eval_options", {{"backend", backend_name(options.backend)},
+                                           {"scale", options.scale},
+                                           {"baseline", options.baseline},
+                                           {"trials", options.trials},
+                                           {"time_budget_seconds", options.time_budget_seconds},
+                                           {"sandbox", options.sandbox},
+                                           {"host", hostname()}});
+    writer->flush();
+  }
+  size_t written = 0;  // verdicts come in job order
   const std::vector<eval::Verdict> verdicts = evaluator.evaluate_all(
       jobs, window,
       [&](size_t i) {
@@ -233,7 +251,7 @@ int run_eval(const EvalCommandOptions& o) {
       },
       [&](const eval::Verdict& v) {
         if (!writer) return;
-        eval::append_verdicts(*writer, {v});
+        eval::append_verdicts(*writer, {v}, {render_program_text(jobs[written++].program)});
         writer->flush();
       });
   if (progress) {
@@ -284,6 +302,10 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                   "Speedups above this are re-measured one call at a time in a fresh worker before they count")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--baseline", o.baseline,
+                  "How the reference is timed: eager (called, as KernelBench times it) or cuda_graph (each call "
+                  "captured once and replayed: what a user would try before writing kernels; CUDA only)")
+      ->check(CLI::IsMember({"eager", "cuda_graph"}));
   cmd->add_flag("--no-sandbox", o.no_sandbox, "Run candidates without seccomp and Landlock (debugging only)");
   cmd->add_option("--compile-ahead", o.compile_ahead,
                   "Candidates compiled ahead of the one being judged (default: 8 on CUDA, 0 on the CPU)")

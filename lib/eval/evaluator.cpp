@@ -170,6 +170,12 @@ struct Evaluator::JudgeState {
 };
 
 Evaluator::Evaluator(EvalOptions options, Compiler& compiler) : options_(std::move(options)), compiler_(compiler) {
+  if (options_.baseline != "eager" && options_.baseline != "cuda_graph") {
+    throw InputError(fmt::format("baseline must be eager or cuda_graph (got '{}')", options_.baseline));
+  }
+  if (options_.baseline == "cuda_graph" && options_.backend != Backend::cuda) {
+    throw InputError("baseline cuda_graph needs the cuda backend (CUDA graphs replay GPU work)");
+  }
   if (options_.trials < 1) throw InputError(fmt::format("trials must be at least 1 (got {})", options_.trials));
   if (options_.time_budget_seconds < 0) throw InputError("the time budget must not be negative");
   if (options_.max_slots < 1) throw InputError("max_slots must be at least 1");
@@ -259,6 +265,7 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
                                                                                      options_.gpu_memory_fraction)] {
     nlohmann::json named = request;
     named["program_name"] = "reference";
+    named["replay_as_graph"] = options_.baseline == "cuda_graph";
     return ask(*state->reference_worker, Message{named, {}}, options_.load_timeout_seconds, "loading the reference's timing worker");
   });
   auto fail = [&](const WorkerFailure& f) -> JudgeState& {
@@ -350,6 +357,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   v.candidate = candidate_name;
   v.backend = backend_name(options_.backend);
   v.scale = options_.scale;
+  v.baseline = options_.baseline;
   auto step = [&](std::string name, bool passed, std::string detail, Clock::time_point since) {
     v.steps.push_back({std::move(name), passed, std::move(detail), seconds_since(since)});
   };
@@ -664,7 +672,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     };
     const auto started = Clock::now();
     for (WorkerProcess* w : {&cand_worker, js.reference_worker.get()}) {
-      const auto r = ask(*w, Message{{{"op", "start_timing"}}, {}}, options_.call_timeout_seconds, purpose + ": before timing");
+      const auto r = ask(*w, Message{{{"op", "start_timing"}, {"slots", slots}}, {}}, options_.call_timeout_seconds * (slots + 1),
+                         purpose + ": before timing");
       if (const auto* f = std::get_if<WorkerFailure>(&r)) {
         m.failure = f->message;
         m.failure_kind = to_string(f->status);

@@ -27,6 +27,8 @@ struct EvalOptions {
   uint64_t seed = 0;                    // 0: a fresh secret per judged task; else trial and timing
                                         // seeds derive from it (replays an evaluation exactly)
   bool timing = true;                   // false: stop after the correctness trials
+  std::string baseline = "eager";       // the reference as timed: "eager" (called), or "cuda_graph"
+                                        // (each slot's call captured once and replayed; CUDA only)
   double time_budget_seconds = 10;      // timing stops when it is spent ...
   double target_relative_ci = 0.01;     // ... or when the speedup's 95% CI is within +-1%
   int min_timed_pairs = 20;

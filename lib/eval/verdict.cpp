@@ -96,6 +96,7 @@ nlohmann::json to_json(const Verdict& v) {
           {"candidate", v.candidate},
           {"backend", v.backend},
           {"scale", v.scale},
+          {"baseline", v.baseline},
           {"status", v.status_text()},
           {"message", v.message},
           {"trials_run", v.trials_run},
@@ -118,6 +119,7 @@ Verdict verdict_from_json(const nlohmann::json& json) {
   v.candidate = field<std::string>(json, "candidate", where);
   v.backend = field<std::string>(json, "backend", where);
   v.scale = field<std::string>(json, "scale", where);
+  v.baseline = json.value("baseline", std::string("eager"));  // files from before baselines: eager
   v.status = parse_verdict_status(field<std::string>(json, "status", where), &v.hack_kind);
   v.message = field<std::string>(json, "message", where);
   v.trials_run = field<int>(json, "trials_run", where);

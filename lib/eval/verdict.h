@@ -41,6 +41,7 @@ struct Verdict {
   std::string candidate;   // a name for the candidate: its file, or its JSONL line id
   std::string backend;     // "cpu" or "cuda"
   std::string scale;       // "small" or "full"
+  std::string baseline = "eager";  // how the reference was timed: "eager" or "cuda_graph" (replayed)
   VerdictStatus status = VerdictStatus::kRuntimeError;
   std::string hack_kind;   // set only when status is kHack
   std::string message;     // one line: what happened (the first failure, or the speedup)

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace crl::eval {
@@ -32,6 +34,7 @@ const results::TableSchema& verdict_table_schema() {
       {"speedup_ci_high", ColumnType::float64},
       {"reward", ColumnType::float64},
       {"seconds", ColumnType::float64},
+      {"baseline", ColumnType::string},
   };
   return schema;
 }
@@ -41,6 +44,7 @@ namespace {
 constexpr const char* kCompileLogStore = "verdict_compile_log";
 constexpr const char* kWorkerLogStore = "verdict_worker_log";
 constexpr const char* kStepsStore = "verdict_steps";
+constexpr const char* kProgramStore = "verdict_program";
 
 nlohmann::json steps_json(const Verdict& v) {
   nlohmann::json steps = nlohmann::json::array();
@@ -58,7 +62,11 @@ const std::vector<T>& column_as(const results::ColumnValues& values, const std::
 
 }  // namespace
 
-int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdict>& verdicts) {
+int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdict>& verdicts,
+                        const std::vector<std::string>& programs) {
+  if (!programs.empty() && programs.size() != verdicts.size()) {
+    throw Error(fmt::format("append_verdicts: {} programs for {} verdicts", programs.size(), verdicts.size()));
+  }
   const int64_t first = writer.declare_table(kVerdictTable, verdict_table_schema());
   results::RowBatch batch(verdict_table_schema());
   std::vector<int64_t> ids;
@@ -71,7 +79,7 @@ int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdic
                    CellValue{int64_t{v.trials_run}}, CellValue{int64_t{v.trials_passed}}, v.reference_time.median_us,
                    v.reference_time.iqr_us, CellValue{int64_t{v.reference_time.samples}}, v.candidate_time.median_us,
                    v.candidate_time.iqr_us, CellValue{int64_t{v.candidate_time.samples}}, v.speedup, v.speedup_ci_low,
-                   v.speedup_ci_high, v.reward, v.seconds});
+                   v.speedup_ci_high, v.reward, v.seconds, v.baseline});
     ids.push_back(row++);
     compile_logs.push_back(results::to_valid_utf8(v.compile_log));
     worker_logs.push_back(results::to_valid_utf8(v.worker_log));
@@ -81,6 +89,11 @@ int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdic
   writer.put_texts(kCompileLogStore, ids, compile_logs);
   writer.put_texts(kWorkerLogStore, ids, worker_logs);
   writer.put_texts(kStepsStore, ids, steps);
+  if (!programs.empty()) {
+    std::vector<std::string> texts;
+    for (const auto& p : programs) texts.push_back(results::to_valid_utf8(p));
+    writer.put_texts(kProgramStore, ids, texts);
+  }
   return first;
 }
 
@@ -93,6 +106,9 @@ std::vector<Verdict> read_verdicts(const results::ResultsReader& reader) {
              rs = col("reference_samples"), cm = col("candidate_median_us"), ci = col("candidate_iqr_us"),
              cs = col("candidate_samples"), sp = col("speedup"), lo = col("speedup_ci_low"), hi = col("speedup_ci_high"),
              reward = col("reward"), seconds = col("seconds");
+  const auto schema = reader.schema(kVerdictTable);
+  const bool has_baseline = std::any_of(schema.begin(), schema.end(), [](const auto& c) { return c.name == "baseline"; });
+  const auto baseline = has_baseline ? col("baseline") : results::ColumnValues{};
   std::vector<Verdict> out;
   for (int64_t r = 0; r < rows; ++r) {
     const auto i = static_cast<size_t>(r);
@@ -115,6 +131,7 @@ std::vector<Verdict> read_verdicts(const results::ResultsReader& reader) {
     v.speedup_ci_high = column_as<double>(hi, "speedup_ci_high")[i];
     v.reward = column_as<double>(reward, "reward")[i];
     v.seconds = column_as<double>(seconds, "seconds")[i];
+    if (has_baseline) v.baseline = column_as<std::string>(baseline, "baseline")[i];
     v.compile_log = reader.text(kCompileLogStore, id).value_or("");
     v.worker_log = reader.text(kWorkerLogStore, id).value_or("");
     const auto steps = nlohmann::json::parse(reader.text(kStepsStore, id).value_or("[]"), nullptr, false);

@@ -15,13 +15,17 @@ inline constexpr const char* kVerdictTable = "verdicts";
 
 // Columns: row, task, candidate, backend, scale, status, message, trials_run, trials_passed,
 // reference_median_us, reference_iqr_us, reference_samples, candidate_median_us, candidate_iqr_us,
-// candidate_samples, speedup, speedup_ci_low, speedup_ci_high, reward, seconds.
+// candidate_samples, speedup, speedup_ci_low, speedup_ci_high, reward, seconds, baseline (files
+// written before it existed read as "eager").
 const results::TableSchema& verdict_table_schema();
 
 // Appends the verdicts (declaring the table on first use) and stores each one's compile log,
 // worker log and steps (JSON) under text stores verdict_compile_log, verdict_worker_log,
-// verdict_steps, keyed by its `row` column. Returns the first new row's number. Does not flush.
-int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdict>& verdicts);
+// verdict_steps, keyed by its `row` column, and, where `programs` is given (one text per verdict),
+// the candidate's program text under verdict_program. Returns the first new row's number. Does
+// not flush.
+int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdict>& verdicts,
+                        const std::vector<std::string>& programs = {});
 
 // Reads every verdict back (logs and steps included); InputError when the table is malformed.
 std::vector<Verdict> read_verdicts(const results::ResultsReader& reader);

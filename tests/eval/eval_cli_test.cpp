@@ -64,6 +64,21 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
   EXPECT_EQ(verdicts[0].status, VerdictStatus::kOk);
   EXPECT_EQ(verdicts[1].candidate, "bad");
   EXPECT_EQ(verdicts[1].status, VerdictStatus::kMismatch);
+  // Each verdict's program and the file's provenance are kept with it.
+  const results::ResultsReader reader(h5);
+  EXPECT_NE(reader.text("verdict_program", 1).value_or("").find("x.abs()"), std::string::npos);
+  EXPECT_EQ(verdicts[0].baseline, "eager");
+  EXPECT_FALSE(reader.meta("git_commit").empty());
+  EXPECT_EQ(reader.meta_json("eval_options").at("baseline"), "eager");
+  EXPECT_TRUE(reader.meta_json("gpu_names").is_array());
+}
+
+TEST(CrlEvalCli, TheCudaGraphBaselineNeedsTheCudaBackend) {
+  const auto r = crl_eval({"--backend", "cpu", "--baseline", "cuda_graph", "--task", "level1/019_relu",
+                           kFixtures + "/relu/same_as_reference.crl"},
+                          kCache);
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("cuda_graph needs the cuda backend"), std::string::npos) << r.output;
 }
 
 // --explain: for each verdict, every check that ran (the hack guards included) and what it saw.

@@ -47,6 +47,18 @@ TEST_F(GpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithANarrowCiContainingOn
             << v.steps.back().detail << "\n";
 }
 
+// Baseline cuda_graph: the reference's timing worker replays each slot's call as a captured graph.
+TEST_F(GpuEvaluatorTest, TheReferenceReplayedAsACudaGraphIsABaseline) {
+  EvalOptions o = quick_options(Backend::cuda);
+  o.baseline = "cuda_graph";
+  Evaluator e(o, fixture_compiler("evaluator_gpu_test"));
+  const Verdict v = e.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate("same_as_reference"), "graph");
+  ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  EXPECT_EQ(v.baseline, "cuda_graph");
+  EXPECT_GT(v.reference_time.median_us, 0);
+  std::cout << "reference vs itself replayed as a CUDA graph: " << v.message << "\n";
+}
+
 TEST_F(GpuEvaluatorTest, KernelCandidateIsOk) {
   const Verdict v = evaluate("device_loop");
   EXPECT_EQ(v.status, VerdictStatus::kOk) << explain(v);
