@@ -23,6 +23,9 @@ inline constexpr double kEdgeFraction = 0.5;
 // that ignores the bound errs by far more than any tolerance.
 inline constexpr double kAroundWidth = 0.05;
 
+// Edges are written in chunks of this many elements (bounding the temporaries, see below).
+inline constexpr int64_t kEdgeChunkElements = int64_t{1} << 22;
+
 // forward's arguments for an edge trial: make_arguments(spec, scale, seed, device), then, in every
 // tensor that declares edges, kEdgeFraction of the elements (chosen at random) replaced by edge
 // values. Deterministic for a (seed, device type) pair; tensors without edges are exactly
@@ -36,7 +39,5 @@ std::vector<at::Tensor> make_edge_arguments(const TaskSpec& spec, const std::str
 // drawing from a generator seeded from `stream_seed`. Does nothing when the tensor has no edges.
 void apply_edges(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale, uint64_t stream_seed,
                  at::Tensor& values);
-
-inline constexpr int64_t kEdgeChunkElements = int64_t{1} << 22;
 
 }  // namespace crl

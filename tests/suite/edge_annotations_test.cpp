@@ -94,6 +94,13 @@ TEST(EdgeAnnotations, EveryAnnotatedTaskMakesEdgeArgumentsAtTheSmallScale) {
   }
 }
 
+TEST(EdgeAnnotations, TaskMetadataListsEachTensorsEdges) {
+  const nlohmann::json meta = task_metadata_json(source_suite().find("level1/032_hardtanh"));
+  EXPECT_EQ(meta["inputs"][0]["edges"], nlohmann::json({"around(-1)", "around(1)"})) << meta.dump();
+  const nlohmann::json plain = task_metadata_json(source_suite().find("level1/019_relu"));
+  EXPECT_EQ(plain["inputs"][0]["edges"], nlohmann::json::array());
+}
+
 // level2/022: z = logsumexp(clamp(4 linear(x), -10, 10)); y = z mish(z). With the spec's rand inputs
 // 4 linear(x) has a standard deviation of about 1.3, so the clamp at +-10 never acts and a program
 // without it is exact; the edge inputs (signs, large(4)) push the pre-activations past 10.
