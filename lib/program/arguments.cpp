@@ -13,9 +13,8 @@
 #include "core/statistics.h"
 
 namespace crl {
-namespace {
 
-at::Generator make_generator(const at::Device& device, uint64_t stream_seed) {
+at::Generator make_argument_generator(const at::Device& device, uint64_t stream_seed) {
   at::Generator gen;
   if (device.is_cpu()) {
     gen = at::detail::createCPUGenerator(stream_seed);
@@ -27,8 +26,6 @@ at::Generator make_generator(const at::Device& device, uint64_t stream_seed) {
   }
   return gen;
 }
-
-}  // namespace
 
 uint64_t argument_stream_seed(const TaskSpec& spec, uint64_t seed, size_t index) {
   const bool is_param = index >= spec.inputs.size();
@@ -47,7 +44,7 @@ at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const s
   // kernel): a float32 temporary would double the memory and time of full-scale half inputs.
   const auto draw = at::TensorOptions().dtype(tensor.dtype).device(device);
   const auto exact = draw;
-  at::Generator gen = make_generator(device, stream_seed);
+  at::Generator gen = make_argument_generator(device, stream_seed);
   const auto arg = [&](size_t i) { return tensor.init.args.at(i).evaluate(vars); };
   at::Tensor t;
   switch (tensor.init.kind) {

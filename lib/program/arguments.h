@@ -1,6 +1,7 @@
 // Making a task's forward arguments (inputs, then params) from a seed, directly on the device.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -32,6 +33,9 @@ at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const s
 // sample and copies it across the batch is caught even where the task's own inputs give every
 // sample nearly the same result. Params are left alone. Returns how many inputs it scaled.
 size_t spread_samples(const TaskSpec& spec, std::vector<at::Tensor>& args);
+
+// A generator for `device` (cpu or cuda; InputError otherwise) seeded with `stream_seed`.
+at::Generator make_argument_generator(const at::Device& device, uint64_t stream_seed);
 
 // The generator seed of argument `index` of forward (inputs first, then params).
 uint64_t argument_stream_seed(const TaskSpec& spec, uint64_t seed, size_t index);

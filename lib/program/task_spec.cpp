@@ -177,13 +177,35 @@ PostOp parse_post(const SpecContext& ctx, const YAML::Node& node) {
   return op;
 }
 
+EdgeSpec parse_edge(const SpecContext& ctx, const YAML::Node& node) {
+  static const std::map<std::string, std::pair<EdgeKind, size_t>> kinds = {
+      {"around", {EdgeKind::around, 1}}, {"zeros", {EdgeKind::zeros, 0}},
+      {"large", {EdgeKind::large, 1}},   {"signs", {EdgeKind::signs, 0}}};
+  EdgeSpec edge;
+  edge.text = scalar_text(ctx, node, "edges");
+  std::string kind;
+  std::vector<std::string> args;
+  split_call(ctx, node, edge.text, kind, args);
+  const auto it = kinds.find(kind);
+  if (it == kinds.end()) {
+    ctx.fail(node, fmt::format("expected edge around(v), zeros, large(m) or signs (found '{}')", edge.text));
+  }
+  edge.kind = it->second.first;
+  if (args.size() != it->second.second) {
+    ctx.fail(node, fmt::format("edge '{}' takes {} argument(s) (found {})", kind, it->second.second, args.size()));
+  }
+  for (const auto& a : args) edge.args.push_back(Expr::parse(a, ctx.where(node)));
+  return edge;
+}
+
 Expr parse_expr_node(const SpecContext& ctx, const YAML::Node& node, const std::string& field) {
   return Expr::parse(scalar_text(ctx, node, field), ctx.where(node));
 }
 
 TensorSpec parse_tensor(const SpecContext& ctx, const YAML::Node& node, const std::string& list) {
   require_map(ctx, node, fmt::format("an entry of '{}'", list));
-  reject_unknown_keys(ctx, node, {"name", "shape", "dtype", "init", "post"}, fmt::format("an entry of '{}'", list));
+  reject_unknown_keys(ctx, node, {"name", "shape", "dtype", "init", "post", "edges"},
+                      fmt::format("an entry of '{}'", list));
   TensorSpec t;
   t.where = ctx.where(node);
   t.name = required_string(ctx, node, "name");
@@ -232,6 +254,26 @@ TensorSpec parse_tensor(const SpecContext& ctx, const YAML::Node& node, const st
       }
       t.post.push_back(std::move(op));
     }
+  }
+  if (const YAML::Node edges = node["edges"]) {
+    if (!edges.IsSequence() || edges.size() == 0) {
+      ctx.fail(edges, fmt::format("tensor '{}': expected edges to be a non-empty list", t.name));
+    }
+    if (edges.size() > kMaxEdgesPerTensor) {
+      ctx.fail(edges, fmt::format("tensor '{}': at most {} edges (found {})", t.name, kMaxEdgesPerTensor, edges.size()));
+    }
+    if (!floating) {
+      ctx.fail(edges, fmt::format("tensor '{}': edges need a floating dtype (found {})", t.name, dtype));
+    }
+    for (const PostOp& op : t.post) {
+      // Edge values replace elements, which would break the structure these ops give the tensor
+      // (and that the reference may rely on: a triangular solve, a probability row).
+      if (op.kind == PostKind::tril || op.kind == PostKind::triu || op.kind == PostKind::symmetric ||
+          op.kind == PostKind::softmax) {
+        ctx.fail(edges, fmt::format("tensor '{}': edges cannot be combined with post op '{}'", t.name, op.text));
+      }
+    }
+    for (const auto& edge_node : edges) t.edges.push_back(parse_edge(ctx, edge_node));
   }
   return t;
 }
@@ -313,7 +355,23 @@ void check_at_scales(const SpecContext& ctx, const TaskSpec& spec) {
           for (const auto& a : op.args) a.evaluate(vars);
         }
       }
+      for (const EdgeSpec& edge : t.edges) {
+        if (edge.args.empty()) continue;
+        const double v = edge.args[0].evaluate(vars);
+        const bool ok = edge.kind == EdgeKind::large ? (std::isfinite(v) && v > 0) : std::isfinite(v);
+        if (!ok) {
+          throw InputError(fmt::format("{}: tensor '{}': edge '{}' needs a finite{} value (found {})", in_scale(t.where),
+                                       t.name, edge.text, edge.kind == EdgeKind::large ? " positive" : "", v));
+        }
+        // Edge values reach 2m for large(m) and |v| + a few widths for around(v): they must stay finite.
+        constexpr double half_max = 65504.0;
+        if (t.dtype == at::ScalarType::Half && 2.5 * std::abs(v) > half_max) {
+          throw InputError(fmt::format("{}: tensor '{}': edge '{}' gives values beyond float16's range", in_scale(t.where),
+                                       t.name, edge.text));
+        }
+      }
     }
+    spec.check_argument_bytes(scale, kMaxArgumentBytes);
     for (const Expr* cost : {&spec.flops, &spec.bytes}) {
       const double v = cost->evaluate(vars);
       if (!(v >= 0) || !std::isfinite(v)) {
@@ -381,6 +439,53 @@ const TensorSpec& TaskSpec::arg(size_t index) const {
   if (index < inputs.size()) return inputs[index];
   if (index < num_args()) return params[index - inputs.size()];
   throw Error(fmt::format("{}: argument {} asked of task '{}', which has {}", origin, index, id, num_args()));
+}
+
+bool TaskSpec::has_edges() const {
+  for (size_t i = 0; i < num_args(); ++i) {
+    if (!arg(i).edges.empty()) return true;
+  }
+  return false;
+}
+
+int64_t TaskSpec::tensor_bytes_at(const TensorSpec& tensor, const std::string& scale) const {
+  int64_t bytes = static_cast<int64_t>(c10::elementSize(tensor.dtype));
+  for (const int64_t n : shape_at(tensor, scale)) {
+    if (n < 0 || __builtin_mul_overflow(bytes, n, &bytes)) {
+      throw InputError(fmt::format("{}: task '{}': tensor '{}' at scale '{}' has a dimension that is negative or "
+                                   "makes its size overflow 64 bits; make its shape smaller",
+                                   tensor.where, id, tensor.name, scale));
+    }
+  }
+  return bytes;
+}
+
+int64_t TaskSpec::argument_bytes_at(const std::string& scale) const {
+  int64_t total = 0;
+  for (size_t i = 0; i < num_args(); ++i) {
+    const TensorSpec& t = arg(i);
+    if (__builtin_add_overflow(total, tensor_bytes_at(t, scale), &total)) {
+      throw InputError(fmt::format("{}: task '{}': the arguments at scale '{}' overflow 64 bits of bytes at tensor "
+                                   "'{}'; make the shapes smaller", t.where, id, scale, t.name));
+    }
+  }
+  return total;
+}
+
+void TaskSpec::check_argument_bytes(const std::string& scale, int64_t limit_bytes) const {
+  const int64_t total = argument_bytes_at(scale);
+  if (total <= limit_bytes) return;
+  const TensorSpec* largest = nullptr;
+  int64_t largest_bytes = -1;
+  for (size_t i = 0; i < num_args(); ++i) {
+    const int64_t b = tensor_bytes_at(arg(i), scale);
+    if (b > largest_bytes) largest = &arg(i), largest_bytes = b;
+  }
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  throw InputError(fmt::format("{}: task '{}': the arguments at scale '{}' take {:.2f} GiB, over the limit of {:.2f} "
+                               "GiB; the largest is tensor '{}' ({:.2f} GiB); make the scale's shapes smaller",
+                               largest->where, id, scale, total / gib, limit_bytes / gib, largest->name,
+                               largest_bytes / gib));
 }
 
 std::vector<std::string> TaskSpec::scale_names() const {

@@ -32,6 +32,18 @@ struct PostOp {
   std::string text;
 };
 
+// Values an operation's branches care about, drawn in edge trials (docs/program-format.md, `edges`):
+// around(v) puts values at and on both sides of a bound v (a clamp, a threshold, a shift before a
+// ReLU), zeros exact zeros of both signs, large(m) magnitudes in [m, 2m) of both signs, signs
+// the negated spec value (for inputs whose spec distribution has one sign only).
+enum class EdgeKind { around, zeros, large, signs };
+inline constexpr size_t kMaxEdgesPerTensor = 8;
+struct EdgeSpec {
+  EdgeKind kind = EdgeKind::around;
+  std::vector<Expr> args;
+  std::string text;  // as written, e.g. "around(-1)"
+};
+
 struct Tolerance {
   double atol = 0;
   double rtol = 0;
@@ -43,6 +55,7 @@ struct TensorSpec {
   at::ScalarType dtype = at::ScalarType::Float;
   InitSpec init;
   std::vector<PostOp> post;
+  std::vector<EdgeSpec> edges;  // empty: edge trials leave the tensor as its spec draws it
   std::string where;  // "file:line" of its entry
 };
 
@@ -68,7 +81,22 @@ struct TaskSpec {
   // The i-th argument of forward (inputs first, then params).
   const TensorSpec& arg(size_t index) const;
   std::vector<std::string> scale_names() const;
+  // Whether any input or param declares `edges` (the task has edge trials).
+  bool has_edges() const;
+  // Bytes of one tensor, and of all of forward's arguments, at `scale`. Throws InputError naming
+  // the task and the tensor when a tensor's size does not fit in 64 bits.
+  int64_t tensor_bytes_at(const TensorSpec& tensor, const std::string& scale) const;
+  int64_t argument_bytes_at(const std::string& scale) const;
+  // Throws InputError naming the task, the scale and its largest tensor when the arguments at
+  // `scale` need more than `limit_bytes` (a caller passes the device's memory, say).
+  void check_argument_bytes(const std::string& scale, int64_t limit_bytes) const;
 };
+
+// The most bytes a spec's arguments may take at any of its scales (checked when the spec is read):
+// 128 GiB, below one H200's 141 GB, so that every scale of an accepted spec can be allocated on the
+// largest GPU crl runs on. A caller with a smaller device checks its own limit with
+// TaskSpec::check_argument_bytes before it allocates.
+inline constexpr int64_t kMaxArgumentBytes = int64_t{128} << 30;
 
 // Parses and validates the spec section: unknown or missing keys, bad ids, names, dtypes, init
 // and post ops, and expressions (each is evaluated at every scale, so undefined variables or

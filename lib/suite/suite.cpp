@@ -169,6 +169,9 @@ nlohmann::json tensor_json(const TaskSpec& spec, const TensorSpec& t) {
   nlohmann::json post = nlohmann::json::array();
   for (const auto& op : t.post) post.push_back(op.text);
   j["post"] = post;
+  nlohmann::json edges = nlohmann::json::array();
+  for (const auto& edge : t.edges) edges.push_back(edge.text);
+  j["edges"] = edges;
   nlohmann::json shape_expr = nlohmann::json::array();
   for (const auto& e : t.shape) shape_expr.push_back(e.text());
   j["shape"] = shape_expr;

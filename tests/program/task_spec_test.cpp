@@ -167,7 +167,7 @@ TEST(TaskSpec, ErrorsNameTheFileLine) {
   EXPECT_EQ(spec_error(kBase + "params:\n  - {name: w, shape: [n], dtype: int64}\n"),
             "t.crl:12: tensor 'w': missing field 'init' (required for int64 tensors)");
   EXPECT_EQ(spec_error(kBase + "params:\n  - {name: w, shape: [n], dtype: float32, size: 3}\n"),
-            "t.crl:12: unknown key 'size' in an entry of 'params' (known keys: dtype, init, name, post, shape)");
+            "t.crl:12: unknown key 'size' in an entry of 'params' (known keys: dtype, edges, init, name, post, shape)");
   EXPECT_EQ(spec_error(kBase + "tolerance: {atol: -1, rtol: 0}\n"), "t.crl:11: tolerance 'atol' must be >= 0");
   EXPECT_EQ(spec_error(kBase + "tolerance: [1\n"), "t.crl:12: YAML syntax error in the spec: end of sequence flow not found");
   s = kBase;
@@ -194,6 +194,53 @@ namespace {
 TEST(TaskSpec, KeysThatAreNotPlainScalarsAreBadInput) {
   const std::string message = spec_error("? [a, b]\n: 1\ntask: level1/001_x\n");
   EXPECT_NE(message.find("t.crl:3: expected a plain key in the spec"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace crl
+
+namespace crl {
+namespace {
+
+const std::string kTwoTensors =
+    "task: level1/001_big\n"
+    "category: test\n"
+    "inputs:\n"
+    "  - {name: x, shape: [n, m], dtype: float32}\n"
+    "  - {name: y, shape: [n], dtype: float16}\n"
+    "scales:\n";
+const std::string kCosts = "flops: 1\nbytes: 1\n";
+
+TEST(TaskSpec, ArgumentBytesMultiplyOutShapesAndDtypes) {
+  SourceSection section{true, kTwoTensors + "  small: {n: 1000, m: 3}\n" + kCosts, 3};
+  const TaskSpec spec = parse_task_spec(section, "t.crl");
+  EXPECT_EQ(spec.tensor_bytes_at(spec.inputs[0], "small"), 4 * 1000 * 3);
+  EXPECT_EQ(spec.tensor_bytes_at(spec.inputs[1], "small"), 2 * 1000);
+  EXPECT_EQ(spec.argument_bytes_at("small"), 4 * 1000 * 3 + 2 * 1000);
+  EXPECT_NO_THROW(spec.check_argument_bytes("small", 14000));
+  try {
+    spec.check_argument_bytes("small", 13999);
+    ADD_FAILURE() << "a limit below the arguments' bytes was accepted";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("task 'level1/001_big'"), std::string::npos) << m;
+    EXPECT_NE(m.find("scale 'small'"), std::string::npos) << m;
+    EXPECT_NE(m.find("the largest is tensor 'x'"), std::string::npos) << m;
+  }
+}
+
+TEST(TaskSpec, SpecsWhoseArgumentsExceedTheFormatsLimitAreRefused) {
+  // 2^18 x 2^17 float32 = 128 GiB, plus y: over kMaxArgumentBytes at scale full only.
+  const std::string over = spec_error(kTwoTensors + "  full: {n: 262144, m: 131072}\n  small: {n: 4, m: 4}\n" + kCosts);
+  EXPECT_NE(over.find("t.crl:6: task 'level1/001_big': the arguments at scale 'full' take 128.00 GiB, over the limit "
+                      "of 128.00 GiB; the largest is tensor 'x'"),
+            std::string::npos)
+      << over;
+  EXPECT_EQ(spec_error(kTwoTensors + "  full: {n: 262144, m: 131071}\n" + kCosts), "(no error)");
+  // A shape whose element count overflows 64 bits names the tensor too, instead of wrapping around.
+  const std::string overflow = spec_error(kTwoTensors + "  full: {n: 4294967296, m: 4294967296}\n" + kCosts);
+  EXPECT_NE(overflow.find("task 'level1/001_big': tensor 'x' at scale 'full'"), std::string::npos) << overflow;
+  EXPECT_NE(overflow.find("overflow 64 bits"), std::string::npos) << overflow;
 }
 
 }  // namespace

@@ -1,0 +1,83 @@
+// Edge trials' arguments: the spec's tensors with a share of their elements moved to the declared edges.
+#include "program/edge_inputs.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/statistics.h"
+#include "program/arguments.h"
+
+namespace crl {
+namespace {
+
+// Separates the edge stream from the tensor's own stream (same seed, different draws).
+constexpr uint64_t kEdgeStreamTag = 0x6564676573ULL;  // "edges"
+
+// Edge values for the elements of `chunk` (float32, `n` elements) whose position `share` within
+// their edge's slice is in [0, 1); `normals` are standard normal draws for around().
+at::Tensor edge_values(const EdgeSpec& edge, double arg, const at::Tensor& chunk, const at::Tensor& share,
+                       const at::Tensor& normals) {
+  switch (edge.kind) {
+    case EdgeKind::around: {
+      const double width = kAroundWidth * std::max(1.0, std::abs(arg));
+      // A quarter exactly at the bound (where < and <= differ), the rest spread across both sides.
+      return at::where(share < 0.25, arg, normals * width + arg);
+    }
+    case EdgeKind::zeros:
+      // +0 and -0: a program may test the sign bit (signbit, copysign, 1/x).
+      return at::where(share < 0.5, at::Scalar(0.0), at::Scalar(-0.0)).to(at::kFloat);
+    case EdgeKind::large: {
+      // Magnitudes in [m, 2m), half of each sign; `share` already gives the spread, no extra draw.
+      const at::Tensor half = at::where(share < 0.5, share, share - 0.5) * 2;  // [0, 1) again
+      const at::Tensor magnitude = (half + 1) * arg;
+      return at::where(share < 0.5, -magnitude, magnitude);
+    }
+    case EdgeKind::signs: return -chunk;
+  }
+  return chunk;
+}
+
+}  // namespace
+
+void apply_edges(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale, uint64_t stream_seed,
+                 at::Tensor& values) {
+  if (tensor.edges.empty() || values.numel() == 0) return;
+  const ScaleVariables& vars = spec.scale_variables(scale);
+  std::vector<double> edge_args;
+  for (const EdgeSpec& e : tensor.edges) edge_args.push_back(e.args.empty() ? 0.0 : e.args[0].evaluate(vars));
+  at::Generator gen = make_argument_generator(values.device(), mix64(stream_seed ^ kEdgeStreamTag));
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(values.device());
+  const double slice = kEdgeFraction / static_cast<double>(tensor.edges.size());
+  at::Tensor flat = values.view({-1});
+  for (int64_t start = 0; start < flat.numel(); start += kEdgeChunkElements) {
+    const int64_t n = std::min(kEdgeChunkElements, flat.numel() - start);
+    at::Tensor chunk = flat.narrow(0, start, n);
+    // One uniform draw per element picks whether it moves and to which edge ([1 - fraction, 1) is
+    // split into one slice per edge), and its place within the slice spreads the values of the edge.
+    const at::Tensor pick = at::empty({n}, f32).uniform_(0, 1, gen);
+    const bool any_around = std::any_of(tensor.edges.begin(), tensor.edges.end(),
+                                        [](const EdgeSpec& e) { return e.kind == EdgeKind::around; });
+    const at::Tensor normals = any_around ? at::empty({n}, f32).normal_(0, 1, gen) : at::zeros({n}, f32);
+    at::Tensor moved = chunk.to(at::kFloat);
+    for (size_t k = 0; k < tensor.edges.size(); ++k) {
+      const double lo = 1.0 - kEdgeFraction + static_cast<double>(k) * slice;
+      const at::Tensor in_slice = (pick >= lo) & (pick < lo + slice);
+      const at::Tensor share = ((pick - lo) / slice).clamp_(0, 1);
+      moved = at::where(in_slice, edge_values(tensor.edges[k], edge_args[k], moved, share, normals), moved);
+    }
+    chunk.copy_(moved);
+  }
+}
+
+std::vector<at::Tensor> make_edge_arguments(const TaskSpec& spec, const std::string& scale, uint64_t seed,
+                                            const at::Device& device) {
+  std::vector<at::Tensor> args = make_arguments(spec, scale, seed, device);
+  for (size_t i = 0; i < args.size(); ++i) {
+    apply_edges(spec, spec.arg(i), scale, argument_stream_seed(spec, seed, i), args[i]);
+  }
+  return args;
+}
+
+}  // namespace crl
