@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "eval/output_comparison.h"
 #include "program/arguments.h"
+#include "program/edge_inputs.h"
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -75,6 +76,15 @@ eval::Message JudgeSession::load(const nlohmann::json& request) {
   spec_ = load_spec(request, &scale_);
   device_.init(request);
   if (request.contains("cache_bytes")) cache_budget_bytes_ = request["cache_bytes"].get<int64_t>();
+#if CRL_HAVE_CUDA
+  if (device_.is_cuda()) {
+    // A spec whose arguments alone exceed the GPU's memory is refused before anything is made.
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      spec_->check_argument_bytes(scale_, static_cast<int64_t>(total_bytes));
+    }
+  }
+#endif
   reference_ = std::make_unique<NamedProgram>("reference", request.at("reference_library").get<std::string>());
   // The arguments' shapes, from one set made on the device (what the arena will hold per slot).
   const auto args = make_arguments(*spec_, scale_, 1, device_.device());
@@ -101,8 +111,8 @@ eval::Message JudgeSession::load(const nlohmann::json& request) {
                 {"device_name", device_name}});
 }
 
-std::vector<at::Tensor> JudgeSession::arguments_for(uint64_t seed, bool spread) {
-  auto args = make_arguments(*spec_, scale_, seed, device_.device());
+std::vector<at::Tensor> JudgeSession::arguments_for(uint64_t seed, bool spread, bool edges) {
+  auto args = edges ? make_edge_arguments(*spec_, scale_, seed, device_.device()) : make_arguments(*spec_, scale_, seed, device_.device());
   if (spread) spread_samples(*spec_, args);
   return args;
 }
@@ -134,7 +144,7 @@ const std::vector<at::Tensor>& JudgeSession::outputs_for(const std::string& key)
   if (it->second.tensors.empty()) {
     // Evicted for memory: made again from the same seed (references are deterministic per seed).
     Outputs again = it->second;
-    again.tensors = call_and_check(device_, *reference_, arguments_for(again.seed, again.spread));
+    again.tensors = call_and_check(device_, *reference_, arguments_for(again.seed, again.spread, again.edges));
     keep(key, std::move(again));
     it = outputs_.find(key);
   } else {
@@ -149,7 +159,8 @@ eval::Message JudgeSession::reference(const nlohmann::json& request) {
   Outputs o;
   o.seed = request.at("seed").get<uint64_t>();
   o.spread = request.value("spread", false);
-  auto args = make_arguments(*spec_, scale_, o.seed, device_.device());
+  o.edges = request.value("edges", false);
+  auto args = arguments_for(o.seed, false, o.edges);
   const size_t spread_inputs = o.spread ? spread_samples(*spec_, args) : 0;
   o.tensors = call_and_check(device_, *reference_, args);
   nlohmann::json metas = metas_of(o.tensors);
@@ -186,7 +197,7 @@ eval::Message JudgeSession::fill(const nlohmann::json& request) {
   const bool both = request.value("both", false);
   for (const auto& item : request.at("slots")) {
     const int slot = item.at("slot").get<int>();
-    const auto args = arguments_for(item.at("seed").get<uint64_t>(), item.value("spread", false));
+    const auto args = arguments_for(item.at("seed").get<uint64_t>(), item.value("spread", false), item.value("edges", false));
     for (InputArena* arena : {&arena_, both ? &reference_arena_ : nullptr}) {
       if (arena == nullptr) continue;
       auto slot_args = arena->arguments(slot);
@@ -202,7 +213,7 @@ eval::Message JudgeSession::reference_slot(const nlohmann::json& request) {
   // slot's seed), filed as batch:<slot> for the comparison with the candidate's.
   Outputs o;
   o.seed = request.at("seed").get<uint64_t>();
-  o.tensors = call_and_check(device_, *reference_, arguments_for(o.seed, false));
+  o.tensors = call_and_check(device_, *reference_, arguments_for(o.seed, false, false));
   keep(fmt::format("batch:{}", request.at("slot").get<int>()), std::move(o));
   return reply();
 }
@@ -258,7 +269,8 @@ eval::Message JudgeSession::compare(const nlohmann::json& request) {
 
 eval::Message JudgeSession::check_inputs(const nlohmann::json& request) {
   const int slot = request.at("slot").get<int>();
-  const auto expected = arguments_for(request.at("seed").get<uint64_t>(), request.value("spread", false));
+  const auto expected =
+      arguments_for(request.at("seed").get<uint64_t>(), request.value("spread", false), request.value("edges", false));
   const auto seen = arena_.arguments(slot);
   nlohmann::json changed = nlohmann::json::array();
   for (size_t i = 0; i < expected.size(); ++i) {

@@ -28,6 +28,7 @@ class JudgeSession {
   struct Outputs {
     uint64_t seed = 0;
     bool spread = false;
+    bool edges = false;  // made from make_edge_arguments (an edge trial)
     std::vector<at::Tensor> tensors;  // empty once evicted: made again from the seed when asked for
     int64_t bytes = 0;
   };
@@ -43,7 +44,7 @@ class JudgeSession {
   eval::Message release(const nlohmann::json& request);
   eval::Message flush();
 
-  std::vector<at::Tensor> arguments_for(uint64_t seed, bool spread);
+  std::vector<at::Tensor> arguments_for(uint64_t seed, bool spread, bool edges);
   const std::vector<at::Tensor>& outputs_for(const std::string& key);
   void keep(const std::string& key, Outputs outputs);
   void evict_to(int64_t budget);

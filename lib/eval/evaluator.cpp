@@ -39,6 +39,9 @@ std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
 
+// Edge trials per task that declares edges (program/edge_inputs.h), after the ordinary trials.
+constexpr uint64_t kEdgeTrials = 2;
+
 uint64_t mix_seed(uint64_t seed, const std::string& task_id, const std::string& purpose, uint64_t index) {
   Sha256 h;
   h.field(std::to_string(seed)).field(task_id).field(purpose).field(std::to_string(index));
@@ -138,6 +141,7 @@ struct Evaluator::JudgeState {
   std::string library;
   uint64_t secret = 0;
   std::vector<uint64_t> seeds;
+  std::vector<uint64_t> edge_seeds;  // edge trials (tasks that declare edges), also from the secret
   std::unique_ptr<WorkerProcess> judge;
   // The reference's timing worker: the same sandboxed worker as a candidate's, running the
   // reference on its own arena, so that both halves of a timed pair run in the same kind of
@@ -243,6 +247,9 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   state->secret = options_.seed != 0 ? options_.seed : fresh_secret();
   state->rng.seed(mix_seed(state->secret, task.id, "timing", 0));
   state->seeds = trial_seeds(state->secret, options_.trials, task.id);
+  if (task.spec.has_edges()) {
+    for (uint64_t i = 0; i < kEdgeTrials; ++i) state->edge_seeds.push_back(mix_seed(state->secret, task.id, "edge trial", i));
+  }
   const bool cpu = options_.backend == Backend::cpu;
   WorkerOptions w;
   w.executable = worker_executable_;
@@ -290,6 +297,10 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
         state->output_bytes.push_back(state->output_metas.back().nbytes());
       }
     }
+  }
+  for (size_t i = 0; i < state->edge_seeds.size(); ++i) {
+    (void)get(Message{{{"op", "reference"}, {"key", fmt::format("edge:{}", i)}, {"seed", state->edge_seeds[i]}, {"edges", true}}, {}},
+              fmt::format("reference run on edge inputs (seed {})", state->edge_seeds[i]));
   }
   if (get(Message{{{"op", "batch_copy"}, {"key", "trial:0"}}, {}}, "the per-sample check").value("would_pass", false)) {
     const auto r = get(Message{{{"op", "reference"}, {"key", "spread"}, {"seed", state->seeds[0]}, {"spread", true}}, {}},
@@ -398,9 +409,10 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   JudgeState& js = *judge_state;
   WorkerProcess& judge = *js.judge;
   step("judge", true,
-       fmt::format("reference held for {} trial seeds from secret {} (crl eval --seed {} replays this evaluation); "
+       fmt::format("reference held for {} trial seeds{} from secret {} (crl eval --seed {} replays this evaluation); "
                    "{} input slots per timed batch",
-                   js.seeds.size(), js.secret, js.secret, js.layout.slots),
+                   js.seeds.size(), js.edge_seeds.empty() ? "" : fmt::format(" and {} edge trials", js.edge_seeds.size()),
+                   js.secret, js.secret, js.layout.slots),
        t);
   // The judge failing mid-evaluation is crl's failure too.
   auto judge_ask = [&](const nlohmann::json& header, const std::string& during) -> std::optional<nlohmann::json> {
@@ -528,21 +540,29 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     }
     return "";
   };
-  auto inputs_changed = [&](int slot, uint64_t seed, bool* judge_failed) -> std::string {
+  auto inputs_changed = [&](int slot, uint64_t seed, bool* judge_failed, bool edges = false) -> std::string {
     *judge_failed = false;
-    const auto r = judge_ask({{"op", "check_inputs"}, {"slot", slot}, {"seed", seed}}, "checking inputs");
+    const auto r = judge_ask({{"op", "check_inputs"}, {"slot", slot}, {"seed", seed}, {"edges", edges}}, "checking inputs");
     if (!r) return *judge_failed = true, "";
     if (r->at("changed").empty()) return "";
     return fmt::format("arguments modified in place: {}", r->at("changed").dump());
   };
 
-  // 4. Correctness: each trial's inputs written into slot 0 by the judge, the candidate run on them.
-  for (size_t i = 0; i < js.seeds.size(); ++i) {
+  // 4. Correctness: each trial's inputs written into slot 0 by the judge, the candidate run on them;
+  //    then, where the task declares edges, the edge trials (values at its clamp bounds, signs,
+  //    large magnitudes: program/edge_inputs.h).
+  for (size_t i = 0; i < js.seeds.size() + js.edge_seeds.size(); ++i) {
     t = Clock::now();
-    const std::string name = fmt::format("trial {}", i + 1);
-    if (!judge_ask({{"op", "fill"}, {"slots", {{{"slot", 0}, {"seed", js.seeds[i]}}}}}, "filling inputs")) return internal("filling inputs");
+    const bool edges = i >= js.seeds.size();
+    const size_t k = edges ? i - js.seeds.size() : i;
+    const uint64_t seed = edges ? js.edge_seeds[k] : js.seeds[i];
+    const std::string name = edges ? fmt::format("edge trial {}", k + 1) : fmt::format("trial {}", i + 1);
+    const std::string key = edges ? fmt::format("edge:{}", k) : fmt::format("trial:{}", i);
+    if (!judge_ask({{"op", "fill"}, {"slots", {{{"slot", 0}, {"seed", seed}, {"edges", edges}}}}}, "filling inputs")) {
+      return internal("filling inputs");
+    }
     auto reply = ask(*worker, Message{{{"op", "run"}, {"slot", 0}}, {}}, options_.call_timeout_seconds,
-                     fmt::format("{} (seed {})", name, js.seeds[i]));
+                     fmt::format("{} (seed {})", name, seed));
     v.trials_run = static_cast<int>(i + 1);
     if (auto* f = std::get_if<WorkerFailure>(&reply)) {
       step(name, false, f->message, t);
@@ -550,7 +570,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     }
     std::string kind;
     bool judge_failed = false;
-    const std::string problem = judge_outputs(std::get<Message>(reply).header.at("outputs"), fmt::format("trial:{}", i), &kind, &judge_failed);
+    const std::string problem = judge_outputs(std::get<Message>(reply).header.at("outputs"), key, &kind, &judge_failed);
     if (judge_failed) {
       step(name, false, "the judge could not compare the outputs", t);
       return finish(VerdictStatus::kCrash, "the candidate's outputs could not be read (bad output handle?)");
@@ -559,9 +579,9 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       step(name, false, problem, t);
       if (kind == "deferred_work") return hack(kind, name + ": " + problem);
       if (kind == "crash") return finish(VerdictStatus::kCrash, name + ": " + problem);
-      return finish(VerdictStatus::kMismatch, fmt::format("{} (seed {}): {}", name, js.seeds[i], problem));
+      return finish(VerdictStatus::kMismatch, fmt::format("{} (seed {}): {}", name, seed, problem));
     }
-    const std::string changed = inputs_changed(0, js.seeds[i], &judge_failed);
+    const std::string changed = inputs_changed(0, seed, &judge_failed, edges);
     if (judge_failed) return internal("checking inputs");
     step(name, changed.empty(), changed.empty() ? "matches the reference; inputs unchanged" : changed, t);
     if (!changed.empty()) return hack("input_mutation", name + ": " + changed);

@@ -86,6 +86,25 @@ TEST(AttackTest, SkippingCallsOfATimedBatchIsCaught) {
   EXPECT_FALSE(v.ok()) << explain(v);
 }
 
+// Input distribution: a clamp the spec's random inputs never reach, dropped. The task declares
+// edge inputs, so the edge trials take the clamp; the reference itself stays ok on them.
+TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsAnEdgeTrial) {
+  static const Suite suite = Suite::load(std::string(CRL_SOURCE_DIR) + "/jobs/suite");
+  const Task& task = suite.find("level2/022_matmul_scale_residual_add_clamp_log_sum_exp_mish");
+  ASSERT_TRUE(task.spec.has_edges());
+  EvalOptions o = quick_options(Backend::cpu);
+  o.timing = false;
+  Evaluator e(o, fixture_compiler("attack_test"));
+  const Verdict dropped = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/dropped_clamp.cpu.crl"), "dropped");
+  EXPECT_EQ(dropped.status, VerdictStatus::kMismatch) << explain(dropped);
+  EXPECT_NE(dropped.message.find("edge trial"), std::string::npos) << explain(dropped);
+  EXPECT_EQ(dropped.trials_passed, o.trials) << "the ordinary trials should pass: " << explain(dropped);
+  ProgramText legit = task.program;
+  legit.spec = {};
+  const Verdict twin = e.evaluate(task, legit, "reference");
+  EXPECT_TRUE(twin.ok()) << explain(twin);
+}
+
 // The evaluator's secret: two evaluations of one task draw different inputs unless a seed is given.
 TEST(AttackTest, EveryEvaluationDrawsFreshSecretInputs) {
   Evaluator other(quick_options(Backend::cpu), fixture_compiler("attack_test"));
