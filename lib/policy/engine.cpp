@@ -19,6 +19,7 @@
 #ifdef CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -26,7 +27,9 @@ namespace crl::policy {
 namespace {
 
 // Columns of a decode step's packed inputs, before the block table.
-enum InputColumn : int64_t { kToken = 0, kPosition, kWriteSlot, kLength, kKey, kStep, kTableStart };
+// kRandomBits: counter_bits(key, step) of the row's sequence, computed on the host, so the device
+// does no hashing.
+enum InputColumn : int64_t { kToken = 0, kPosition, kWriteSlot, kLength, kRandomBits, kTableStart };
 
 constexpr int64_t kMaxSamples = int64_t{1} << 24;
 
@@ -213,7 +216,7 @@ torch::Tensor GenerationEngine::step_outputs(const torch::Tensor& inputs, int64_
   in.attention_mask = key_index < inputs.select(1, kLength).view({rows, 1, 1, 1});
   in.cache = &cache_;
   const torch::Tensor logits = model_->forward(in).view({rows, -1});
-  const SampledTokens s = sample_tokens(logits, sampling, inputs.select(1, kKey).contiguous(), inputs.select(1, kStep).contiguous());
+  const SampledTokens s = sample_tokens_with_uniform(logits, sampling, uniform_from_bits(inputs.select(1, kRandomBits)));
   return torch::stack({s.tokens.to(torch::kFloat64), s.logprobs.to(torch::kFloat64), s.model_logprobs.to(torch::kFloat64)}, 1);
 }
 
@@ -292,8 +295,7 @@ void GenerationEngine::decode_step(std::vector<Sequence*>& running, const Genera
     row[kPosition] = s.cached;
     row[kWriteSlot] = s.blocks[static_cast<size_t>(s.cached / bs)] * bs + s.cached % bs;
     row[kLength] = s.cached + 1;
-    row[kKey] = s.key;
-    row[kStep] = static_cast<int64_t>(s.out.tokens.size());
+    row[kRandomBits] = counter_bits(s.key, static_cast<int64_t>(s.out.tokens.size()));
     std::copy(s.blocks.begin(), s.blocks.end(), row + kTableStart);
   }
   torch::Tensor outputs;
@@ -362,6 +364,7 @@ GenerationResult GenerationEngine::run(const std::vector<GenerationRequest>& req
     if (total_samples > kMaxSamples) throw InputError(fmt::format("generate: more than {} samples in one run", kMaxSamples));
   }
   torch::NoGradGuard no_grad;
+  const FusedInferenceKernels fused(options_.fused_kernels);
   model_->eval();
   if (const uint64_t signature = model_signature(); signature != graph_signature_) {
     graphs_.clear();

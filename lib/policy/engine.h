@@ -39,6 +39,9 @@ struct EngineOptions {
   int64_t kv_cache_bytes = int64_t{1} << 30;  // the paged pool's size (all layers, keys and values)
   int64_t block_size = 16;                    // token slots per block
   int64_t max_running = 256;                  // sequences decoded together at most
+  // Fused RMSNorm, rotary and SiLU-multiply kernels in the engine's forwards on CUDA (model.h,
+  // FusedInferenceKernels). Off by default until measured on the H200 (CRL_BENCH_FUSED=1 there).
+  bool fused_kernels = false;
   void validate() const;
 };
 
@@ -87,8 +90,8 @@ class GenerationEngine {
   void prefill(Prompt& prompt, GenerationResult& result);
   // One decode step of `running`; appends a token to each.
   void decode_step(std::vector<Sequence*>& running, const GenerationOptions& options, GenerationResult& result);
-  // The model forward and sampling of a step whose inputs are packed in `inputs` [rows, 6 + blocks]
-  // (columns: token, position, write slot, length after the step, key, step; then the block table).
+  // The model forward and sampling of a step whose inputs are packed in `inputs` [rows, 5 + blocks]
+  // (columns: token, position, write slot, length after the step, random bits; then the block table).
   torch::Tensor step_outputs(const torch::Tensor& inputs, int64_t blocks, const SamplingOptions& sampling);
   Graph& graph_for(int64_t rows, int64_t blocks, const GenerationOptions& options);
   uint64_t model_signature() const;

@@ -12,15 +12,63 @@
 #include "policy/model_shapes.h"
 #include "policy/safetensors.h"
 
+#ifdef CRL_HAVE_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "policy/inference_kernels_cuda.h"
+#endif
+
 namespace crl::policy {
 
 namespace F = torch::nn::functional;
+
+namespace {
+
+thread_local bool fused_kernels_on = false;
+
+// Whether the fused kernels take these tensors: a guard is on, no autograd, CUDA, one dtype (fp32
+// or bf16), contiguous.
+bool use_fused(std::initializer_list<const torch::Tensor*> tensors) {
+#ifdef CRL_HAVE_CUDA
+  if (!fused_kernels_on || torch::GradMode::is_enabled()) return false;
+  const torch::ScalarType dtype = (*tensors.begin())->scalar_type();
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16) return false;
+  for (const torch::Tensor* t : tensors) {
+    if (!t->is_cuda() || t->scalar_type() != dtype || !t->is_contiguous()) return false;
+  }
+  return true;
+#else
+  (void)tensors;
+  return false;
+#endif
+}
+
+#ifdef CRL_HAVE_CUDA
+cuda::ElementType element_type(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? cuda::ElementType::bf16 : cuda::ElementType::f32;
+}
+cudaStream_t stream_of(const torch::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+#endif
+
+}  // namespace
+
+FusedInferenceKernels::FusedInferenceKernels(bool on) : previous_(fused_kernels_on) { fused_kernels_on = on; }
+FusedInferenceKernels::~FusedInferenceKernels() { fused_kernels_on = previous_; }
+bool FusedInferenceKernels::active() { return fused_kernels_on; }
 
 RmsNormImpl::RmsNormImpl(int64_t size, double eps_) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({size}));
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+#ifdef CRL_HAVE_CUDA
+  if (use_fused({&x, &weight})) {
+    torch::Tensor out = torch::empty_like(x);
+    cuda::rms_norm(element_type(x), x.data_ptr(), weight.data_ptr(), out.data_ptr(), x.numel() / x.size(-1), x.size(-1), eps,
+                   stream_of(x));
+    return out;
+  }
+#endif
   const auto input_dtype = x.scalar_type();
   const torch::Tensor h = x.to(torch::kFloat32);
   const torch::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
@@ -86,13 +134,30 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
   const int64_t batch = x.size(0);
   const int64_t steps = x.size(1);
   const bool training = is_training();
-  torch::Tensor q = lora.project("q_proj", q_proj, x, training).view({batch, steps, heads, head_dim}).transpose(1, 2);
-  torch::Tensor k = lora.project("k_proj", k_proj, x, training).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+  torch::Tensor q = lora.project("q_proj", q_proj, x, training);
+  torch::Tensor k = lora.project("k_proj", k_proj, x, training);
   torch::Tensor v = lora.project("v_proj", v_proj, x, training).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
-  const torch::Tensor cos = in.cos.unsqueeze(1);
-  const torch::Tensor sin = in.sin.unsqueeze(1);
-  q = q * cos + rotate_half(q) * sin;
-  k = k * cos + rotate_half(k) * sin;
+#ifdef CRL_HAVE_CUDA
+  if (use_fused({&q, &k, &in.cos, &in.sin}) && in.cos.size(0) == batch && in.cos.size(1) == steps && in.cos.sizes() == in.sin.sizes()) {
+    // Rotated in [B, S, heads, D] layout, before the transpose.
+    const auto rotate = [&](const torch::Tensor& t, int64_t n) {
+      torch::Tensor out = torch::empty_like(t);
+      cuda::rotary(element_type(t), t.data_ptr(), in.cos.data_ptr(), in.sin.data_ptr(), out.data_ptr(), batch, steps, n, head_dim,
+                   stream_of(t));
+      return out.view({batch, steps, n, head_dim}).transpose(1, 2);
+    };
+    q = rotate(q, heads);
+    k = rotate(k, kv_heads);
+  } else
+#endif
+  {
+    q = q.view({batch, steps, heads, head_dim}).transpose(1, 2);
+    k = k.view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+    const torch::Tensor cos = in.cos.unsqueeze(1);
+    const torch::Tensor sin = in.sin.unsqueeze(1);
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+  }
   torch::Tensor keys = k;
   torch::Tensor values = v;
   if (in.cache != nullptr) {
@@ -129,7 +194,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
     // With a mask, GQA without copying keys: the G query heads that share a kv head become G*S
     // query rows of that head, and the mask is repeated for them.
     torch::Tensor mask = in.mask;  // [B, 1, S, K]
-    if (groups > 1) {
+    // One query step (decoding): the G rows of a kv head share the mask row, which broadcasts.
+    if (groups > 1 && steps > 1) {
       mask = mask.unsqueeze(2).expand({batch, 1, groups, steps, key_count}).reshape({batch, 1, groups * steps, key_count});
     }
     const torch::Tensor grouped_q = q.reshape({batch, kv_heads, groups * steps, head_dim});
@@ -147,8 +213,16 @@ MlpImpl::MlpImpl(const ModelConfig& config, WeightInit init) {
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   const bool training = is_training();
-  const torch::Tensor hidden = F::silu(lora.project("gate_proj", gate_proj, x, training)) * lora.project("up_proj", up_proj, x, training);
-  return lora.project("down_proj", down_proj, hidden, training);
+  const torch::Tensor gate = lora.project("gate_proj", gate_proj, x, training);
+  const torch::Tensor up = lora.project("up_proj", up_proj, x, training);
+#ifdef CRL_HAVE_CUDA
+  if (use_fused({&gate, &up})) {
+    torch::Tensor hidden = torch::empty_like(gate);
+    cuda::silu_mul(element_type(gate), gate.data_ptr(), up.data_ptr(), hidden.data_ptr(), gate.numel(), stream_of(gate));
+    return lora.project("down_proj", down_proj, hidden, training);
+  }
+#endif
+  return lora.project("down_proj", down_proj, F::silu(gate) * up, training);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, int64_t layer_index, WeightInit init) {

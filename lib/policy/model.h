@@ -28,6 +28,22 @@ namespace crl::policy {
 // unset because a checkpoint is about to overwrite every one (no work spent on a random init).
 enum class WeightInit { kLibTorchDefault, kUninitialised };
 
+// While one of these is alive on a thread with its argument true, that thread's forwards without
+// autograd on CUDA fp32/bf16 tensors run RMSNorm, the rotary embedding and SiLU-and-multiply as
+// fused kernels (inference_kernels_cuda.h: one launch each instead of 3 to 8, rounding as the ATen
+// ops do). Training forwards (autograd on) never use them. The generation engine sets it.
+class FusedInferenceKernels {
+ public:
+  explicit FusedInferenceKernels(bool on);
+  ~FusedInferenceKernels();
+  FusedInferenceKernels(const FusedInferenceKernels&) = delete;
+  FusedInferenceKernels& operator=(const FusedInferenceKernels&) = delete;
+  static bool active();  // on this thread
+
+ private:
+  bool previous_;
+};
+
 // x * rsqrt(mean(x^2) + eps) in fp32, cast back, times the weight (transformers' Qwen2RMSNorm).
 struct RmsNormImpl : torch::nn::Module {
   RmsNormImpl(int64_t size, double eps);

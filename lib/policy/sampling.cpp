@@ -49,8 +49,25 @@ torch::Tensor counter_uniform(const torch::Tensor& keys, const torch::Tensor& st
   const torch::Tensor step_key =
       mix32(torch::bitwise_and(keys + torch::bitwise_and(steps.reshape({-1}), 0x7FFFFFFFLL) * 0x9E3779B1LL, kLow32));
   const torch::Tensor h = mix32(torch::bitwise_and(torch::bitwise_xor(step_key, 0x5BD1E995LL) + keys, kLow32));
-  // 24 high bits: (h + 0.5) / 2^24 is exact in float32 and strictly inside (0, 1).
-  return (h.__rshift__(8).to(torch::kFloat32) + 0.5f) * (1.0f / 16777216.0f);
+  return uniform_from_bits(h.__rshift__(8));
+}
+
+int64_t counter_bits(int64_t key, int64_t step) {
+  // counter_uniform's arithmetic on one value: uint32 products wrap as the int64 ops' masks do.
+  const auto mix = [](uint32_t x) {
+    x = (x ^ (x >> 16)) * 0x45d9f3bU;
+    x = (x ^ (x >> 16)) * 0x45d9f3bU;
+    return x ^ (x >> 16);
+  };
+  const uint64_t k = static_cast<uint64_t>(key);
+  const uint32_t step_key = mix(static_cast<uint32_t>(k + (static_cast<uint64_t>(step) & 0x7FFFFFFFULL) * 0x9E3779B1ULL));
+  const uint32_t h = mix(static_cast<uint32_t>(static_cast<uint64_t>(step_key ^ 0x5BD1E995U) + k));
+  return static_cast<int64_t>(h >> 8);
+}
+
+torch::Tensor uniform_from_bits(const torch::Tensor& bits) {
+  // (bits + 0.5) / 2^24 is exact in float32 and strictly inside (0, 1).
+  return (bits.to(torch::kFloat32) + 0.5f) * (1.0f / 16777216.0f);
 }
 
 torch::Tensor filter_logits(const torch::Tensor& logits, const SamplingOptions& options) {
@@ -78,6 +95,12 @@ torch::Tensor filter_logits(const torch::Tensor& logits, const SamplingOptions& 
 SampledTokens sample_tokens(const torch::Tensor& logits, const SamplingOptions& options, const torch::Tensor& keys,
                             const torch::Tensor& steps) {
   if (logits.dim() != 2) throw InputError("sample_tokens: logits must be [batch, vocab]");
+  // Greedy decoding draws nothing: no hashing either.
+  return sample_tokens_with_uniform(logits, options, options.temperature == 0 ? torch::Tensor() : counter_uniform(keys, steps));
+}
+
+SampledTokens sample_tokens_with_uniform(const torch::Tensor& logits, const SamplingOptions& options, const torch::Tensor& uniform) {
+  if (logits.dim() != 2) throw InputError("sample_tokens: logits must be [batch, vocab]");
   const torch::Tensor logits32 = logits.to(torch::kFloat32);
   const torch::Tensor log_total = logits32.logsumexp(-1, /*keepdim=*/true);  // [B, 1]
   const auto logprob_of = [](const torch::Tensor& scores, const torch::Tensor& total, const torch::Tensor& tokens) {
@@ -96,7 +119,7 @@ SampledTokens sample_tokens(const torch::Tensor& logits, const SamplingOptions& 
   const torch::Tensor score_total = plain ? log_total : scores.logsumexp(-1, /*keepdim=*/true);
   const torch::Tensor cumulative = (scores - score_total).exp_().cumsum(-1);
   const int64_t vocab = logits.size(1);
-  const torch::Tensor target = counter_uniform(keys, steps).unsqueeze(1) * cumulative.narrow(1, vocab - 1, 1);
+  const torch::Tensor target = uniform.unsqueeze(1) * cumulative.narrow(1, vocab - 1, 1);
   // The first index whose cumulative probability reaches the target: a token the filters removed
   // adds nothing to the sum, so it is never the first to reach a target > 0.
   out.tokens = torch::searchsorted(cumulative, target).squeeze(1).clamp_max(vocab - 1);

@@ -48,6 +48,11 @@ torch::Tensor sequence_keys(uint64_t seed, int64_t batch, torch::Device device);
 // `steps` is int64 [B] or [1] (one step for every row), on the keys' device, so that advancing it
 // needs no host round trip.
 torch::Tensor counter_uniform(const torch::Tensor& keys, const torch::Tensor& steps);
+// The same number's 24 random bits for one (key, step), computed on the host: a decode loop that
+// knows its keys and steps there ships the bits with the step's inputs instead of hashing on the
+// device. uniform_from_bits turns int64 bits [B] into counter_uniform's float32 values.
+int64_t counter_bits(int64_t key, int64_t step);
+torch::Tensor uniform_from_bits(const torch::Tensor& bits);
 
 // Applies temperature, then top-k, then top-p to `logits` [B, V] (as transformers' warpers do, in
 // that order) and returns the filtered, temperature-scaled logits in float32 (removed tokens -inf).
@@ -56,5 +61,7 @@ torch::Tensor filter_logits(const torch::Tensor& logits, const SamplingOptions& 
 // Chooses one token per row of `logits` [B, V]; row b draws with counter_uniform(keys, steps)[b].
 SampledTokens sample_tokens(const torch::Tensor& logits, const SamplingOptions& options, const torch::Tensor& keys,
                             const torch::Tensor& steps);
+// The same with row b's uniform number given: `uniform` float32 [B] in (0, 1).
+SampledTokens sample_tokens_with_uniform(const torch::Tensor& logits, const SamplingOptions& options, const torch::Tensor& uniform);
 
 }  // namespace crl::policy

@@ -201,6 +201,11 @@ TEST(Sampling, CounterUniformIsUniformAndDrawsMatchSoftmax) {
   EXPECT_FALSE(torch::equal(u, counter_uniform(keys, torch::tensor({int64_t{6}}))));
   const torch::Tensor steps = torch::arange(50000, torch::kInt64);
   EXPECT_EQ(counter_uniform(keys, steps)[5].item<float>(), counter_uniform(keys[5].view({1}), torch::tensor({int64_t{5}}))[0].item<float>());
+  // The host's bits are the device's numbers.
+  std::vector<int64_t> bits;
+  for (int64_t b = 0; b < 1000; ++b) bits.push_back(counter_bits(keys[b].item<int64_t>(), b * 7919));
+  EXPECT_TRUE(torch::equal(uniform_from_bits(torch::tensor(bits)),
+                           counter_uniform(keys.narrow(0, 0, 1000), torch::arange(1000, torch::kInt64) * 7919)));
   // Along the steps of one sequence, uniform too.
   const torch::Tensor along = counter_uniform(keys[3].view({1}).expand({50000}).contiguous(), steps);
   EXPECT_NEAR(along.mean().item<double>(), 0.5, 0.005);
