@@ -32,6 +32,8 @@ namespace {
 enum InputColumn : int64_t { kToken = 0, kPosition, kWriteSlot, kLength, kRandomBits, kTableStart };
 
 constexpr int64_t kMaxSamples = int64_t{1} << 24;
+// Padded prompt tokens in one prefill pass at most (bounds its activations; a longer prompt runs alone).
+constexpr int64_t kPrefillTokens = 16384;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -180,27 +182,36 @@ uint64_t GenerationEngine::model_signature() const {
   return h;
 }
 
-void GenerationEngine::prefill(Prompt& prompt, GenerationResult& result) {
-  prompt.prefilled = true;
-  const int64_t cached = static_cast<int64_t>(prompt.ids.size()) - 1;
-  if (cached == 0) return;
+void GenerationEngine::prefill(const std::vector<Prompt*>& prompts, GenerationResult& result) {
+  // Right padded into one batch: causal attention never looks right, so a row's padding changes
+  // nothing of its real tokens, and the fused causal kernel applies. Padding writes the scratch slot.
+  if (prompts.empty()) return;
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < prompt.need.prompt_blocks; ++i) prompt.blocks.push_back(allocator_.allocate());
   const int64_t bs = cache_.block_size;
-  std::vector<int64_t> slots(static_cast<size_t>(cached));
-  for (int64_t t = 0; t < cached; ++t) slots[static_cast<size_t>(t)] = prompt.blocks[static_cast<size_t>(t / bs)] * bs + t % bs;
+  int64_t width = 0;
+  for (const Prompt* p : prompts) width = std::max<int64_t>(width, static_cast<int64_t>(p->ids.size()) - 1);
+  const int64_t rows = static_cast<int64_t>(prompts.size());
+  std::vector<int64_t> ids(static_cast<size_t>(rows * width), 0), slots(static_cast<size_t>(rows * width), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const Prompt& p = *prompts[static_cast<size_t>(r)];
+    const int64_t cached = static_cast<int64_t>(p.ids.size()) - 1;
+    for (int64_t t = 0; t < cached; ++t) {
+      ids[static_cast<size_t>(r * width + t)] = p.ids[static_cast<size_t>(t)];
+      slots[static_cast<size_t>(r * width + t)] = p.blocks[static_cast<size_t>(t / bs)] * bs + t % bs;
+    }
+    result.prefill_tokens += cached;
+  }
   const torch::Device device = model_->device();
   const auto long_options = torch::TensorOptions().dtype(torch::kInt64).device(device);
   ForwardInputs in;
-  in.input_ids = torch::tensor(std::vector<int64_t>(prompt.ids.begin(), prompt.ids.end() - 1), torch::kInt64).view({1, cached}).to(device);
-  in.position_ids = torch::arange(cached, long_options).view({1, cached});
+  in.input_ids = torch::tensor(ids, torch::kInt64).view({rows, width}).to(device);
+  in.position_ids = torch::arange(width, long_options).view({1, width}).expand({rows, width}).contiguous();
   in.cache = &cache_;
   in.cache_slots = torch::tensor(slots, torch::kInt64).to(device);
   in.last_position_only = true;  // the logits are not used: the last prompt token is each sample's first decode input
   model_->forward(in);
   synchronize(device);
   result.prefill_seconds += seconds_since(start);
-  result.prefill_tokens += cached;
 }
 
 torch::Tensor GenerationEngine::step_outputs(const torch::Tensor& inputs, int64_t blocks, const SamplingOptions& sampling) {
@@ -411,14 +422,41 @@ GenerationResult GenerationEngine::run(const std::vector<GenerationRequest>& req
   std::vector<Sequence*> running;
   const auto start = std::chrono::steady_clock::now();
   while (!waiting.empty() || !running.empty()) {
-    while (!waiting.empty() && static_cast<int64_t>(running.size()) < options_.max_running) {
+    // Admission: claim blocks for as many waiting sequences as fit, prefill their new prompts in
+    // batches of at most kPrefillTokens padded tokens, then give each its blocks.
+    std::vector<Sequence*> admitted;
+    std::vector<Prompt*> to_prefill;
+    int64_t prefill_width = 0;
+    const auto flush_prefill = [&] {
+      prefill(to_prefill, result);
+      to_prefill.clear();
+      prefill_width = 0;
+    };
+    while (!waiting.empty() && static_cast<int64_t>(running.size() + admitted.size()) < options_.max_running) {
       Sequence& s = *waiting.front();
       Prompt& p = *s.prompt;
       const int64_t needed = p.need.own_blocks + (p.prefilled ? 0 : p.need.prompt_blocks);
       if (allocator_.available() < needed) break;
-      if (!p.prefilled) prefill(p, result);
+      if (!p.prefilled) {
+        p.prefilled = true;
+        for (int64_t i = 0; i < p.need.prompt_blocks; ++i) p.blocks.push_back(allocator_.allocate());
+        const int64_t width = static_cast<int64_t>(p.ids.size()) - 1;
+        if (width > 0) {
+          const int64_t padded = std::max(prefill_width, width) * static_cast<int64_t>(to_prefill.size() + 1);
+          if (!to_prefill.empty() && padded > kPrefillTokens) flush_prefill();
+          to_prefill.push_back(&p);
+          prefill_width = std::max(prefill_width, width);
+        }
+      }
       allocator_.reserve(p.need.own_blocks);
       s.reserved = p.need.own_blocks;
+      admitted.push_back(&s);
+      waiting.pop_front();
+    }
+    flush_prefill();
+    for (Sequence* admitted_sequence : admitted) {
+      Sequence& s = *admitted_sequence;
+      Prompt& p = *s.prompt;
       for (int64_t b = 0; b < p.need.shared_blocks; ++b) {
         allocator_.retain(p.blocks[static_cast<size_t>(b)]);
         s.blocks.push_back(p.blocks[static_cast<size_t>(b)]);
@@ -436,7 +474,6 @@ GenerationResult GenerationEngine::run(const std::vector<GenerationRequest>& req
         for (int64_t b : p.blocks) allocator_.release(b);
         p.blocks.clear();
       }
-      waiting.pop_front();
       running.push_back(&s);
     }
     if (running.empty()) throw Error("generation engine: nothing admitted although every sequence fits the cache");

@@ -87,7 +87,8 @@ class GenerationEngine {
   struct Graph;
   using GraphKey = std::tuple<int64_t, int64_t, double, int64_t, double>;  // rows, blocks, sampling
 
-  void prefill(Prompt& prompt, GenerationResult& result);
+  // One pass over the prompts (all but their last tokens, blocks already allocated) into the cache.
+  void prefill(const std::vector<Prompt*>& prompts, GenerationResult& result);
   // One decode step of `running`; appends a token to each.
   void decode_step(std::vector<Sequence*>& running, const GenerationOptions& options, GenerationResult& result);
   // The model forward and sampling of a step whose inputs are packed in `inputs` [rows, 5 + blocks]
