@@ -1,6 +1,6 @@
 // The generation engine on CUDA, at Qwen2-0.5B's shape against transformers: fp32 greedy decoding
-// equal for 64 tokens; bf16 greedy equal for the first 12 and its log-probabilities within twice
-// transformers' own bf16-vs-fp32 drift (so an accumulation, RoPE or norm error in bf16 shows even
+// equal for 64 tokens; bf16 greedy equal to fp32's over the first 12 up to a near-tie, and its
+// log-probabilities within twice transformers' own bf16-vs-fp32 drift (so an accumulation, RoPE or norm error in bf16 shows even
 // where near-ties let tokens part); graphs captured once per bucket and recaptured when LoRA
 // changes the model; a sequence's tokens the same alone and in a batch of 64.
 //
@@ -126,10 +126,16 @@ TEST(GenerateQwen2Shape, Bf16GreedyAndLogprobsWithinTransformersOwnDrift) {
   options.sampling.temperature = 0;
   const auto result = generate(model, prompts, options);
   EXPECT_TRUE(result.used_cuda_graph);
+  const auto margins = g.golden["margins"].get<std::vector<std::vector<double>>>();
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto& seq = result.sequences[i];
-    EXPECT_EQ(seq.tokens, std::vector<int64_t>(expected[i].begin(), expected[i].begin() + 12)) << "prompt " << i;
+    ASSERT_EQ(seq.tokens.size(), 12u);
     for (size_t t = 0; t < seq.tokens.size(); ++t) {
+      if (seq.tokens[t] != expected[i][t]) {
+        // bf16 may part from fp32 only at a near-tie: where the fp32 top-2 margin is within bf16's error.
+        EXPECT_LE(margins[i][t], 4 * hf_drift + 0.05) << "prompt " << i << " parts at step " << t << " with a clear fp32 winner";
+        break;
+      }
       EXPECT_LE(std::abs(seq.model_logprobs[t] - hf32[i][t]), 2 * hf_drift + 1e-3) << "prompt " << i << " step " << t;
     }
   }
