@@ -1,11 +1,21 @@
-// Generation throughput: tokens per second for NEW new tokens after a PROMPT-token prompt, at
-// several batch sizes, end to end (prefill + decode, as transformers' generate() is timed).
-// tools/bench/hf_generate.py makes the model, runs this and transformers on the same weights and
-// writes both figures to $OUT/generate_bench.json.
+// Generation throughput of the engine, one benchmark per row of issue #16's table, each against
+// the frozen pre-engine generate() (static_generate_baseline.h) on the same work:
+//   Batch/B              B random prompts of PROMPT tokens, NEW new tokens each (rows: B = 1, 64);
+//   GroupMixed           GROUP completions of one GROUP_PROMPT-token prompt, lengths GROUP_NEW*k/GROUP
+//                        for k = 1..GROUP (varying lengths, one shared prefill);
+//   *Baseline            the old static batch on the same work (for GroupMixed: GROUP copies of the
+//                        prompt, every row decoded to GROUP_NEW; only the requested tokens count).
+// Sampling from softmax at temperature 1, no stop tokens (transformers' do_sample=True, top_k=0).
+// tokens_per_second: generated tokens / wall time of one call (prefill included), as
+// tools/bench/hf_generate.py times transformers. roofline_fraction (Batch rows): decode tokens/s
+// over B * HBM bandwidth / weight bytes, the bound of a decode step that reads the weights once.
 //
 // Env: CRL_BENCH_MODEL   model folder (default: the tiny golden model in tests/data, for a CPU check)
 //      CRL_BENCH_DEVICE  cuda (default when available) or cpu;  CRL_BENCH_DTYPE bf16 (default) or fp32
-//      CRL_BENCH_PROMPT  prompt tokens (128);  CRL_BENCH_NEW  new tokens (256);  CRL_BENCH_GRAPH 0 = eager
+//      CRL_BENCH_PROMPT 128, CRL_BENCH_NEW 256;  CRL_BENCH_GROUP 16, CRL_BENCH_GROUP_PROMPT 2048,
+//      CRL_BENCH_GROUP_NEW 1024;  CRL_BENCH_GRAPH 0 = eager;  CRL_BENCH_KV_GB KV budget (16 on CUDA)
+//      CRL_BENCH_FUSED=1: the fused inference kernels (EngineOptions::fused_kernels)
+//      CRL_BENCH_HBM_GBPS 4800 (H200);  CRL_BENCH_PROFILE=N: the kernels of one N-token batch-1 run, to stderr
 // Run:  build-gpu/bench/bench_generate --benchmark_format=json
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
@@ -17,6 +27,9 @@
 #include <memory>
 #include <string>
 
+#include "kernel_profile.h"
+#include "static_generate_baseline.h"
+#include "policy/engine.h"
 #include "policy/generate.h"
 #include "policy/model.h"
 
@@ -28,12 +41,16 @@ std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : fallback;
 }
+int64_t env_int(const char* name, int64_t fallback) { return std::stoll(env_or(name, std::to_string(fallback))); }
 
 struct BenchSetup {
   CausalLm model{nullptr};
   std::string device, dtype, model_dir;
   int64_t prompt_tokens = 128, new_tokens = 256;
-  bool graph = true;
+  int64_t group = 16, group_prompt = 2048, group_new = 1024;
+  bool graph = true, fused = false;
+  double weight_bytes = 0, hbm_bytes_per_second = 4.8e12;
+  std::unique_ptr<GenerationEngine> engine;
 };
 
 BenchSetup& setup() {
@@ -43,53 +60,148 @@ BenchSetup& setup() {
     s->model_dir = env_or("CRL_BENCH_MODEL", std::string(CRL_SOURCE_DIR) + "/tests/data/policy/models/qwen2_gqa2_tied");
     s->device = env_or("CRL_BENCH_DEVICE", torch::cuda::is_available() ? "cuda" : "cpu");
     s->dtype = env_or("CRL_BENCH_DTYPE", "bf16");
-    s->prompt_tokens = std::stoll(env_or("CRL_BENCH_PROMPT", "128"));
-    s->new_tokens = std::stoll(env_or("CRL_BENCH_NEW", "256"));
+    s->prompt_tokens = env_int("CRL_BENCH_PROMPT", 128);
+    s->new_tokens = env_int("CRL_BENCH_NEW", 256);
+    s->group = env_int("CRL_BENCH_GROUP", 16);
+    s->group_prompt = env_int("CRL_BENCH_GROUP_PROMPT", 2048);
+    s->group_new = env_int("CRL_BENCH_GROUP_NEW", 1024);
     s->graph = env_or("CRL_BENCH_GRAPH", "1") != "0";
+    s->hbm_bytes_per_second = std::stod(env_or("CRL_BENCH_HBM_GBPS", "4800")) * 1e9;
     s->model = load_causal_lm(s->model_dir, parse_dtype(s->dtype), parse_device(s->device));
+    for (const auto& p : s->model->parameters()) s->weight_bytes += static_cast<double>(p.numel() * p.element_size());
+    EngineOptions engine;
+    const double default_gb = s->device == "cpu" ? 0.25 : 16;
+    engine.kv_cache_bytes = static_cast<int64_t>(std::stod(env_or("CRL_BENCH_KV_GB", std::to_string(default_gb))) * (1 << 30));
+    engine.fused_kernels = env_or("CRL_BENCH_FUSED", "0") == "1";
+    s->fused = engine.fused_kernels;
+    s->engine = std::make_unique<GenerationEngine>(s->model, engine);  // one cache and graph set for every benchmark
   }
   return *s;
 }
 
-void BM_Generate(benchmark::State& state) {
-  BenchSetup& s = setup();
-  const int64_t batch = state.range(0);
-  const int64_t vocab = s.model->config().vocab_size;
-  // Random prompt ids (fixed seed), all of full length, as the transformers side uses.
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(1234 + batch);
-  const torch::Tensor ids = at::randint(vocab, {batch, s.prompt_tokens}, gen, torch::kInt64);
+// Random prompt ids (fixed seed), as the transformers side draws them.
+std::vector<std::vector<int64_t>> random_prompts(int64_t batch, int64_t length, uint64_t seed, int64_t vocab) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const torch::Tensor ids = at::randint(vocab, {batch, length}, gen, torch::kInt64);
   std::vector<std::vector<int64_t>> prompts;
   for (int64_t b = 0; b < batch; ++b) {
     const torch::Tensor row = ids[b].contiguous();
-    prompts.emplace_back(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + s.prompt_tokens);
+    prompts.emplace_back(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + length);
   }
+  return prompts;
+}
+
+GenerationOptions sampling_options(const BenchSetup& s, int64_t max_new) {
   GenerationOptions options;
-  options.max_new_tokens = s.new_tokens;
-  options.sampling.temperature = 1.0;  // plain sampling from softmax, as transformers' do_sample=True, top_k=0
+  options.max_new_tokens = max_new;
+  options.sampling.temperature = 1.0;
   options.sampling.seed = 7;
   options.use_cuda_graph = s.graph;
-  {
-    GenerationOptions warm = options;
-    warm.max_new_tokens = 4;
-    generate(s.model, prompts, warm);  // kernels, cuBLAS handles, allocator warm
-  }
-  double decode = 0, prefill = 0;
-  int64_t tokens = 0;
+  return options;
+}
+
+void synchronize(const BenchSetup& s) {
+  if (s.device != "cpu") torch::cuda::synchronize();
+}
+
+// Times engine runs of `requests`; reports tokens/s, decode tokens/s, prefill and the graph count.
+void time_engine(benchmark::State& state, BenchSetup& s, const std::vector<GenerationRequest>& requests,
+                 const GenerationOptions& options, double rows_for_roofline) {
+  s.engine->run(requests, options);  // warm-up: kernels chosen, graphs captured
+  double decode = 0, prefill = 0, tokens = 0, steps = 0, rows = 0;
   bool graph_used = false;
   for (auto _ : state) {
-    const GenerationResult r = generate(s.model, prompts, options);
+    const GenerationResult r = s.engine->run(requests, options);
     decode += r.decode_seconds;
     prefill += r.prefill_seconds;
     graph_used = r.used_cuda_graph;
-    for (const auto& seq : r.sequences) tokens += static_cast<int64_t>(seq.tokens.size());
+    steps += static_cast<double>(r.decode_steps);
+    rows += static_cast<double>(r.decoded_rows);
+    for (const auto& seq : r.sequences) tokens += static_cast<double>(seq.tokens.size());
   }
-  state.counters["tokens_per_second"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+  state.counters["tokens_per_second"] = benchmark::Counter(tokens, benchmark::Counter::kIsRate);
   state.counters["decode_tokens_per_second"] = decode > 0 ? tokens / decode : 0;
-  state.counters["prefill_ms"] = 1000 * prefill / state.iterations();
+  state.counters["decode_ms_per_step"] = steps > 0 ? 1000 * decode / steps : 0;
+  state.counters["mean_running"] = steps > 0 ? rows / steps : 0;
+  state.counters["prefill_ms"] = 1000 * prefill / static_cast<double>(state.iterations());
   state.counters["cuda_graph"] = graph_used ? 1 : 0;
+  state.counters["graphs_captured"] = static_cast<double>(s.engine->graphs_captured());
+  if (rows_for_roofline > 0 && decode > 0) {
+    const double bound = rows_for_roofline * s.hbm_bytes_per_second / s.weight_bytes;
+    state.counters["roofline_tokens_per_second"] = bound;
+    state.counters["roofline_fraction"] = tokens / decode / bound;
+  }
+  state.SetLabel(s.device + " " + s.dtype + (s.fused ? " fused" : "") + " " + s.model_dir);
+}
+
+// Times the frozen static batch on `prompts` with `new_tokens` each; `useful` tokens count.
+void time_baseline(benchmark::State& state, BenchSetup& s, const std::vector<std::vector<int64_t>>& prompts, int64_t new_tokens,
+                   double useful) {
+  crl::bench::StaticBatchBaseline warm(s.model, prompts, 4);
+  warm.run(7);
+  for (auto _ : state) {
+    crl::bench::StaticBatchBaseline baseline(s.model, prompts, new_tokens);  // the old code allocated per call
+    baseline.run(7);
+    synchronize(s);
+  }
+  state.counters["tokens_per_second"] = benchmark::Counter(useful * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(s.device + " " + s.dtype + " " + s.model_dir);
 }
 
-BENCHMARK(BM_Generate)->Arg(1)->Arg(16)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+void BM_Batch(benchmark::State& state) {
+  BenchSetup& s = setup();
+  const int64_t batch = state.range(0);
+  const auto prompts = random_prompts(batch, s.prompt_tokens, 1234 + batch, s.model->config().vocab_size);
+  std::vector<GenerationRequest> requests;
+  for (const auto& p : prompts) requests.push_back({p, 1, std::nullopt, std::nullopt});
+  const GenerationOptions options = sampling_options(s, s.new_tokens);
+  static bool profiled = false;
+  if (const int64_t steps = env_int("CRL_BENCH_PROFILE", 0); steps > 0 && s.device != "cpu" && !profiled && batch == 1) {
+    profiled = true;
+    GenerationOptions eager = sampling_options(s, steps);
+    eager.use_cuda_graph = false;
+    std::fprintf(stderr, "Kernels of one eager batch-1 run of %lld decode steps (divide by the steps for one step):\n",
+                 static_cast<long long>(steps));
+    s.engine->run(requests, eager);
+    crl::bench::print_kernel_profile(1, [&] { s.engine->run(requests, eager); });
+  }
+  time_engine(state, s, requests, options, static_cast<double>(batch));
+}
+
+void BM_BatchBaseline(benchmark::State& state) {
+  BenchSetup& s = setup();
+  const int64_t batch = state.range(0);
+  const auto prompts = random_prompts(batch, s.prompt_tokens, 1234 + batch, s.model->config().vocab_size);
+  time_baseline(state, s, prompts, s.new_tokens, static_cast<double>(batch * s.new_tokens));
+}
+
+// The group row: lengths GROUP_NEW * k / GROUP, k = 1..GROUP.
+std::vector<int64_t> group_lengths(const BenchSetup& s) {
+  std::vector<int64_t> lengths;
+  for (int64_t k = 1; k <= s.group; ++k) lengths.push_back(std::max<int64_t>(1, s.group_new * k / s.group));
+  return lengths;
+}
+
+void BM_GroupMixed(benchmark::State& state) {
+  BenchSetup& s = setup();
+  const auto prompt = random_prompts(1, s.group_prompt, 99, s.model->config().vocab_size)[0];
+  std::vector<GenerationRequest> requests;
+  int64_t k = 0;
+  for (int64_t length : group_lengths(s)) requests.push_back({prompt, 1, k++, length});  // one prompt: one prefill
+  time_engine(state, s, requests, sampling_options(s, s.group_new), 0);
+}
+
+void BM_GroupMixedBaseline(benchmark::State& state) {
+  BenchSetup& s = setup();
+  const auto prompt = random_prompts(1, s.group_prompt, 99, s.model->config().vocab_size)[0];
+  double useful = 0;
+  for (int64_t length : group_lengths(s)) useful += static_cast<double>(length);
+  time_baseline(state, s, std::vector<std::vector<int64_t>>(static_cast<size_t>(s.group), prompt), s.group_new, useful);
+}
+
+BENCHMARK(BM_Batch)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_BatchBaseline)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(BM_GroupMixed)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(BM_GroupMixedBaseline)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace

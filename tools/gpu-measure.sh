@@ -11,6 +11,11 @@
 #       GPU, ONLY= without dist_gpu and bench_allreduce);
 #   tools/gpu-measure.sh baselines            re-measures every level's references at full scale
 #       into level<N>_full_h200.json in the archive (the files in results/baselines).
+#   tools/gpu-measure.sh generate             builds the generation targets, runs the engine's and the
+#       model's GPU tests (transformers at Qwen2-0.5B's shape), then step `generate`: bench_generate
+#       (issue #16's rows, each against the pre-engine static batch) and transformers' generate() on
+#       the same rows, with a kernel profile of an eager batch-1 run, into generate_bench.json; step
+#       `generate_fused` the crl rows again with the fused inference kernels.
 # ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
 # warm machine whose build tree survived), so one measurement can span two device calls.
 set -uo pipefail
@@ -109,8 +114,19 @@ baselines)
       --backend cuda --timed-calls "$calls" --out "$LOGS/level${level}_full_h200.json"
   done
   ;;
+generate)
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl bench_generate policy_generate_gpu_test policy_model_gpu_test
+  CRL_GOLDEN_PYTHON=${CRL_GOLDEN_PYTHON:-$(command -v python3)} CRL_QWEN2_0P5B_DIR=/tmp/crl_qwen2_0p5b_golden \
+    step generate_gpu 420 "$BUILD_DIR/tests/policy/policy_generate_gpu_test"
+  step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
+  step generate 540 python3 tools/bench/hf_generate.py --out "$LOGS/generate" --bench "$BUILD_DIR/bench/bench_generate" \
+    --profile 32 --hf-static --static-timeout 180
+  # The same crl rows with the fused inference kernels (EngineOptions::fused_kernels), for A/B.
+  CRL_BENCH_FUSED=1 step generate_fused 240 python3 tools/bench/hf_generate.py --out "$LOGS/generate_fused" \
+    --bench "$BUILD_DIR/bench/bench_generate" --skip-hf --profile 32
+  ;;
 *)
-  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines" >&2
+  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate" >&2
   exit 2
   ;;
 esac

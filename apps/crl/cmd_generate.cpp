@@ -1,5 +1,6 @@
-// `crl generate --model DIR --prompt TEXT [...]`: sample completions from a Hugging Face-format
-// model (config.json, safetensors, tokenizer.json) at a terminal; --json for scripts.
+// `crl generate --model DIR --prompt TEXT [...]` or `--batch-file FILE`: sample completions from a
+// Hugging Face-format model (config.json, safetensors, tokenizer.json) with the continuous-batching
+// engine, at a terminal; --json for scripts.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -7,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "apps/crl/commands.h"
 #include "core/error.h"
+#include "policy/engine.h"
 #include "policy/generate.h"
 #include "policy/model.h"
 #include "policy/tokenizer.h"
@@ -23,6 +26,9 @@ struct GenerateArgs {
   std::string model_dir;
   std::vector<std::string> prompts;
   std::vector<std::string> prompt_ids;  // "1,2,3": token ids directly (models without a tokenizer)
+  std::string batch_file;               // JSON Lines: one request per line (see read_batch_file)
+  int64_t samples = 1;                  // completions per --prompt / --prompt-ids
+  double kv_cache_gb = 0;               // 0: sized for the requests
   int64_t max_new_tokens = 128;
   double temperature = 1.0;
   double top_p = 1.0;
@@ -52,6 +58,61 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   }
   if (ids.empty()) throw InputError("--prompt-ids: no ids given");
   return ids;
+}
+
+// A batch file: one JSON object per line, {"prompt": TEXT} or {"prompt_ids": [ids]}, and optionally
+// "samples" (completions of that prompt, default 1) and "max_new_tokens" (at most --max-new-tokens).
+std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, const std::optional<policy::Tokenizer>& tokenizer,
+                                                       bool raw) {
+  constexpr size_t kMaxLines = 1 << 20;
+  constexpr int64_t kMaxSamples = 4096;
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("--batch-file {}: cannot be read", path));
+  std::vector<policy::GenerationRequest> requests;
+  std::string line;
+  size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (requests.size() >= kMaxLines) throw InputError(fmt::format("{}: more than {} requests", path, kMaxLines));
+    const std::string where = fmt::format("{}:{}", path, number);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: not valid JSON: {}", where, e.what()));
+    }
+    if (!j.is_object()) throw InputError(fmt::format("{}: expected an object with \"prompt\" or \"prompt_ids\"", where));
+    policy::GenerationRequest r;
+    if (j.contains("prompt") == j.contains("prompt_ids")) {
+      throw InputError(fmt::format("{}: give exactly one of \"prompt\" (text) and \"prompt_ids\" (token ids)", where));
+    }
+    if (j.contains("prompt")) {
+      if (!j["prompt"].is_string()) throw InputError(fmt::format("{}: field \"prompt\": expected a string", where));
+      if (!tokenizer) throw InputError(fmt::format("{}: field \"prompt\" needs the model's tokenizer.json (use \"prompt_ids\")", where));
+      const auto ids = tokenizer->encode(j["prompt"].get<std::string>(), /*add_special_tokens=*/!raw);
+      r.prompt.assign(ids.begin(), ids.end());
+    } else {
+      if (!j["prompt_ids"].is_array()) throw InputError(fmt::format("{}: field \"prompt_ids\": expected a list of integers", where));
+      for (const auto& v : j["prompt_ids"]) {
+        if (!v.is_number_integer()) throw InputError(fmt::format("{}: field \"prompt_ids\": expected integers", where));
+        r.prompt.push_back(v.get<int64_t>());
+      }
+    }
+    if (j.contains("samples")) {
+      if (!j["samples"].is_number_integer() || j["samples"].get<int64_t>() < 1 || j["samples"].get<int64_t>() > kMaxSamples) {
+        throw InputError(fmt::format("{}: field \"samples\": expected an integer in [1, {}]", where, kMaxSamples));
+      }
+      r.samples = j["samples"].get<int64_t>();
+    }
+    if (j.contains("max_new_tokens")) {
+      if (!j["max_new_tokens"].is_number_integer()) throw InputError(fmt::format("{}: field \"max_new_tokens\": expected an integer", where));
+      r.max_new_tokens = j["max_new_tokens"].get<int64_t>();
+    }
+    requests.push_back(std::move(r));
+  }
+  if (requests.empty()) throw InputError(fmt::format("--batch-file {}: no requests", path));
+  return requests;
 }
 
 // eos ids from generation_config.json (what transformers' generate() stops on), when present.
@@ -89,13 +150,16 @@ int run_generate(const GenerateArgs& args) {
   if (!args.prompts.empty() && !tokenizer) {
     throw InputError(fmt::format("{}: no tokenizer.json, so --prompt cannot be encoded (use --prompt-ids)", dir.string()));
   }
-  std::vector<std::vector<int64_t>> prompts;
+  std::vector<GenerationRequest> requests;
   for (const auto& text : args.prompts) {
     const auto ids = tokenizer->encode(text, /*add_special_tokens=*/!args.raw);
-    prompts.emplace_back(ids.begin(), ids.end());
+    requests.push_back({std::vector<int64_t>(ids.begin(), ids.end()), args.samples, std::nullopt, std::nullopt});
   }
-  for (const auto& text : args.prompt_ids) prompts.push_back(parse_ids(text));
-  if (prompts.empty()) throw InputError("give at least one --prompt or --prompt-ids");
+  for (const auto& text : args.prompt_ids) requests.push_back({parse_ids(text), args.samples, std::nullopt, std::nullopt});
+  if (!args.batch_file.empty()) {
+    for (auto& r : read_batch_file(args.batch_file, tokenizer, args.raw)) requests.push_back(std::move(r));
+  }
+  if (requests.empty()) throw InputError("give at least one --prompt, --prompt-ids or --batch-file");
 
   const torch::Device device = parse_device(args.device);
   CausalLm model = load_causal_lm(dir, parse_dtype(args.dtype), device);
@@ -123,7 +187,25 @@ int run_generate(const GenerateArgs& args) {
       return tokenizer->decode(narrow);
     };
   }
-  const GenerationResult result = generate(model, prompts, options, decode);
+  // The KV budget: --kv-cache-gb, or every distinct prompt and every sample at its limit (the
+  // engine then runs everything at once, up to its max_running sequences).
+  EngineOptions engine;
+  if (args.kv_cache_gb > 0) {
+    engine.kv_cache_bytes = static_cast<int64_t>(args.kv_cache_gb * static_cast<double>(int64_t{1} << 30));
+  } else {
+    std::set<std::vector<int64_t>> distinct;
+    int64_t blocks = 1;
+    for (const auto& r : requests) {
+      const auto need = GenerationEngine::block_need(static_cast<int64_t>(r.prompt.size()), options.max_new_tokens, engine.block_size);
+      if (distinct.insert(r.prompt).second) blocks += need.prompt_blocks;
+      blocks += need.own_blocks * r.samples;
+    }
+    engine.kv_cache_bytes = std::max<int64_t>(blocks, 2) * PagedKvCache::bytes_per_block(model->config(), engine.block_size, model->dtype());
+  }
+  GenerationEngine runner(model, engine);
+  const GenerationResult result = runner.run(requests, options, decode);
+  std::vector<std::vector<int64_t>> prompts;  // the prompt of each completion
+  for (const auto& r : requests) for (int64_t s = 0; s < r.samples; ++s) prompts.push_back(r.prompt);
   int64_t generated = 0;
   for (const auto& s : result.sequences) generated += static_cast<int64_t>(s.tokens.size());
   const double tokens_per_second = result.decode_seconds > 0 ? generated / result.decode_seconds : 0;
@@ -138,6 +220,10 @@ int run_generate(const GenerateArgs& args) {
     out["generated_tokens"] = generated;
     out["tokens_per_second"] = tokens_per_second;
     out["cuda_graph"] = result.used_cuda_graph;
+    out["decode_steps"] = result.decode_steps;
+    out["prefill_tokens"] = result.prefill_tokens;
+    out["peak_running"] = result.peak_running;
+    out["kv_cache_bytes"] = runner.cache().bytes();
     out["logprobs_are"] = "log-probability under the sampling distribution actually used (temperature, top-k, top-p; 0 when greedy)";
     out["model_logprobs_are"] = "log_softmax of the model's raw logits (temperature 1, no filtering)";
     out["completions"] = nlohmann::json::array();
@@ -163,9 +249,10 @@ int run_generate(const GenerateArgs& args) {
         std::cout << fmt::format("{}\n", fmt::join(s.tokens, " "));
       }
     }
-    std::cerr << fmt::format("{} tokens in {:.3f} s decode ({:.1f} tokens/s), prefill {:.3f} s, {} {}{}\n", generated,
-                             result.decode_seconds, tokens_per_second, result.prefill_seconds, args.device, args.dtype,
-                             result.used_cuda_graph ? ", CUDA graph" : "");
+    std::cerr << fmt::format("{} tokens in {:.3f} s decode ({:.1f} tokens/s, {} steps, up to {} sequences at once), "
+                             "prefill {:.3f} s ({} tokens), {} {}{}\n", generated, result.decode_seconds, tokens_per_second,
+                             result.decode_steps, result.peak_running, result.prefill_seconds, result.prefill_tokens, args.device,
+                             args.dtype, result.used_cuda_graph ? ", CUDA graph" : "");
   }
   return kExitOk;
 }
@@ -178,6 +265,13 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--model", args.model_dir, "Model folder: config.json, *.safetensors, tokenizer.json")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt", args.prompts, "Prompt text (repeat for a batch)");
   cmd->add_option("--prompt-ids", args.prompt_ids, "Prompt as comma-separated token ids (repeatable)");
+  cmd->add_option("--batch-file", args.batch_file,
+                  "JSON Lines of requests: {\"prompt\": TEXT} or {\"prompt_ids\": [ids]}, optional \"samples\", \"max_new_tokens\"")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--samples", args.samples, "Completions per --prompt / --prompt-ids (one shared prefill)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--kv-cache-gb", args.kv_cache_gb, "KV cache budget in GiB; 0 = sized for the requests")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-new-tokens", args.max_new_tokens, "Tokens to generate at most")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", args.temperature, "Sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", args.top_p, "Nucleus sampling mass in (0, 1]; 1 = off")->capture_default_str();

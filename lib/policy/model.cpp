@@ -12,15 +12,63 @@
 #include "policy/model_shapes.h"
 #include "policy/safetensors.h"
 
+#ifdef CRL_HAVE_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "policy/inference_kernels_cuda.h"
+#endif
+
 namespace crl::policy {
 
 namespace F = torch::nn::functional;
+
+namespace {
+
+thread_local bool fused_kernels_on = false;
+
+// Whether the fused kernels take these tensors: a guard is on, no autograd, CUDA, one dtype (fp32
+// or bf16), contiguous.
+bool use_fused(std::initializer_list<const torch::Tensor*> tensors) {
+#ifdef CRL_HAVE_CUDA
+  if (!fused_kernels_on || torch::GradMode::is_enabled()) return false;
+  const torch::ScalarType dtype = (*tensors.begin())->scalar_type();
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16) return false;
+  for (const torch::Tensor* t : tensors) {
+    if (!t->is_cuda() || t->scalar_type() != dtype || !t->is_contiguous()) return false;
+  }
+  return true;
+#else
+  (void)tensors;
+  return false;
+#endif
+}
+
+#ifdef CRL_HAVE_CUDA
+cuda::ElementType element_type(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? cuda::ElementType::bf16 : cuda::ElementType::f32;
+}
+cudaStream_t stream_of(const torch::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+#endif
+
+}  // namespace
+
+FusedInferenceKernels::FusedInferenceKernels(bool on) : previous_(fused_kernels_on) { fused_kernels_on = on; }
+FusedInferenceKernels::~FusedInferenceKernels() { fused_kernels_on = previous_; }
+bool FusedInferenceKernels::active() { return fused_kernels_on; }
 
 RmsNormImpl::RmsNormImpl(int64_t size, double eps_) : eps(eps_) {
   weight = register_parameter("weight", torch::ones({size}));
 }
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+#ifdef CRL_HAVE_CUDA
+  if (use_fused({&x, &weight})) {
+    torch::Tensor out = torch::empty_like(x);
+    cuda::rms_norm(element_type(x), x.data_ptr(), weight.data_ptr(), out.data_ptr(), x.numel() / x.size(-1), x.size(-1), eps,
+                   stream_of(x));
+    return out;
+  }
+#endif
   const auto input_dtype = x.scalar_type();
   const torch::Tensor h = x.to(torch::kFloat32);
   const torch::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
@@ -29,8 +77,26 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
 
 namespace {
 
-torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+// LibTorch's modules always run their random init on construction. For weights a checkpoint will
+// overwrite, the module is built at size 1 and its parameters then take uninitialised storage of
+// the real size (set_ keeps the registered parameter the same tensor), which skips the init's work.
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, WeightInit init) {
+  if (init == WeightInit::kLibTorchDefault) return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+  torch::nn::Linear linear(torch::nn::LinearOptions(1, 1).bias(bias));
+  torch::NoGradGuard no_grad;
+  linear->weight.set_(torch::empty({out, in}));
+  if (bias) linear->bias.set_(torch::empty({out}));
+  linear->options = torch::nn::LinearOptions(in, out).bias(bias);
+  return linear;
+}
+
+torch::nn::Embedding make_embedding(int64_t count, int64_t dim, WeightInit init) {
+  if (init == WeightInit::kLibTorchDefault) return torch::nn::Embedding(count, dim);
+  torch::nn::Embedding embedding(1, 1);
+  torch::NoGradGuard no_grad;
+  embedding->weight.set_(torch::empty({count, dim}));
+  embedding->options = torch::nn::EmbeddingOptions(count, dim);
+  return embedding;
 }
 
 // [..., D] -> cat(-x[..., D/2:], x[..., :D/2]) (transformers' rotate_half).
@@ -52,38 +118,69 @@ torch::Tensor LoraSlots::project(const std::string& name, torch::nn::Linear& lin
   return y + F::linear(F::linear(in, branch.a), branch.b) * branch.scale;
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& config, int64_t layer)
+AttentionImpl::AttentionImpl(const ModelConfig& config, int64_t layer, WeightInit init)
     : layer_index(layer),
       heads(config.num_attention_heads),
       kv_heads(config.num_key_value_heads),
       head_dim(config.head_dim),
       scale(1.0 / std::sqrt(static_cast<double>(config.head_dim))) {
-  q_proj = register_module("q_proj", make_linear(config.hidden_size, heads * head_dim, config.attention_bias));
-  k_proj = register_module("k_proj", make_linear(config.hidden_size, kv_heads * head_dim, config.attention_bias));
-  v_proj = register_module("v_proj", make_linear(config.hidden_size, kv_heads * head_dim, config.attention_bias));
-  o_proj = register_module("o_proj", make_linear(heads * head_dim, config.hidden_size, config.attention_output_bias));
+  q_proj = register_module("q_proj", make_linear(config.hidden_size, heads * head_dim, config.attention_bias, init));
+  k_proj = register_module("k_proj", make_linear(config.hidden_size, kv_heads * head_dim, config.attention_bias, init));
+  v_proj = register_module("v_proj", make_linear(config.hidden_size, kv_heads * head_dim, config.attention_bias, init));
+  o_proj = register_module("o_proj", make_linear(heads * head_dim, config.hidden_size, config.attention_output_bias, init));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInputs& in) {
   const int64_t batch = x.size(0);
   const int64_t steps = x.size(1);
   const bool training = is_training();
-  torch::Tensor q = lora.project("q_proj", q_proj, x, training).view({batch, steps, heads, head_dim}).transpose(1, 2);
-  torch::Tensor k = lora.project("k_proj", k_proj, x, training).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+  torch::Tensor q = lora.project("q_proj", q_proj, x, training);
+  torch::Tensor k = lora.project("k_proj", k_proj, x, training);
   torch::Tensor v = lora.project("v_proj", v_proj, x, training).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
-  const torch::Tensor cos = in.cos.unsqueeze(1);
-  const torch::Tensor sin = in.sin.unsqueeze(1);
-  q = q * cos + rotate_half(q) * sin;
-  k = k * cos + rotate_half(k) * sin;
+#ifdef CRL_HAVE_CUDA
+  if (use_fused({&q, &k, &in.cos, &in.sin}) && in.cos.size(0) == batch && in.cos.size(1) == steps && in.cos.sizes() == in.sin.sizes()) {
+    // Rotated in [B, S, heads, D] layout, before the transpose.
+    const auto rotate = [&](const torch::Tensor& t, int64_t n) {
+      torch::Tensor out = torch::empty_like(t);
+      cuda::rotary(element_type(t), t.data_ptr(), in.cos.data_ptr(), in.sin.data_ptr(), out.data_ptr(), batch, steps, n, head_dim,
+                   stream_of(t));
+      return out.view({batch, steps, n, head_dim}).transpose(1, 2);
+    };
+    q = rotate(q, heads);
+    k = rotate(k, kv_heads);
+  } else
+#endif
+  {
+    q = q.view({batch, steps, heads, head_dim}).transpose(1, 2);
+    k = k.view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+    const torch::Tensor cos = in.cos.unsqueeze(1);
+    const torch::Tensor sin = in.sin.unsqueeze(1);
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+  }
   torch::Tensor keys = k;
   torch::Tensor values = v;
   if (in.cache != nullptr) {
     torch::Tensor& cache_k = in.cache->keys[layer_index];
     torch::Tensor& cache_v = in.cache->values[layer_index];
-    cache_k.index_copy_(2, in.cache_slots, k);
-    cache_v.index_copy_(2, in.cache_slots, v);
-    keys = cache_k.narrow(2, 0, in.kv_length);
-    values = cache_v.narrow(2, 0, in.kv_length);
+    const int64_t rows = batch * steps;
+    cache_k.index_copy_(0, in.cache_slots, k.transpose(1, 2).reshape({rows, kv_heads, head_dim}));
+    cache_v.index_copy_(0, in.cache_slots, v.transpose(1, 2).reshape({rows, kv_heads, head_dim}));
+    if (in.block_tables.defined()) {
+      // The sequence's blocks in token order: [B, NB * block_size, kv_heads, head_dim], read as
+      // [B, kv_heads, K, head_dim]. Only the listed blocks are read, so a step costs the used length.
+      const int64_t block_size = in.cache->block_size;
+      const int64_t key_count = in.block_tables.size(1) * block_size;
+      const torch::Tensor flat = in.block_tables.reshape({-1});
+      const auto gather = [&](const torch::Tensor& pool) {
+        return pool.view({in.cache->num_blocks, block_size, kv_heads, head_dim})
+            .index_select(0, flat)
+            .view({batch, key_count, kv_heads, head_dim})
+            .transpose(1, 2);
+      };
+      keys = gather(cache_k);
+      values = gather(cache_v);
+    }
   }
   // Query head h uses kv head h / G (G = groups), as transformers' repeat_kv does.
   const int64_t groups = heads / kv_heads;
@@ -97,7 +194,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
     // With a mask, GQA without copying keys: the G query heads that share a kv head become G*S
     // query rows of that head, and the mask is repeated for them.
     torch::Tensor mask = in.mask;  // [B, 1, S, K]
-    if (groups > 1) {
+    // One query step (decoding): the G rows of a kv head share the mask row, which broadcasts.
+    if (groups > 1 && steps > 1) {
       mask = mask.unsqueeze(2).expand({batch, 1, groups, steps, key_count}).reshape({batch, 1, groups * steps, key_count});
     }
     const torch::Tensor grouped_q = q.reshape({batch, kv_heads, groups * steps, head_dim});
@@ -107,23 +205,31 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
   return lora.project("o_proj", o_proj, merged, training);
 }
 
-MlpImpl::MlpImpl(const ModelConfig& config) {
-  gate_proj = register_module("gate_proj", make_linear(config.hidden_size, config.intermediate_size, config.mlp_bias));
-  up_proj = register_module("up_proj", make_linear(config.hidden_size, config.intermediate_size, config.mlp_bias));
-  down_proj = register_module("down_proj", make_linear(config.intermediate_size, config.hidden_size, config.mlp_bias));
+MlpImpl::MlpImpl(const ModelConfig& config, WeightInit init) {
+  gate_proj = register_module("gate_proj", make_linear(config.hidden_size, config.intermediate_size, config.mlp_bias, init));
+  up_proj = register_module("up_proj", make_linear(config.hidden_size, config.intermediate_size, config.mlp_bias, init));
+  down_proj = register_module("down_proj", make_linear(config.intermediate_size, config.hidden_size, config.mlp_bias, init));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   const bool training = is_training();
-  const torch::Tensor hidden = F::silu(lora.project("gate_proj", gate_proj, x, training)) * lora.project("up_proj", up_proj, x, training);
-  return lora.project("down_proj", down_proj, hidden, training);
+  const torch::Tensor gate = lora.project("gate_proj", gate_proj, x, training);
+  const torch::Tensor up = lora.project("up_proj", up_proj, x, training);
+#ifdef CRL_HAVE_CUDA
+  if (use_fused({&gate, &up})) {
+    torch::Tensor hidden = torch::empty_like(gate);
+    cuda::silu_mul(element_type(gate), gate.data_ptr(), up.data_ptr(), hidden.data_ptr(), gate.numel(), stream_of(gate));
+    return lora.project("down_proj", down_proj, hidden, training);
+  }
+#endif
+  return lora.project("down_proj", down_proj, F::silu(gate) * up, training);
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, int64_t layer_index) {
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, int64_t layer_index, WeightInit init) {
   input_layernorm = register_module("input_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));
-  self_attn = register_module("self_attn", Attention(config, layer_index));
+  self_attn = register_module("self_attn", Attention(config, layer_index, init));
   post_attention_layernorm = register_module("post_attention_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps));
-  mlp = register_module("mlp", Mlp(config));
+  mlp = register_module("mlp", Mlp(config, init));
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionInputs& in) {
@@ -131,18 +237,18 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionI
   return h + mlp(post_attention_layernorm(h));
 }
 
-DecoderImpl::DecoderImpl(const ModelConfig& config) {
-  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(config.vocab_size, config.hidden_size));
+DecoderImpl::DecoderImpl(const ModelConfig& config, WeightInit init) {
+  embed_tokens = register_module("embed_tokens", make_embedding(config.vocab_size, config.hidden_size, init));
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(DecoderLayer(config, i));
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) layers->push_back(DecoderLayer(config, i, init));
   norm = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps));
 }
 
-CausalLmImpl::CausalLmImpl(const ModelConfig& config) : config_(config) {
+CausalLmImpl::CausalLmImpl(const ModelConfig& config, WeightInit init) : config_(config) {
   config_.validate("model config");
-  model = register_module("model", Decoder(config_));
+  model = register_module("model", Decoder(config_, init));
   if (!config_.tie_word_embeddings) {
-    lm_head = register_module("lm_head", make_linear(config_.hidden_size, config_.vocab_size, false));
+    lm_head = register_module("lm_head", make_linear(config_.hidden_size, config_.vocab_size, false, init));
   }
   const RopeFrequencies rope = rope_frequencies(config_);
   attention_scaling_ = rope.attention_scaling;
@@ -212,14 +318,14 @@ torch::Tensor CausalLmImpl::forward(const ForwardInputs& in) {
   if (in.cache == nullptr) {
     attn = full_pass_inputs(in);
   } else {
-    if (!in.position_ids.defined() || !in.attention_mask.defined() || !in.cache_slots.defined() || in.kv_length <= 0) {
-      throw InputError("CausalLm::forward: a cached pass needs position_ids, attention_mask, cache_slots and kv_length");
+    if (!in.position_ids.defined() || !in.cache_slots.defined() || in.block_tables.defined() != in.attention_mask.defined()) {
+      throw InputError("CausalLm::forward: a cached pass needs position_ids and cache_slots, and block_tables with attention_mask or neither");
     }
     std::tie(attn.cos, attn.sin) = rotary_tables(in.position_ids, dtype());
     attn.mask = in.attention_mask;
     attn.cache = in.cache;
     attn.cache_slots = in.cache_slots;
-    attn.kv_length = in.kv_length;
+    attn.block_tables = in.block_tables;
   }
   torch::Tensor h = model->embed_tokens(in.input_ids);
   for (const auto& layer : *model->layers) h = layer->as<DecoderLayer>()->forward(h, attn);
@@ -299,7 +405,7 @@ CausalLm load_causal_lm(const std::filesystem::path& dir, torch::ScalarType dtyp
   std::vector<SafetensorsEntry> entries;
   for (const auto& name : checkpoint.names()) entries.push_back(checkpoint.entry(name));
   check_checkpoint_shapes(config, entries, dir.string());
-  CausalLm model(config);
+  CausalLm model(config, WeightInit::kUninitialised);  // every weight comes from the checkpoint
   model->eval();
   load_state(model, checkpoint.load_all(), dir.string());
   model->to(device, dtype);

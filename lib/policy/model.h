@@ -24,6 +24,26 @@
 
 namespace crl::policy {
 
+// How a new model's weights start: as LibTorch's modules initialise them, or allocated and left
+// unset because a checkpoint is about to overwrite every one (no work spent on a random init).
+enum class WeightInit { kLibTorchDefault, kUninitialised };
+
+// While one of these is alive on a thread with its argument true, that thread's forwards without
+// autograd on CUDA fp32/bf16 tensors run RMSNorm, the rotary embedding and SiLU-and-multiply as
+// fused kernels (inference_kernels_cuda.h: one launch each instead of 3 to 8, rounding as the ATen
+// ops do). Training forwards (autograd on) never use them. The generation engine sets it.
+class FusedInferenceKernels {
+ public:
+  explicit FusedInferenceKernels(bool on);
+  ~FusedInferenceKernels();
+  FusedInferenceKernels(const FusedInferenceKernels&) = delete;
+  FusedInferenceKernels& operator=(const FusedInferenceKernels&) = delete;
+  static bool active();  // on this thread
+
+ private:
+  bool previous_;
+};
+
 // x * rsqrt(mean(x^2) + eps) in fp32, cast back, times the weight (transformers' Qwen2RMSNorm).
 struct RmsNormImpl : torch::nn::Module {
   RmsNormImpl(int64_t size, double eps);
@@ -33,15 +53,15 @@ struct RmsNormImpl : torch::nn::Module {
 };
 TORCH_MODULE(RmsNorm);
 
-// Where a forward pass reads and writes: the cache (if any), the slots of this step's tokens in it,
-// how many cache slots the attention reads, and which of them each query may see.
+// Where a forward pass reads and writes: the paged cache (if any), the slots of this step's tokens
+// in it, the blocks the attention reads, and which of their slots each query may see.
 struct AttentionInputs {
   torch::Tensor cos, sin;          // [B, S, head_dim] rotary tables in the model dtype
   torch::Tensor mask;              // [B, 1, S, K] bool, true = may attend; K keys (cache slots or S).
-                                   // Undefined (no cache only): plain causal, the fused kernel's case
-  KvCache* cache = nullptr;        // null: attend over this step's keys only
-  torch::Tensor cache_slots;       // [S] int64: cache slot of each of this step's tokens
-  int64_t kv_length = 0;           // K when a cache is used: slots [0, K) are read
+                                   // Undefined: plain causal over this step's keys, the fused kernel's case
+  PagedKvCache* cache = nullptr;   // null: attend over this step's keys only
+  torch::Tensor cache_slots;       // [B * S] int64: flat cache slot of each of this step's tokens
+  torch::Tensor block_tables;      // [B, NB] int64: blocks read (K = NB * block_size); undefined: none
 };
 
 // A LoRA branch beside a linear layer: y = linear(x) + scale * B(A(dropout(x))). Owned by
@@ -61,7 +81,7 @@ struct LoraSlots {
 };
 
 struct AttentionImpl : torch::nn::Module {
-  AttentionImpl(const ModelConfig& config, int64_t layer_index);
+  AttentionImpl(const ModelConfig& config, int64_t layer_index, WeightInit init = WeightInit::kLibTorchDefault);
   torch::Tensor forward(const torch::Tensor& x, const AttentionInputs& in);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   LoraSlots lora;
@@ -71,7 +91,7 @@ struct AttentionImpl : torch::nn::Module {
 TORCH_MODULE(Attention);
 
 struct MlpImpl : torch::nn::Module {
-  explicit MlpImpl(const ModelConfig& config);
+  explicit MlpImpl(const ModelConfig& config, WeightInit init = WeightInit::kLibTorchDefault);
   torch::Tensor forward(const torch::Tensor& x);  // down(silu(gate(x)) * up(x))
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
   LoraSlots lora;
@@ -79,7 +99,7 @@ struct MlpImpl : torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 struct DecoderLayerImpl : torch::nn::Module {
-  DecoderLayerImpl(const ModelConfig& config, int64_t layer_index);
+  DecoderLayerImpl(const ModelConfig& config, int64_t layer_index, WeightInit init = WeightInit::kLibTorchDefault);
   torch::Tensor forward(const torch::Tensor& x, const AttentionInputs& in);
   RmsNorm input_layernorm{nullptr};
   Attention self_attn{nullptr};
@@ -90,7 +110,7 @@ TORCH_MODULE(DecoderLayer);
 
 // The decoder stack, registered as "model" so names carry transformers' "model." prefix.
 struct DecoderImpl : torch::nn::Module {
-  explicit DecoderImpl(const ModelConfig& config);
+  explicit DecoderImpl(const ModelConfig& config, WeightInit init = WeightInit::kLibTorchDefault);
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RmsNorm norm{nullptr};
@@ -98,22 +118,24 @@ struct DecoderImpl : torch::nn::Module {
 TORCH_MODULE(Decoder);
 
 // One forward pass. Without a cache: positions default to 0..S-1 and the mask to causal (plus
-// `padding_mask` if given). With a cache: the caller gives positions, slots and the mask.
+// `padding_mask` if given). With a cache the caller gives positions and slots; then either
+// block_tables and attention_mask (a decode step: attention over the listed blocks), or neither (the
+// prefill of a prompt with nothing cached before it: causal over this step's keys).
 struct ForwardInputs {
   torch::Tensor input_ids;      // [B, S] int64
   torch::Tensor position_ids;   // [B, S] int64 rotary positions; undefined: 0..S-1 for every row
-  torch::Tensor attention_mask; // [B, 1, S, K] bool; undefined: causal (no cache only)
+  torch::Tensor attention_mask; // [B, 1, S, K] bool; with a cache: K = NB * block_size, slot order of block_tables
   torch::Tensor padding_mask;   // [B, S] bool/int, 1 = real token (no cache only). Needed for left
                                 // padding; right-padded rows can leave it undefined (causal attention
                                 // never looks right), which keeps the fused causal kernel
-  KvCache* cache = nullptr;
-  torch::Tensor cache_slots;    // [S] int64
-  int64_t kv_length = 0;
+  PagedKvCache* cache = nullptr;
+  torch::Tensor cache_slots;    // [B * S] int64 flat slots (kv_cache.h) where this step's keys go
+  torch::Tensor block_tables;   // [B, NB] int64 blocks the attention reads
   bool last_position_only = false;  // logits only for column S-1 (prefill: saves a [B,S,V] tensor)
 };
 
 struct CausalLmImpl : torch::nn::Module {
-  explicit CausalLmImpl(const ModelConfig& config);
+  explicit CausalLmImpl(const ModelConfig& config, WeightInit init = WeightInit::kLibTorchDefault);
 
   // Logits [B, S, V] (or [B, 1, V] with last_position_only), in the model dtype.
   torch::Tensor forward(const ForwardInputs& in);

@@ -1,13 +1,20 @@
 // Generation: reproducible from the seed, cached decoding consistent with a full forward pass,
-// log-probabilities as documented, warpers as transformers defines them, stop tokens and strings.
+// log-probabilities as documented, warpers as transformers defines them, stop tokens and strings,
+// a sequence's tokens independent of its batch-mates, shared prompt blocks, continuous batching
+// under a small KV budget, LoRA in generation, and greedy decoding against transformers.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
+#include "policy/engine.h"
 #include "policy/generate.h"
+#include "policy/lora.h"
 #include "policy/model.h"
 #include "policy/sampling.h"
 
@@ -67,7 +74,6 @@ TEST(Generate, GreedyCachedDecodingEqualsArgmaxOfFullForward) {
   GenerationOptions options;
   options.max_new_tokens = 10;
   options.sampling.temperature = 0;
-  options.sync_every = 3;
   const auto result = generate(model, kPrompts, options);
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     const auto& seq = result.sequences[i];
@@ -128,7 +134,6 @@ TEST(Generate, StopStringCutsTokensAndText) {
   GenerationOptions options;
   options.max_new_tokens = 12;
   options.sampling.temperature = 0;
-  options.sync_every = 4;
   const auto free_run = generate(model, kPrompts, options, toy_decode);
   const auto& reference = free_run.sequences[1].tokens;
   // Stop at the text of tokens 4 and 5 together, which first appears there (or earlier).
@@ -184,23 +189,34 @@ TEST(Sampling, TopPAndTopKFollowTransformersWarpers) {
   EXPECT_NEAR(filter_logits(logits, o)[0][0].item<float>(), std::log(0.5f) / 2, 1e-6);
 }
 
-TEST(Sampling, CounterNoiseIsUniformAndDrawsMatchSoftmax) {
-  const torch::Tensor keys = sequence_keys(11, 4, torch::kCPU);
-  const torch::Tensor u = counter_uniform(keys, torch::tensor({int64_t{5}}), 50000);
+TEST(Sampling, CounterUniformIsUniformAndDrawsMatchSoftmax) {
+  const torch::Tensor keys = sequence_keys(11, 50000, torch::kCPU);
+  const torch::Tensor u = counter_uniform(keys, torch::tensor({int64_t{5}}));
   EXPECT_GT(u.min().item<float>(), 0.0f);
   EXPECT_LT(u.max().item<float>(), 1.0f);
   EXPECT_NEAR(u.mean().item<double>(), 0.5, 0.005);
   EXPECT_NEAR(u.var().item<double>(), 1.0 / 12, 0.002);
-  // Same inputs, same noise; another step, other noise.
-  EXPECT_TRUE(torch::equal(u, counter_uniform(keys, torch::tensor({int64_t{5}}), 50000)));
-  EXPECT_FALSE(torch::equal(u, counter_uniform(keys, torch::tensor({int64_t{6}}), 50000)));
+  // Same inputs, same numbers; another step, other numbers; per-row steps address rows alone.
+  EXPECT_TRUE(torch::equal(u, counter_uniform(keys, torch::tensor({int64_t{5}}))));
+  EXPECT_FALSE(torch::equal(u, counter_uniform(keys, torch::tensor({int64_t{6}}))));
+  const torch::Tensor steps = torch::arange(50000, torch::kInt64);
+  EXPECT_EQ(counter_uniform(keys, steps)[5].item<float>(), counter_uniform(keys[5].view({1}), torch::tensor({int64_t{5}}))[0].item<float>());
+  // The host's bits are the device's numbers.
+  std::vector<int64_t> bits;
+  for (int64_t b = 0; b < 1000; ++b) bits.push_back(counter_bits(keys[b].item<int64_t>(), b * 7919));
+  EXPECT_TRUE(torch::equal(uniform_from_bits(torch::tensor(bits)),
+                           counter_uniform(keys.narrow(0, 0, 1000), torch::arange(1000, torch::kInt64) * 7919)));
+  // Along the steps of one sequence, uniform too.
+  const torch::Tensor along = counter_uniform(keys[3].view({1}).expand({50000}).contiguous(), steps);
+  EXPECT_NEAR(along.mean().item<double>(), 0.5, 0.005);
   // Draw 4000 times from a fixed distribution (1000 steps x 4 sequences): frequencies match.
   const torch::Tensor probs = torch::tensor({0.5f, 0.25f, 0.15f, 0.1f});
   const torch::Tensor logits = probs.log().view({1, 4}).expand({4, 4}).contiguous();
+  const torch::Tensor four = keys.narrow(0, 0, 4);
   std::vector<int> counts(4, 0);
   SamplingOptions o;
   for (int64_t step = 0; step < 1000; ++step) {
-    const auto s = sample_tokens(logits, o, keys, torch::tensor({step}));
+    const auto s = sample_tokens(logits, o, four, torch::tensor({step}));
     for (int b = 0; b < 4; ++b) counts[s.tokens[b].item<int64_t>()]++;
     EXPECT_NEAR(s.logprobs[0].item<float>(), probs[s.tokens[0].item<int64_t>()].log().item<float>(), 1e-5);
   }
@@ -208,7 +224,192 @@ TEST(Sampling, CounterNoiseIsUniformAndDrawsMatchSoftmax) {
     const double expected = 4000 * probs[v].item<double>();
     EXPECT_NEAR(counts[v], expected, 5 * std::sqrt(expected)) << "token " << v;
   }
+  // A token the filters removed is never drawn.
+  o.top_k = 2;
+  for (int64_t step = 0; step < 200; ++step) {
+    const auto s = sample_tokens(logits, o, four, torch::tensor({step}));
+    EXPECT_LT(s.tokens.max().item<int64_t>(), 2);
+  }
 }
+
+TEST(BlockAllocator, CountsReferencesAndReservations) {
+  BlockAllocator blocks(4);  // 1, 2, 3 usable; 0 is scratch
+  EXPECT_EQ(blocks.free_blocks(), 3);
+  const int64_t a = blocks.allocate();
+  EXPECT_NE(a, 0);
+  blocks.retain(a);
+  blocks.release(a);
+  EXPECT_EQ(blocks.free_blocks(), 2);  // still held once
+  blocks.release(a);
+  EXPECT_EQ(blocks.free_blocks(), 3);
+  EXPECT_THROW(blocks.release(a), Error);
+  blocks.reserve(2);
+  EXPECT_EQ(blocks.available(), 1);
+  EXPECT_THROW(blocks.reserve(2), Error);
+  blocks.unreserve(2);
+  EXPECT_EQ(blocks.available(), 3);
+  for (int i = 0; i < 3; ++i) blocks.allocate();
+  EXPECT_THROW(blocks.allocate(), Error);
+}
+
+// A KV pool the tiny model's tests fill by far (the default, 1 GiB, takes a while to zero).
+EngineOptions test_engine() {
+  EngineOptions options;
+  options.kv_cache_bytes = int64_t{8} << 20;
+  return options;
+}
+
+// Prompts of several lengths (block boundaries included) for the batch tests.
+std::vector<std::vector<int64_t>> mixed_prompts(int64_t count, int64_t vocab) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t i = 0; i < count; ++i) {
+    std::vector<int64_t> p;
+    for (int64_t t = 0; t < 1 + (i * 7) % 37; ++t) p.push_back((i * 31 + t * 17 + 3) % vocab);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+TEST(Generate, SequenceAloneEqualsSequenceInABatchOf64) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 24;
+  options.sampling.temperature = 0.9;
+  options.sampling.top_k = 40;
+  options.sampling.seed = 1234;
+  auto prompts = mixed_prompts(64, model->config().vocab_size);
+  prompts[0] = kPrompts[0];
+  const auto batch = generate(model, prompts, options);
+  const auto alone = generate(model, {kPrompts[0]}, options);
+  EXPECT_EQ(batch.sequences[0].tokens, alone.sequences[0].tokens);
+  for (size_t t = 0; t < alone.sequences[0].tokens.size(); ++t) {
+    EXPECT_NEAR(batch.sequences[0].logprobs[t], alone.sequences[0].logprobs[t], 1e-5);
+  }
+  // A sequence further down the batch, alone with its key (first_sequence_id) as in the batch.
+  GenerationEngine engine(model, test_engine());
+  const auto single = engine.run({{prompts[37], 1, 37}}, options);
+  EXPECT_EQ(batch.sequences[37].tokens, single.sequences[0].tokens);
+  EXPECT_EQ(batch.peak_running, 64);
+}
+
+TEST(Generate, GroupSamplesShareOnePrefillAndEqualSeparateRuns) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 30;
+  options.sampling.temperature = 1.0;
+  options.sampling.seed = 9;
+  // 21 tokens: the cached 20 fill one 16-slot block and part of a second, which each sample copies.
+  std::vector<int64_t> prompt;
+  for (int64_t t = 0; t < 21; ++t) prompt.push_back((t * 13 + 5) % model->config().vocab_size);
+  GenerationEngine engine(model, test_engine());
+  const auto group = engine.run({{prompt, 8, std::nullopt}}, options);
+  ASSERT_EQ(group.sequences.size(), 8u);
+  EXPECT_EQ(group.prefill_tokens, 20);  // one prefill for the eight samples
+  bool any_difference = false;
+  for (int64_t s = 0; s < 8; ++s) {
+    GenerationEngine fresh(model, test_engine());
+    const auto single = fresh.run({{prompt, 1, s}}, options);
+    EXPECT_EQ(group.sequences[s].tokens, single.sequences[0].tokens) << "sample " << s;
+    any_difference |= group.sequences[s].tokens != group.sequences[0].tokens;
+  }
+  EXPECT_TRUE(any_difference);  // the samples draw from their own keys
+  // Every block is back in the pool.
+  EXPECT_EQ(engine.free_blocks(), engine.usable_blocks());
+}
+
+TEST(Generate, ContinuousBatchingUnderASmallBudgetAdmitsAsOthersFinish) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 20;
+  options.sampling.temperature = 1.0;
+  options.sampling.seed = 77;
+  const auto prompts = mixed_prompts(6, model->config().vocab_size);
+  // Stop at a frequent token so that lengths vary.
+  const auto free_run = generate(model, prompts, options);
+  std::map<int64_t, int> frequency;
+  for (const auto& s : free_run.sequences) for (int64_t t : s.tokens) frequency[t]++;
+  options.stop_token_ids = {std::max_element(frequency.begin(), frequency.end(), [](auto& a, auto& b) { return a.second < b.second; })->first};
+  const auto roomy = generate(model, prompts, options);
+  // Room for the longest prompt's sequence (36 tokens, 20 new: 3 prompt blocks, 2 of its own) and
+  // the scratch block: a few sequences at a time.
+  EngineOptions small;
+  small.kv_cache_bytes = 6 * PagedKvCache::bytes_per_block(model->config(), small.block_size, model->dtype());
+  GenerationEngine engine(model, small);
+  std::vector<GenerationRequest> requests;
+  for (const auto& p : prompts) requests.push_back({p, 1, std::nullopt});
+  const auto tight = engine.run(requests, options);
+  int64_t tokens = 0;
+  bool varied = false;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(tight.sequences[i].tokens, roomy.sequences[i].tokens) << "sequence " << i;
+    tokens += static_cast<int64_t>(tight.sequences[i].tokens.size());
+    varied |= tight.sequences[i].tokens.size() != tight.sequences[0].tokens.size();
+  }
+  EXPECT_TRUE(varied);
+  EXPECT_LT(tight.peak_running, static_cast<int64_t>(prompts.size()));
+  EXPECT_EQ(engine.free_blocks(), engine.usable_blocks());
+  EXPECT_GT(tight.decode_steps, roomy.decode_steps);
+  // Every decoded row produced a kept token: no steps for finished sequences.
+  EXPECT_EQ(tight.decoded_rows, tokens);
+  EXPECT_EQ(roomy.decoded_rows, tokens);
+  // A budget that cannot hold one sequence is refused up front, naming the fix.
+  EngineOptions tiny_budget;
+  tiny_budget.kv_cache_bytes = 3 * PagedKvCache::bytes_per_block(model->config(), tiny_budget.block_size, model->dtype());
+  GenerationEngine cramped(model, tiny_budget);
+  EXPECT_THROW(cramped.run(requests, options), InputError);
+}
+
+TEST(Generate, LoraIsActiveAndMatchesTheTrainingForward) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 12;
+  options.sampling.temperature = 0;
+  const auto base = generate(model, kPrompts, options);
+  LoraConfig config;
+  config.rank = 4;
+  LoraAdapters lora(model, config, 3);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, tensor] : lora.named_parameters()) {
+      if (name.find("lora_B") != std::string::npos) tensor.normal_(0.0, 0.5);
+    }
+  }
+  const auto adapted = generate(model, kPrompts, options);
+  bool changed = false;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const auto& seq = adapted.sequences[i];
+    changed |= seq.tokens != base.sequences[i].tokens;
+    // The training forward: train mode (dropout 0), whole sequence, no cache.
+    model->train();
+    const torch::Tensor log_probs = full_forward_log_probs(model, kPrompts[i], seq.tokens);
+    model->eval();
+    for (size_t t = 0; t < seq.tokens.size(); ++t) {
+      EXPECT_EQ(log_probs[t].argmax().item<int64_t>(), seq.tokens[t]) << "prompt " << i << " step " << t;
+      EXPECT_NEAR(seq.model_logprobs[t], log_probs[t][seq.tokens[t]].item<float>(), 1e-5);
+    }
+  }
+  EXPECT_TRUE(changed) << "LoRA made no difference: is it applied in generation?";
+}
+
+class GoldenGreedy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenGreedy, Fp32GreedyEqualsTransformersFor64Tokens) {
+  std::ifstream in(kModels / GetParam() / "generate_golden.json");
+  ASSERT_TRUE(in) << "run tools/golden/make_generate_golden.py";
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  CausalLm model = tiny_model(GetParam());
+  GenerationOptions options;
+  options.max_new_tokens = 64;
+  options.sampling.temperature = 0;
+  const auto prompts = golden["prompts"].get<std::vector<std::vector<int64_t>>>();
+  const auto expected = golden["tokens"].get<std::vector<std::vector<int64_t>>>();
+  const auto result = generate(model, prompts, options);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(result.sequences[i].tokens, expected[i]) << GetParam() << " prompt " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, GoldenGreedy,
+                         ::testing::Values("qwen2_gqa2_tied", "qwen2_mha_untied", "llama3_gqa4_rope_llama3",
+                                           "llama_mqa_bias_linear", "llama_yarn"));
 
 }  // namespace
 }  // namespace crl::policy

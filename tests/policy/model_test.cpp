@@ -1,6 +1,6 @@
 // The policy model against transformers: fp32 logits of tiny random models (made by
 // tools/golden/make_model_golden.py) within 1e-4 relative error, through a plain forward, a
-// left-padded batch, and the KV-cached prefill + decode path; plus state round trips.
+// left-padded batch, and the paged-KV prefill + decode path; plus state round trips.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "core/remove_tree.h"
 #include "core/subprocess.h"
-#include "policy/generate.h"
 #include "policy/model.h"
 #include "policy/safetensors.h"
 
@@ -71,36 +70,78 @@ TEST_P(GoldenModel, LeftPaddedRowMatchesTransformersUnpadded) {
   EXPECT_LE(relative_error(logits[1].narrow(0, pad, steps - pad), golden.logits_fp32[1].narrow(0, 0, steps - pad)), 1e-4);
 }
 
-TEST_P(GoldenModel, CachedPrefillAndDecodeMatchTransformers) {
+TEST_P(GoldenModel, PagedPrefillAndDecodeMatchTransformers) {
   const Golden golden = read_golden(GetParam());
   CausalLm model = load_causal_lm(kModels / GetParam(), torch::kFloat32, torch::kCPU);
+  torch::NoGradGuard no_grad;
   const int64_t steps = golden.input_ids.size(1);
-  // Prompts of different lengths (5 and 3 tokens), then the golden tokens fed one at a time.
-  const std::vector<int64_t> lengths = {5, 3};
-  std::vector<std::vector<int64_t>> prompts;
+  // Blocks of 4 slots, so both rows cross blocks; row 0's blocks are out of order in the pool.
+  PagedKvCache cache = PagedKvCache::allocate(model->config(), 10, 4, torch::kFloat32, torch::kCPU);
+  const std::vector<std::vector<int64_t>> tables = {{7, 2, 5}, {1, 3, 4}};
+  const std::vector<int64_t> lengths = {5, 3};  // prompt tokens prefilled per row
+  const auto slot = [&](int64_t row, int64_t t) { return tables[row][t / 4] * 4 + t % 4; };
   for (int64_t b = 0; b < 2; ++b) {
-    const torch::Tensor row = golden.input_ids[b].contiguous();
-    prompts.emplace_back(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + lengths[b]);
+    ForwardInputs in;
+    in.input_ids = golden.input_ids[b].narrow(0, 0, lengths[b]).view({1, -1});
+    in.position_ids = torch::arange(lengths[b], torch::kInt64).view({1, -1});
+    in.cache = &cache;
+    std::vector<int64_t> slots;
+    for (int64_t t = 0; t < lengths[b]; ++t) slots.push_back(slot(b, t));
+    in.cache_slots = torch::tensor(slots, torch::kInt64);
+    const torch::Tensor logits = model->forward(in);  // the fused causal pass, as in training
+    EXPECT_LE(relative_error(logits[0], golden.logits_fp32[b].narrow(0, 0, lengths[b])), 1e-4) << GetParam() << " prefill " << b;
   }
-  BatchedDecoder decoder(model, prompts, /*capacity=*/steps + 2, /*pad=*/0, /*use_cuda_graph=*/false);
-  torch::Tensor logits = decoder.prefill();
-  for (int64_t t = 0; t + lengths[0] <= steps; ++t) {
+  // Then both rows together, one golden token per step, each over its own blocks.
+  const torch::Tensor table = torch::tensor(std::vector<int64_t>{7, 2, 5, 1, 3, 4}, torch::kInt64).view({2, 3});
+  for (int64_t t = 0; t + lengths[0] < steps; ++t) {
+    std::vector<int64_t> ids, positions, slots, length;
     for (int64_t b = 0; b < 2; ++b) {
-      const int64_t position = lengths[b] - 1 + t;  // position of the token whose logits these are
-      if (position >= steps) continue;
-      EXPECT_LE(relative_error(logits[b], golden.logits_fp32[b][position]), 1e-4)
-          << GetParam() << " row " << b << " position " << position;
+      const int64_t position = lengths[b] + t;
+      ids.push_back(golden.input_ids[b][position].item<int64_t>());
+      positions.push_back(position);
+      slots.push_back(slot(b, position));
+      length.push_back(position + 1);
     }
-    if (t + lengths[0] == steps) break;
-    std::vector<int64_t> next;
-    for (int64_t b = 0; b < 2; ++b) next.push_back(golden.input_ids[b][std::min(lengths[b] + t, steps - 1)].item<int64_t>());
-    logits = decoder.step(torch::tensor(next, torch::kInt64)).clone();
+    ForwardInputs in;
+    in.input_ids = torch::tensor(ids, torch::kInt64).view({2, 1});
+    in.position_ids = torch::tensor(positions, torch::kInt64).view({2, 1});
+    in.cache = &cache;
+    in.cache_slots = torch::tensor(slots, torch::kInt64);
+    in.block_tables = table;
+    in.attention_mask = torch::arange(12, torch::kInt64).view({1, 1, 1, 12}) < torch::tensor(length, torch::kInt64).view({2, 1, 1, 1});
+    const torch::Tensor logits = model->forward(in);
+    for (int64_t b = 0; b < 2; ++b) {
+      EXPECT_LE(relative_error(logits[b][0], golden.logits_fp32[b][positions[b]]), 1e-4)
+          << GetParam() << " row " << b << " position " << positions[b];
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, GoldenModel,
                          ::testing::Values("qwen2_gqa2_tied", "qwen2_mha_untied", "llama3_gqa4_rope_llama3",
                                            "llama_mqa_bias_linear", "llama_yarn"));
+
+TEST(CausalLm, AnUninitialisedBuildHasEveryParameterAtItsShape) {
+  const ModelConfig config = load_model_config(kModels / "llama_mqa_bias_linear");
+  CausalLm initialised(config);
+  CausalLm bare(config, WeightInit::kUninitialised);
+  const auto a = state_tensors(initialised);
+  const auto b = state_tensors(bare);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.sizes(), b[i].second.sizes()) << a[i].first;
+    EXPECT_TRUE(b[i].second.requires_grad()) << a[i].first;
+  }
+  EXPECT_EQ(bare->model->embed_tokens->options.num_embeddings(), config.vocab_size);
+  // Loading fills it completely: the same logits as the initialised model after the same load.
+  const auto tensors = SafetensorsCheckpoint(kModels / "llama_mqa_bias_linear").load_all();
+  load_state(initialised, tensors, "test");
+  load_state(bare, tensors, "test");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor ids = torch::tensor(std::vector<int64_t>{3, 1, 4, 1, 5}, torch::kInt64).view({1, 5});
+  EXPECT_TRUE(torch::equal(initialised->forward(ids), bare->forward(ids)));
+}
 
 TEST(CausalLm, ParameterNamesAreHuggingFaces) {
   const ModelConfig config = load_model_config(kModels / "llama_mqa_bias_linear");
