@@ -23,5 +23,6 @@ void add_init_model_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);
 void add_data_command(CLI::App& app, int& exit_code);
 void add_report_command(CLI::App& app, int& exit_code);
+void add_results_command(CLI::App& app, int& exit_code);
 
 }  // namespace crl::cli

@@ -11,6 +11,13 @@ Cases (--case):
                   stop contract (stop_contract_double.sh): the time-limit signal requeues the job
                   and it resumes to the end with no step done twice; `scontrol requeue` resumes
                   too; scancel's SIGTERM ends it cleanly, not requeued
+  job_preempt     the CI job (jobs/ci.yaml: 2 trainers + 2 evaluators, CPU) under slurm/crl.sbatch,
+                  requeued by `scontrol requeue` while it runs and then sent the time-limit signal:
+                  it resumes twice and runs to the end, every step and rollout once (not superseded);
+                  then slurm/cross-gpu.sbatch judges the run's best programs again
+  job_kill        the CI job with one rank killed by kill -9 in the middle: the job fails naming
+                  the rank; with a checkpoint cut in the middle of its write added, the same sbatch
+                  line with the same run folder skips it (saying so) and resumes to the end
 Each case prints "SKIP: why" and exits 0 where no Slurm can start (ctest shows it skipped).
 Usage: slurm_test.py --case NAME --crl build/apps/crl/crl --work DIR
 """
@@ -98,7 +105,8 @@ def read(path):
 def case_eval_array(slurm, args):
     import h5py
 
-    # 5 candidates of 3 tasks: 2 right, 1 wrong, 2 references judged against themselves.
+    # 5 candidates of 3 tasks: 2 right, 1 wrong, 2 references judged against themselves; correctness
+    # only (timing on the CPU costs a minute a candidate, whatever --time-budget says).
     def program(path):
         return read(os.path.join(REPO, path))
 
@@ -115,8 +123,7 @@ def case_eval_array(slurm, args):
 
     start = time.time()
     array = slurm.sbatch("--array=0-2", "-J", "evaltest", os.path.join(REPO, "slurm", "eval-array.sbatch"),
-                         "candidates.jsonl", "--backend", "cpu", "--scale", "small", "--trials", "2",
-                         "--time-budget", "0.2")
+                         "candidates.jsonl", "--backend", "cpu", "--scale", "small", "--trials", "2", "--no-timing")
     merge = slurm.sbatch(f"--dependency=afterok:{array}", "-J", "evaltest-merge", "-o", "results/%x-%j.log",
                          os.path.join(REPO, "slurm", "eval-array.sbatch"), "--merge", f"results/evaltest-{array}")
     slurm.wait_gone(array, 180)
@@ -231,9 +238,160 @@ def case_script_stops(slurm, args):
     print("crl.sbatch: time-limit signal requeued and resumed; scontrol requeue resumed; scancel ended cleanly")
 
 
+# ---------------------------------------------------------------------------------------------
+def make_model(slurm, args):
+    model = os.path.join(slurm.work, "model")
+    corpus = os.path.join(REPO, "tests", "data", "policy", "tokenizers", "train_corpus.txt")
+    slurm.run(args.crl, "init-model", "--out", model, "--corpus", corpus, "--vocab-size", "400", "--hidden", "32",
+              "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seed", "3")
+    return model
+
+
+def results_rows(path, table):
+    """Rows of a table in a results file being written (0 before its first flush)."""
+    import h5py
+    for _ in range(5):
+        try:
+            with h5py.File(path, "r", locking=False) as f:
+                return len(f[f"{table}/{f[table].attrs['crl_columns'][0]}"]) if table in f else 0
+        except (OSError, KeyError):
+            time.sleep(0.2)
+    return 0
+
+
+def submit_ci_job(slurm, name, model, env=None):
+    # 4 ranks on a 2-CPU machine: --overcommit.
+    return slurm.sbatch("-J", name, "-n", "4", "--overcommit", os.path.join(REPO, "slurm", "crl.sbatch"),
+                        os.path.join(REPO, "jobs", "ci.yaml"), "--model", model, env=env)
+
+
+def check_whole_run(run_dir, log, restarts):
+    """Every step of jobs/ci.yaml and every rollout of its crl stage once among the rows that count."""
+    import h5py
+    with h5py.File(os.path.join(run_dir, "results.h5"), "r") as f:
+        steps = list(f["steps/step"][:])
+        counted_steps = sorted(set(steps))
+        if counted_steps != [0, 1, 2, 3]:
+            fail(f"/steps holds steps {steps}\n{log}")
+        r = f["rollouts"]
+        live = [not s for s in r["superseded"][:]]
+        ids = [i for i, keep in zip(r["rollout_id"][:], live) if keep]
+        keys = [(s, t, g, k) for s, t, g, k, keep in zip(r["step"][:], r["task"].asstr()[:], r["group"][:],
+                                                         r["sample"][:], live) if keep]
+        if len(ids) != 24 or len(set(ids)) != 24 or len(set(keys)) != 24:
+            fail(f"{len(ids)} rollouts count ({len(set(keys))} distinct), not the 2 x 3 x 4 of the crl stage once each")
+        restart = list(f["steps/restart"][:])
+        if max(restart) != restarts:
+            fail(f"/steps restart column is {restart}, not up to {restarts}")
+
+
+def case_job_preempt(slurm, args):
+    model = make_model(slurm, args)
+    start = time.time()
+    job = submit_ci_job(slurm, "ci", model)
+    run_dir = os.path.join(slurm.work, "results", f"ci-{job}")
+    results = os.path.join(run_dir, "results.h5")
+    log_path = os.path.join(slurm.work, "results", f"ci-{job}.log")
+    # Preempted (what PreemptMode=REQUEUE does) once the first step is flushed.
+    slurm.wait_until("the CI job's first step", lambda: results_rows(results, "steps") >= 1, 240)
+    slurm.run("scontrol", "requeue", job)
+    slurm.wait_until("the requeued CI job to run again",
+                     lambda: slurm.job(job).get("Restarts") == "1" and slurm.job(job).get("JobState") == "RUNNING", 120)
+    # The time-limit signal once the resumed run has flushed a step of its own.
+    done_before = results_rows(results, "steps")
+    slurm.wait_until("a step after the resume", lambda: results_rows(results, "steps") > done_before, 240)
+    slurm.run("scancel", "--signal=USR1", "--batch", job)
+    slurm.wait_until("the CI job to end", lambda: slurm.job(job).get("Restarts") == "2" and not slurm.states(job), 300)
+    log = read(log_path)
+    print(log)
+    print(f"the preempted CI job took {time.time() - start:.1f} s")
+    if slurm.job(job).get("JobState") != "COMPLETED":
+        fail(f"the CI job ended {slurm.job(job).get('JobState')}")
+    for needle in ("restart 1]", "restart 2]", "requeueing job", "] done"):
+        if needle not in log:
+            fail(f"the log lacks '{needle}'")
+    if log.count("resuming from") < 2 or log.count("stopped at") < 2:
+        fail("the log does not show two stops and two resumes")
+    check_whole_run(run_dir, log, 2)
+    print("CI job: requeued, then stopped by the time-limit signal, resumed both times to the end")
+
+    # slurm/cross-gpu.sbatch on the finished run: its one correct program (the planted copy of the
+    # ReLU reference) judged again, here on the same CPU.
+    import h5py
+    cross = slurm.sbatch("-J", "cross", os.path.join(REPO, "slurm", "cross-gpu.sbatch"), run_dir,
+                         "--backend", "cpu", "--scale", "small", "--trials", "2", "--no-timing")
+    slurm.wait_gone(cross, 120)
+    out = os.path.join(slurm.work, "results", f"cross-{cross}")
+    cross_log = read(os.path.join(slurm.work, "results", f"cross-{cross}.log"))
+    if slurm.job(cross).get("JobState") != "COMPLETED":
+        fail(f"cross-gpu.sbatch ended {slurm.job(cross).get('JobState')}\n{cross_log}")
+    best = [json.loads(line) for line in read(os.path.join(out, "best.jsonl")).splitlines()]
+    with h5py.File(results, "r") as f:
+        r = f["rollouts"]
+        ok_tasks = {t for t, st, sup in zip(r["task"].asstr()[:], r["status"].asstr()[:], r["superseded"][:])
+                    if st == "ok" and not sup}
+    if sorted(b["task"] for b in best) != sorted(ok_tasks) or not best:
+        fail(f"best.jsonl holds {[b['task'] for b in best]}, not one program of each task with a correct rollout {ok_tasks}")
+    with h5py.File(os.path.join(out, "cross.h5"), "r") as f:
+        status = list(f["verdicts/status"].asstr()[:])
+    if len(status) != len(best) or "ok" not in status:
+        fail(f"cross.h5 verdicts {status} for {len(best)} programs\n{cross_log}")
+    print(f"cross-gpu.sbatch: {len(best)} best programs judged again ({status})")
+
+
+def case_job_kill(slurm, args):
+    model = make_model(slurm, args)
+    job = submit_ci_job(slurm, "kill", model)
+    run_dir = os.path.join(slurm.work, "results", f"kill-{job}")
+    results = os.path.join(run_dir, "results.h5")
+    # Past the sft stage (its checkpoint written), in the middle of the crl stage.
+    slurm.wait_until("the CI job's third step", lambda: results_rows(results, "steps") >= 3, 240)
+    # scontrol listpids: PID JOBID STEPID LOCALID GLOBALID; kill -9 the evaluator with world rank 3.
+    victim = None
+    for line in slurm.run("scontrol", "listpids", job).stdout.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) == 5 and fields[2] == "0" and fields[4] == "3":
+            victim = int(fields[0])
+    if victim is None:
+        fail(f"no rank 3 in scontrol listpids {job}")
+    os.kill(victim, 9)
+    slurm.wait_gone(job, 240)
+    log = read(os.path.join(slurm.work, "results", f"kill-{job}.log"))
+    print(log)
+    if slurm.job(job).get("JobState") == "COMPLETED":
+        fail("the job with a killed rank completed")
+    if not re.search(r"(rank|task):? 3\b", log):
+        fail("the log does not name the killed rank 3")
+    # A checkpoint cut in the middle of its write, newer than every good one: its model file half
+    # there (a copy of the newest good checkpoint, as a file system may leave it), and the .tmp-
+    # folder a kill during a save leaves. The rerun must skip both and say which it skipped.
+    import glob
+    good = sorted(glob.glob(os.path.join(run_dir, "**", "step-*"), recursive=True))
+    if not good:
+        fail(f"no checkpoint under {run_dir} after 3 steps")
+    cut = os.path.join(os.path.dirname(good[-1]), "step-%08d" % 99999)
+    shutil.copytree(good[-1], cut)
+    biggest = max(glob.glob(os.path.join(cut, "*")), key=os.path.getsize)
+    with open(biggest, "r+b") as f:
+        f.truncate(os.path.getsize(biggest) // 2)
+    shutil.copytree(good[-1], os.path.join(os.path.dirname(good[-1]), ".tmp-step-%08d" % 99998))
+    # The same line with the same run folder resumes from the newest good checkpoint.
+    again = submit_ci_job(slurm, "kill", model, env=dict(slurm.env, CRL_RUN_DIR=run_dir))
+    slurm.wait_gone(again, 300)
+    log2 = read(os.path.join(slurm.work, "results", f"kill-{again}.log"))
+    print(log2)
+    if slurm.job(again).get("JobState") != "COMPLETED" or "resuming from" not in log2:
+        fail(f"the rerun did not resume to the end (state {slurm.job(again).get('JobState')})")
+    resumed_from = [line for line in log2.splitlines() if "resuming from" in line]
+    if os.path.basename(cut) not in log2 or not any(os.path.basename(good[-1]) in line for line in resumed_from):
+        fail(f"the rerun did not say it skipped the cut checkpoint {cut} for {good[-1]}")
+    check_whole_run(run_dir, log + log2, 1)
+    print("CI job: rank 3 killed, the failure named it, the rerun resumed to the end")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops"])
+    ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops", "job_preempt", "job_kill"])
     ap.add_argument("--crl", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
@@ -259,7 +417,9 @@ def main():
         skip(f"h5py is not installed in {sys.executable}")
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(os.path.join(args.work, "results"))
-    {"eval_array": case_eval_array, "script_stops": case_script_stops}[args.case](slurm, args)
+    cases = {"eval_array": case_eval_array, "script_stops": case_script_stops, "job_preempt": case_job_preempt,
+             "job_kill": case_job_kill}
+    cases[args.case](slurm, args)
     return 0
 
 
