@@ -5,7 +5,8 @@
 # (a requeue after the time-limit signal, a clean end after SIGTERM).
 # Variables it reads (all optional):
 #   CRL_BIN          the crl executable (default $CRL_SOURCE_DIR/build/apps/crl/crl)
-#   CRL_LAUNCH       srun (default: srun --mpi=pmix, one task per rank) or mpirun
+#   CRL_LAUNCH       srun (default: srun --mpi=pmix, one task per rank) or mpirun (where srun has no
+#                    PMIx; a SIGTERM stop then writes no checkpoint, see crl_launcher)
 #   CRL_MAX_RESTARTS requeues after the time-limit signal before the script gives up (default 20)
 
 CRL_BIN=${CRL_BIN:-$CRL_SOURCE_DIR/build/apps/crl/crl}
@@ -45,9 +46,10 @@ crl_launcher() {
         # Open MPI refuses root unless told twice (CI's containers run as root).
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
       fi
-      # mpirun passes a SIGTERM on to the ranks and SIGKILLs them 1 s later by default: leave them
-      # the time to reach a step boundary and checkpoint (Slurm's KillWait bounds it anyway).
-      export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-60} ;;
+      # mpirun passes SIGUSR1 on to the ranks (the time-limit stop works), but on scancel's or
+      # preemption's SIGTERM it ends the ranks itself before they reach a step boundary (seen on
+      # Open MPI 4.1): under mpirun such a stop resumes from the checkpoint before. srun does not.
+      crl_log "launcher mpirun: the time-limit stop checkpoints; a SIGTERM stop (scancel, preemption) resumes from the checkpoint before" ;;
     *) crl_die "CRL_LAUNCH='$CRL_LAUNCH': give srun or mpirun" ;;
   esac
 }
