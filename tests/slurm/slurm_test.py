@@ -11,6 +11,9 @@ Cases (--case):
                   stop contract (stop_contract_double.sh): the time-limit signal requeues the job
                   and it resumes to the end with no step done twice; `scontrol requeue` resumes
                   too; scancel's SIGTERM ends it cleanly, not requeued
+  job             the CI job (jobs/ci.yaml: 2 trainers + 2 evaluators, CPU) run to its end by
+                  slurm/crl.sbatch (srun --mpi=pmix); then slurm/cross-gpu.sbatch judges its best
+                  programs again
   job_preempt     the CI job (jobs/ci.yaml: 2 trainers + 2 evaluators, CPU) under slurm/crl.sbatch,
                   requeued by `scontrol requeue` while it runs and then sent the time-limit signal:
                   it resumes twice and runs to the end, every step and rollout once (not superseded);
@@ -285,6 +288,22 @@ def check_whole_run(run_dir, log, restarts):
             fail(f"/steps restart column is {restart}, not up to {restarts}")
 
 
+def case_job(slurm, args):
+    """The CI job run to its end by slurm/crl.sbatch (srun --mpi=pmix, 4 ranks), then cross-gpu.sbatch."""
+    model = make_model(slurm, args)
+    start = time.time()
+    job = submit_ci_job(slurm, "ci", model)
+    run_dir = os.path.join(slurm.work, "results", f"ci-{job}")
+    slurm.wait_gone(job, 240)
+    log = read(os.path.join(slurm.work, "results", f"ci-{job}.log"))
+    print(log)
+    print(f"the CI job took {time.time() - start:.1f} s")
+    if slurm.job(job).get("JobState") != "COMPLETED" or "+ srun --mpi=pmix --ntasks=4" not in log:
+        fail(f"the CI job under crl.sbatch ended {slurm.job(job).get('JobState')}")
+    check_whole_run(run_dir, log, 0)
+    check_cross_gpu(slurm, run_dir)
+
+
 def case_job_preempt(slurm, args):
     model = make_model(slurm, args)
     start = time.time()
@@ -314,10 +333,14 @@ def case_job_preempt(slurm, args):
         fail("the log does not show two stops and two resumes")
     check_whole_run(run_dir, log, 2)
     print("CI job: requeued, then stopped by the time-limit signal, resumed both times to the end")
+    check_cross_gpu(slurm, run_dir)
 
-    # slurm/cross-gpu.sbatch on the finished run: its one correct program (the planted copy of the
-    # ReLU reference) judged again, here on the same CPU.
+
+def check_cross_gpu(slurm, run_dir):
+    """slurm/cross-gpu.sbatch on a finished run: its correct programs (the planted copy of the ReLU
+    reference) judged again, here on the same CPU."""
     import h5py
+    results = os.path.join(run_dir, "results.h5")
     cross = slurm.sbatch("-J", "cross", os.path.join(REPO, "slurm", "cross-gpu.sbatch"), run_dir,
                          "--backend", "cpu", "--scale", "small", "--trials", "2", "--no-timing")
     slurm.wait_gone(cross, 120)
@@ -391,12 +414,13 @@ def case_job_kill(slurm, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops", "job_preempt", "job_kill"])
+    ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops", "job", "job_preempt", "job_kill"])
     ap.add_argument("--crl", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
+    args.crl = os.path.abspath(args.crl)  # commands run in the work folder
     state = os.path.join(os.path.dirname(args.work.rstrip("/")), "slurm-state")
-    slurm = Slurm(state, args.work, os.path.abspath(args.crl))
+    slurm = Slurm(state, args.work, args.crl)
 
     if args.case == "start":
         if not shutil.which("slurmctld", path="/usr/sbin:/usr/bin") or not shutil.which("sbatch"):
@@ -417,7 +441,8 @@ def main():
         skip(f"h5py is not installed in {sys.executable}")
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(os.path.join(args.work, "results"))
-    cases = {"eval_array": case_eval_array, "script_stops": case_script_stops, "job_preempt": case_job_preempt,
+    cases = {"eval_array": case_eval_array, "script_stops": case_script_stops, "job": case_job,
+             "job_preempt": case_job_preempt,
              "job_kill": case_job_kill}
     cases[args.case](slurm, args)
     return 0
