@@ -367,8 +367,12 @@ def case_job_kill(slurm, args):
     job = submit_ci_job(slurm, "kill", model)
     run_dir = os.path.join(slurm.work, "results", f"kill-{job}")
     results = os.path.join(run_dir, "results.h5")
-    # Past the sft stage (its checkpoint written), in the middle of the crl stage.
-    slurm.wait_until("the CI job's third step", lambda: results_rows(results, "steps") >= 3, 240)
+    # Past the sft stage (its checkpoint written), in the first step of the crl stage.
+    import glob
+    checkpoints = lambda: sorted(glob.glob(os.path.join(run_dir, "**", "step-*"), recursive=True))  # noqa: E731
+    slurm.wait_until("the CI job's sft stage and its checkpoint",
+                     lambda: results_rows(results, "steps") >= 2 and checkpoints(), 240)
+    flushed = results_rows(results, "steps")
     # scontrol listpids: PID JOBID STEPID LOCALID GLOBALID; kill -9 the evaluator with world rank 3.
     victim = None
     for line in slurm.run("scontrol", "listpids", job).stdout.splitlines()[1:]:
@@ -385,13 +389,20 @@ def case_job_kill(slurm, args):
         fail("the job with a killed rank completed")
     if not re.search(r"(rank|task):? 3\b", log):
         fail("the log does not name the killed rank 3")
+    # Every row flushed before the kill is still there, and h5py reads the whole file.
+    import h5py
+    with h5py.File(results, "r") as f:
+        for table in ("steps", "rollouts"):
+            if table in f:
+                for column in f[table].attrs["crl_columns"]:
+                    f[table][column][:]
+        if len(f["steps/step"]) < flushed:
+            fail(f"/steps lost rows in the kill: {len(f['steps/step'])} < {flushed}")
     # A checkpoint cut in the middle of its write, newer than every good one: its model file half
     # there (a copy of the newest good checkpoint, as a file system may leave it), and the .tmp-
     # folder a kill during a save leaves. The rerun must skip both and say which it skipped.
     import glob
-    good = sorted(glob.glob(os.path.join(run_dir, "**", "step-*"), recursive=True))
-    if not good:
-        fail(f"no checkpoint under {run_dir} after 3 steps")
+    good = checkpoints()
     cut = os.path.join(os.path.dirname(good[-1]), "step-%08d" % 99999)
     shutil.copytree(good[-1], cut)
     biggest = max(glob.glob(os.path.join(cut, "*")), key=os.path.getsize)
