@@ -126,19 +126,22 @@ start() {
   print_env
 }
 
-stop_daemon() {  # stop_daemon PIDFILE
-  pid_alive "$1" || return 0
-  local pid
-  pid=$(cat "$1")
-  kill "$pid"
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-}
-
 stop() {
-  stop_daemon "$STATE/slurmd.pid"
-  stop_daemon "$STATE/slurmctld.pid"
-  stop_daemon "$STATE/munge/munged.pid"
+  # All three asked at once (slurmctld takes a few seconds to save its state), then waited for.
+  local pids=() pidfile
+  for pidfile in "$STATE/slurmd.pid" "$STATE/slurmctld.pid" "$STATE/munge/munged.pid"; do
+    pid_alive "$pidfile" && pids+=("$(cat "$pidfile")")
+  done
+  [ ${#pids[@]} -gt 0 ] || return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  local alive
+  for _ in $(seq 100); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive = 1 ] || return 0
+    sleep 0.1
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
 }
 
 status() {
