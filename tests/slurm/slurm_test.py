@@ -53,8 +53,9 @@ class Slurm:
 
     def __init__(self, state, work, crl):
         self.env = dict(os.environ)
-        # Apart from a user's own tools/slurm-local.sh (default port 6817) on the same machine.
-        self.env.update({"CRL_SLURM_STATE": state, "CRL_SLURM_PORT": "6837", "CRL_SLURM_KILL_WAIT": "30"})
+        # Apart from a user's own tools/slurm-local.sh (default port 6817) on the same machine; a
+        # SIGTERM leaves the job 120 s to stop, as a crl step on a loaded 2-core machine can take a minute.
+        self.env.update({"CRL_SLURM_STATE": state, "CRL_SLURM_PORT": "6837", "CRL_SLURM_KILL_WAIT": "120"})
         self.env["SLURM_CONF"] = os.path.join(state, "slurm.conf")
         self.env.update({"CRL_SOURCE_DIR": REPO, "CRL_BIN": crl})
         self.work = work
