@@ -11,14 +11,12 @@ Cases (--case):
                   stop contract (stop_contract_double.sh): the time-limit signal requeues the job
                   and it resumes to the end with no step done twice; `scontrol requeue` resumes
                   too; scancel's SIGTERM ends it cleanly, not requeued
-  job             the CI job (jobs/ci.yaml: 2 trainers + 2 evaluators, CPU) run to its end by
-                  slurm/crl.sbatch (srun --mpi=pmix); then slurm/cross-gpu.sbatch judges its best
-                  programs again
-  job_preempt     the CI job (jobs/ci.yaml: 2 trainers + 2 evaluators, CPU) under slurm/crl.sbatch,
-                  requeued by `scontrol requeue` while it runs and then sent the time-limit signal:
-                  it resumes twice and runs to the end, every step and rollout once (not superseded);
-                  then slurm/cross-gpu.sbatch judges the run's best programs again
-  job_kill        the CI job with one rank killed by kill -9 in the middle: the job fails naming
+  job_preempt     a CI-like job (tests/job/resume.yaml: 2 trainers + 2 evaluators, CPU) under
+                  slurm/crl.sbatch, requeued by `scontrol requeue` while it runs and then sent the
+                  time-limit signal: it resumes twice and runs to the end, every step and rollout
+                  once among the rows that count (not superseded); then slurm/cross-gpu.sbatch
+                  judges the run's best programs again
+  job_kill        that job with one rank killed by kill -9 in the middle: the job fails naming
                   the rank; with a checkpoint cut in the middle of its write added, the same sbatch
                   line with the same run folder skips it (saying so) and resumes to the end
 Each case prints "SKIP: why" and exits 0 where no Slurm can start (ctest shows it skipped).
@@ -263,63 +261,72 @@ def results_rows(path, table):
     return 0
 
 
-def submit_ci_job(slurm, name, model, env=None):
+# The stop/resume test's job (tests/job/resume.yaml: like the CI job jobs/ci.yaml, untimed, with
+# checkpoints every few steps) with 40 crl steps of about half a second, so that the signals land
+# while it runs and a stop always leaves steps to resume.
+CRL_STEPS = 40
+RESUME_JOB = {"crl_steps": CRL_STEPS, "rollouts": CRL_STEPS * 3 * 2}
+
+
+def write_job(slurm):
+    text = read(os.path.join(REPO, "tests", "job", "resume.yaml"))
+    text = re.sub(r"\n    steps: 8\n", f"\n    steps: {CRL_STEPS}\n", text)
+    # Its relative paths are relative to tests/job; this copy lives in the work folder.
+    text = text.replace("../../", REPO + "/").replace("file: ../data/", f"file: {REPO}/tests/data/")
+    path = os.path.join(slurm.work, "job.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def submit_job(slurm, name, model, env=None):
     # 4 ranks on a 2-CPU machine: --overcommit.
+    job_file = os.path.join(slurm.work, "job.yaml")
+    if not os.path.exists(job_file):
+        write_job(slurm)
     return slurm.sbatch("-J", name, "-n", "4", "--overcommit", os.path.join(REPO, "slurm", "crl.sbatch"),
-                        os.path.join(REPO, "jobs", "ci.yaml"), "--model", model, env=env)
+                        job_file, "--model", model, env=env)
 
 
-def check_whole_run(run_dir, log, restarts):
-    """Every step of jobs/ci.yaml and every rollout of its crl stage once among the rows that count."""
+def check_whole_run(run_dir, log, restarts, job=RESUME_JOB):
+    """Every step of the job and every rollout of its crl stage once among the rows that count."""
     import h5py
     with h5py.File(os.path.join(run_dir, "results.h5"), "r") as f:
         steps = list(f["steps/step"][:])
-        counted_steps = sorted(set(steps))
-        if counted_steps != [0, 1, 2, 3]:
-            fail(f"/steps holds steps {steps}\n{log}")
+        superseded = list(f["steps/superseded"][:]) if "superseded" in f["steps"] else [False] * len(steps)
+        stages = list(f["steps/stage"].asstr()[:])
+        counted_steps = [st for st, sup in zip(steps, superseded) if not sup]
+        crl_steps = [st for st, stage, sup in zip(steps, stages, superseded) if not sup and stage == "crl"]
+        if counted_steps != list(range(len(counted_steps))) or len(crl_steps) != job["crl_steps"]:
+            fail(f"/steps holds steps {steps} (superseded {superseded}), not each step once\n{log}")
         r = f["rollouts"]
         live = [not s for s in r["superseded"][:]]
         ids = [i for i, keep in zip(r["rollout_id"][:], live) if keep]
         keys = [(s, t, g, k) for s, t, g, k, keep in zip(r["step"][:], r["task"].asstr()[:], r["group"][:],
                                                          r["sample"][:], live) if keep]
-        if len(ids) != 24 or len(set(ids)) != 24 or len(set(keys)) != 24:
-            fail(f"{len(ids)} rollouts count ({len(set(keys))} distinct), not the 2 x 3 x 4 of the crl stage once each")
+        n = job["rollouts"]
+        if len(ids) != n or len(set(ids)) != n or len(set(keys)) != n:
+            fail(f"{len(ids)} rollouts count ({len(set(keys))} distinct), not the {n} of the crl stage once each")
         restart = list(f["steps/restart"][:])
         if max(restart) != restarts:
             fail(f"/steps restart column is {restart}, not up to {restarts}")
 
 
-def case_job(slurm, args):
-    """The CI job run to its end by slurm/crl.sbatch (srun --mpi=pmix, 4 ranks), then cross-gpu.sbatch."""
-    model = make_model(slurm, args)
-    start = time.time()
-    job = submit_ci_job(slurm, "ci", model)
-    run_dir = os.path.join(slurm.work, "results", f"ci-{job}")
-    slurm.wait_gone(job, 240)
-    log = read(os.path.join(slurm.work, "results", f"ci-{job}.log"))
-    print(log)
-    print(f"the CI job took {time.time() - start:.1f} s")
-    if slurm.job(job).get("JobState") != "COMPLETED" or "+ srun --mpi=pmix --ntasks=4" not in log:
-        fail(f"the CI job under crl.sbatch ended {slurm.job(job).get('JobState')}")
-    check_whole_run(run_dir, log, 0)
-    check_cross_gpu(slurm, run_dir)
-
-
 def case_job_preempt(slurm, args):
     model = make_model(slurm, args)
     start = time.time()
-    job = submit_ci_job(slurm, "ci", model)
-    run_dir = os.path.join(slurm.work, "results", f"ci-{job}")
+    job = submit_job(slurm, "rs", model)
+    run_dir = os.path.join(slurm.work, "results", f"rs-{job}")
     results = os.path.join(run_dir, "results.h5")
-    log_path = os.path.join(slurm.work, "results", f"ci-{job}.log")
-    # Preempted (what PreemptMode=REQUEUE does) once the first step is flushed.
-    slurm.wait_until("the CI job's first step", lambda: results_rows(results, "steps") >= 1, 240)
+    log_path = os.path.join(slurm.work, "results", f"rs-{job}.log")
+    # Preempted (what PreemptMode=REQUEUE does) in the crl stage, once two of its steps are flushed.
+    # (A stop at the sft stage's end does not resume yet: crl run then looks for the /text/programs
+    # store, which only the crl stage's first step makes.)
+    slurm.wait_until("two crl steps", lambda: results_rows(results, "rollouts") >= 2 * 3 * 2, 240)
     slurm.run("scontrol", "requeue", job)
-    slurm.wait_until("the requeued CI job to run again",
-                     lambda: slurm.job(job).get("Restarts") == "1" and slurm.job(job).get("JobState") == "RUNNING", 120)
-    # The time-limit signal once the resumed run has flushed a step of its own.
-    done_before = results_rows(results, "steps")
-    slurm.wait_until("a step after the resume", lambda: results_rows(results, "steps") > done_before, 240)
+    # The time-limit signal once the resumed run has started its steps.
+    slurm.wait_until("the requeued job to resume",
+                     lambda: slurm.job(job).get("Restarts") == "1" and "resuming from" in read(log_path), 180)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
     slurm.wait_until("the CI job to end", lambda: slurm.job(job).get("Restarts") == "2" and not slurm.states(job), 300)
     log = read(log_path)
@@ -332,8 +339,8 @@ def case_job_preempt(slurm, args):
             fail(f"the log lacks '{needle}'")
     if log.count("resuming from") < 2 or log.count("stopped at") < 2:
         fail("the log does not show two stops and two resumes")
-    check_whole_run(run_dir, log, 2)
-    print("CI job: requeued, then stopped by the time-limit signal, resumed both times to the end")
+    check_whole_run(run_dir, log, 2, RESUME_JOB)
+    print("the job: requeued, then stopped by the time-limit signal, resumed both times to the end")
     check_cross_gpu(slurm, run_dir)
 
 
@@ -365,14 +372,14 @@ def check_cross_gpu(slurm, run_dir):
 
 def case_job_kill(slurm, args):
     model = make_model(slurm, args)
-    job = submit_ci_job(slurm, "kill", model)
+    job = submit_job(slurm, "kill", model)
     run_dir = os.path.join(slurm.work, "results", f"kill-{job}")
     results = os.path.join(run_dir, "results.h5")
     # Past the sft stage (its checkpoint written), in the first step of the crl stage.
     import glob
     checkpoints = lambda: sorted(glob.glob(os.path.join(run_dir, "**", "step-*"), recursive=True))  # noqa: E731
-    slurm.wait_until("the CI job's sft stage and its checkpoint",
-                     lambda: results_rows(results, "steps") >= 2 and checkpoints(), 240)
+    slurm.wait_until("a checkpoint and two steps after it",
+                     lambda: checkpoints() and results_rows(results, "steps") >= 6, 240)
     flushed = results_rows(results, "steps")
     # scontrol listpids: PID JOBID STEPID LOCALID GLOBALID; kill -9 the evaluator with world rank 3.
     victim = None
@@ -411,7 +418,7 @@ def case_job_kill(slurm, args):
         f.truncate(os.path.getsize(biggest) // 2)
     shutil.copytree(good[-1], os.path.join(os.path.dirname(good[-1]), ".tmp-step-%08d" % 99998))
     # The same line with the same run folder resumes from the newest good checkpoint.
-    again = submit_ci_job(slurm, "kill", model, env=dict(slurm.env, CRL_RUN_DIR=run_dir))
+    again = submit_job(slurm, "kill", model, env=dict(slurm.env, CRL_RUN_DIR=run_dir))
     slurm.wait_gone(again, 300)
     log2 = read(os.path.join(slurm.work, "results", f"kill-{again}.log"))
     print(log2)
@@ -420,13 +427,13 @@ def case_job_kill(slurm, args):
     resumed_from = [line for line in log2.splitlines() if "resuming from" in line]
     if os.path.basename(cut) not in log2 or not any(os.path.basename(good[-1]) in line for line in resumed_from):
         fail(f"the rerun did not say it skipped the cut checkpoint {cut} for {good[-1]}")
-    check_whole_run(run_dir, log + log2, 1)
+    check_whole_run(run_dir, log + log2, 1, RESUME_JOB)
     print("CI job: rank 3 killed, the failure named it, the rerun resumed to the end")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops", "job", "job_preempt", "job_kill"])
+    ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops", "job_preempt", "job_kill"])
     ap.add_argument("--crl", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
@@ -453,8 +460,7 @@ def main():
         skip(f"h5py is not installed in {sys.executable}")
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(os.path.join(args.work, "results"))
-    cases = {"eval_array": case_eval_array, "script_stops": case_script_stops, "job": case_job,
-             "job_preempt": case_job_preempt,
+    cases = {"eval_array": case_eval_array, "script_stops": case_script_stops, "job_preempt": case_job_preempt,
              "job_kill": case_job_kill}
     cases[args.case](slurm, args)
     return 0
