@@ -15,6 +15,8 @@ APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 py
   libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev
   clang libclang-rt-dev)  # clang and its fuzzer runtime: tools/fuzz.sh
+# A one-node local Slurm for slurm/*.sbatch and the tests labelled slurm: tools/slurm-local.sh.
+APT_PACKAGES+=(slurm-wlm munge)
 # Headless Chromium opens `crl report`'s page in tests/report (Ubuntu's chromium is a snap stub: skipped there).
 grep -qs '^ID=debian' /etc/os-release && APT_PACKAGES+=(chromium)
 

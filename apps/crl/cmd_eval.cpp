@@ -2,6 +2,7 @@
 //   crl eval --task level1/019_relu cand.crl        one candidate against one task
 //   crl eval candidates/                            every <dir>/<level>/<task>/*.crl (or --task for all)
 //   crl eval rollouts.jsonl                         lines {"task": ..., "program": ..., "id": ...}
+//   crl eval --slice 2/8 ...                        the third of 8 equal runs of the candidates (a job array task)
 // A table on the terminal, --json for scripts, --h5 for a results file; exit 0 when every verdict
 // is ok, 1 when some is not, 3 for bad input.
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -52,6 +54,7 @@ struct EvalCommandOptions {
   std::string h5;
   std::string cache_dir;
   std::string baseline = "eager";
+  std::string slice;  // "I/N": the I-th (from 0) of N contiguous runs of the sorted candidates
   std::vector<std::string> inputs;
 };
 
@@ -155,6 +158,21 @@ std::vector<Candidate> collect_candidates(const EvalCommandOptions& o) {
   return out;
 }
 
+// --slice I/N: candidates [I*M/N, (I+1)*M/N) of the M sorted ones, so that N array tasks judge each
+// candidate once and a task's candidates stay together.
+std::vector<Candidate> take_slice(std::vector<Candidate> all, const std::string& slice) {
+  unsigned index = 0, count = 0;
+  char end = 0;
+  if (std::sscanf(slice.c_str(), "%u/%u%c", &index, &count, &end) != 2 || count == 0 || index >= count ||
+      count > 1000000) {
+    throw InputError(fmt::format("--slice '{}': give I/N with 0 <= I < N (e.g. 0/4 for the first of 4)", slice));
+  }
+  const size_t m = all.size();
+  const size_t first = m * index / count, last = m * (index + 1) / count;
+  return {std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(first)),
+          std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(last))};
+}
+
 void show_progress(size_t done, size_t total, const std::string& what) {
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(kWidth * done / std::max<size_t>(total, 1));
@@ -194,6 +212,7 @@ int run_eval(const EvalCommandOptions& o) {
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
   if (!o.task.empty()) suite.find(o.task);
   std::vector<Candidate> candidates = collect_candidates(o);
+  if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
   for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
 
   eval::EvalOptions options;
@@ -241,6 +260,7 @@ int run_eval(const EvalCommandOptions& o) {
                                            {"time_budget_seconds", options.time_budget_seconds},
                                            {"sandbox", options.sandbox},
                                            {"host", hostname()}});
+    if (!o.slice.empty()) writer->set_meta("eval_slice", o.slice);
     writer->flush();
   }
   size_t written = 0;  // verdicts come in job order
@@ -311,6 +331,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                   "Candidates compiled ahead of the one being judged (default: 8 on CUDA, 0 on the CPU)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--h5", o.h5, "Append the verdicts to this HDF5 results file (table 'verdicts')");
+  cmd->add_option("--slice", o.slice,
+                  "I/N: judge only the I-th (from 0) of N equal runs of the sorted candidates (one job array task)");
   cmd->add_option("--cache-dir", o.cache_dir, "Compile cache folder (default: $CRL_CACHE_DIR or ~/.cache/crl/compile)");
   cmd->callback([&exit_code] { exit_code = run_eval(o); });
 }

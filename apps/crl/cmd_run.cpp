@@ -1,7 +1,9 @@
 // `crl run JOB.yaml [--run-dir DIR]`: the crl job (trainer and evaluator MPI ranks, the job
 // file's stages, results in DIR/results.h5). Start it with mpirun or srun:
 //   mpirun -np 4 crl run jobs/ci.yaml        (2 trainers from the job file, 2 evaluators)
-// A failure on any rank ends the whole job (MPI_Abort) after that rank logged why.
+// A failure on any rank ends the whole job (MPI_Abort) after that rank logged why. SIGUSR1,
+// SIGTERM or SIGINT stop it at the next step boundary with a checkpoint (exit code 5); the same
+// command resumes it (docs/training.md, "Stopping and resuming").
 #include <mpi.h>
 #include <spdlog/spdlog.h>
 
@@ -21,6 +23,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--run-dir", options->run_dir, "Folder for results.h5 and checkpoints/ (default runs/<job name>)");
   auto model = std::make_shared<std::string>();
   cmd->add_option("--model", *model, "Hugging Face checkpoint folder to start from, instead of the job file's `model`");
+  cmd->add_option("--allow-config-change", options->allow_config_change,
+                  "Resume although these job file keys changed since the checkpoint (KEY[,KEY...], e.g. stages[1].lr)")
+      ->delimiter(',');
   cmd->callback([&exit_code, job_path, options, model] {
     dist::MpiSession mpi(nullptr, nullptr);
     const auto abort_job = [&](int code, const char* kind, const std::string& what) {
@@ -34,8 +39,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
         job.model = *model;
         job.as_json["model"] = *model;  // /meta records what ran
       }
-      rl::run_job(job, *options);
-      exit_code = kExitOk;
+      const rl::JobOutcome outcome = rl::run_job(job, *options);
+      exit_code = outcome.stopped ? kExitStopped : kExitOk;
     } catch (const InputError& e) {
       abort_job(kExitInputError, "", e.what());
     } catch (const Error& e) {

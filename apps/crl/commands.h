@@ -12,6 +12,7 @@ enum ExitCode : int {
   kExitUsage = 2,       // bad arguments
   kExitInputError = 3,  // bad input file, config or program
   kExitInternal = 4,    // an unexpected error inside crl or an API it calls
+  kExitStopped = 5,     // crl run: stopped by a signal at a step boundary, checkpointed; run it again to resume
 };
 
 // Each adds its subcommand; the callback it installs sets `exit_code`.
@@ -23,5 +24,6 @@ void add_init_model_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);
 void add_data_command(CLI::App& app, int& exit_code);
 void add_report_command(CLI::App& app, int& exit_code);
+void add_results_command(CLI::App& app, int& exit_code);
 
 }  // namespace crl::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add_run_command(app, exit_code);
   add_data_command(app, exit_code);
   add_report_command(app, exit_code);
+  add_results_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

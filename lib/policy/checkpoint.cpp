@@ -51,7 +51,9 @@ std::string read_text_file(const fs::path& path) {
   return ss.str();
 }
 
-NamedTensors rng_tensors() {
+}  // namespace
+
+NamedTensors generator_states() {
   NamedTensors out;
   out.emplace_back("cpu", at::detail::getDefaultCPUGenerator().get_state());
 #ifdef CRL_HAVE_CUDA
@@ -64,17 +66,21 @@ NamedTensors rng_tensors() {
   return out;
 }
 
-void restore_rng(const SafetensorsCheckpoint& file) {
+namespace {
+
+// `prefix` is "" (this process's states) or "rank3." (one rank's of a job's).
+void restore_rng(const SafetensorsCheckpoint& file, const std::string& prefix, const std::string& origin) {
+  if (!file.contains(prefix + "cpu")) throw InputError(fmt::format("{}: no generator state \"{}cpu\"", origin, prefix));
   // Generator handles share their implementation: setting the copy's state sets the default's.
   at::Generator cpu = at::detail::getDefaultCPUGenerator();
   {
     std::lock_guard<std::mutex> lock(cpu.mutex());
-    cpu.set_state(file.tensor("cpu").clone());
+    cpu.set_state(file.tensor(prefix + "cpu").clone());
   }
 #ifdef CRL_HAVE_CUDA
   if (torch::cuda::is_available()) {
     for (int64_t d = 0; d < static_cast<int64_t>(torch::cuda::device_count()); ++d) {
-      const std::string name = fmt::format("cuda:{}", d);
+      const std::string name = fmt::format("{}cuda:{}", prefix, d);
       if (!file.contains(name)) continue;
       at::Generator cuda = at::cuda::detail::getDefaultCUDAGenerator(d);
       std::lock_guard<std::mutex> lock(cuda.mutex());
@@ -158,7 +164,15 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
   }
   write_safetensors(temp_dir / "optimizer.safetensors", contents.optimizer->state_tensors());
   add_file("optimizer.safetensors");
-  write_safetensors(temp_dir / "rng.safetensors", rng_tensors());
+  NamedTensors generators;
+  if (contents.rank_generator_states.empty()) {
+    generators = generator_states();
+  } else {
+    for (size_t r = 0; r < contents.rank_generator_states.size(); ++r) {
+      for (const auto& [name, state] : contents.rank_generator_states[r]) generators.emplace_back(fmt::format("rank{}.{}", r, name), state);
+    }
+  }
+  write_safetensors(temp_dir / "rng.safetensors", generators);
   add_file("rng.safetensors");
   nlohmann::json state = {{"step", contents.step},
                           {"schedule", contents.schedule},
@@ -200,43 +214,80 @@ std::vector<CheckpointCheck> check_checkpoints(const fs::path& root) {
   return out;
 }
 
+std::optional<fs::path> find_latest_checkpoint(const fs::path& root, std::vector<std::string>* skipped) {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return std::nullopt;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("step-", 0) == 0) dirs.push_back(entry.path());
+  }
+  std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.filename() > b.filename(); });
+  for (const fs::path& dir : dirs) {
+    const CheckpointCheck check = check_one(dir);
+    if (check.ok) return dir;
+    spdlog::warn("checkpoint {} skipped: {}", dir.string(), check.problem);
+    if (skipped != nullptr) skipped->push_back(check.problem);
+  }
+  return std::nullopt;
+}
+
+CheckpointState read_checkpoint_state(const fs::path& dir) {
+  const fs::path state_file = dir / "trainer_state.json";
+  try {
+    const nlohmann::json state = nlohmann::json::parse(read_text_file(state_file));
+    CheckpointState out;
+    out.step = state.at("step").get<int64_t>();
+    out.schedule = state.at("schedule");
+    out.lora = state.at("lora").get<bool>();
+    out.user_state = state.at("user_state");
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: {}", state_file.string(), e.what()));
+  }
+}
+
+void load_checkpoint_weights(const fs::path& dir, CausalLm& model, LoraAdapters* lora) {
+  torch::NoGradGuard no_grad;
+  if (lora != nullptr) {
+    const fs::path file = dir / "adapter_model.safetensors";
+    lora->load_adapter_tensors(SafetensorsCheckpoint(file).load_all(), file.string());
+  } else {
+    const fs::path file = dir / "model.safetensors";
+    load_state(model, SafetensorsCheckpoint(file).load_all(), file.string());
+  }
+}
+
+void load_checkpoint_optimizer(const fs::path& dir, OptimizerState& optimizer) {
+  const fs::path file = dir / "optimizer.safetensors";
+  optimizer.load_state_tensors(SafetensorsCheckpoint(file).load_all(), file.string());
+}
+
+void load_checkpoint_generators(const fs::path& dir, int rank) {
+  const fs::path path = dir / "rng.safetensors";
+  const SafetensorsCheckpoint file(path);
+  const std::string prefix = fmt::format("rank{}.", rank);
+  restore_rng(file, file.contains(prefix + "cpu") ? prefix : "", path.string());
+}
+
 std::optional<ResumeResult> resume_from_latest(const fs::path& root, CausalLm& model, LoraAdapters* lora,
                                                OptimizerState& optimizer) {
   ResumeResult result;
-  for (const CheckpointCheck& check : check_checkpoints(root)) {
-    if (!check.ok) {
-      spdlog::warn("checkpoint {} skipped: {}", check.dir.string(), check.problem);
-      result.skipped.push_back(check.problem);
-      continue;
-    }
-    const fs::path state_file = check.dir / "trainer_state.json";
-    try {
-      const nlohmann::json state = nlohmann::json::parse(read_text_file(state_file));
-      if (state.at("lora").get<bool>() != (lora != nullptr)) {
-        throw InputError(fmt::format("{}: \"lora\" is {}, but this run {} LoRA", state_file.string(),
-                                     state.at("lora").get<bool>(), lora ? "uses" : "does not use"));
-      }
-      result.step = state.at("step").get<int64_t>();
-      result.schedule = state.at("schedule");
-      result.user_state = state.at("user_state");
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: {}", state_file.string(), e.what()));
-    }
-    torch::NoGradGuard no_grad;
-    if (lora != nullptr) {
-      const fs::path file = check.dir / "adapter_model.safetensors";
-      lora->load_adapter_tensors(SafetensorsCheckpoint(file).load_all(), file.string());
-    } else {
-      const fs::path file = check.dir / "model.safetensors";
-      load_state(model, SafetensorsCheckpoint(file).load_all(), file.string());
-    }
-    const fs::path optimizer_file = check.dir / "optimizer.safetensors";
-    optimizer.load_state_tensors(SafetensorsCheckpoint(optimizer_file).load_all(), optimizer_file.string());
-    restore_rng(SafetensorsCheckpoint(check.dir / "rng.safetensors"));
-    result.dir = check.dir;
-    return result;
+  const std::optional<fs::path> dir = find_latest_checkpoint(root, &result.skipped);
+  if (!dir) return std::nullopt;
+  const CheckpointState state = read_checkpoint_state(*dir);
+  if (state.lora != (lora != nullptr)) {
+    throw InputError(fmt::format("{}: \"lora\" is {}, but this run {} LoRA", (*dir / "trainer_state.json").string(), state.lora,
+                                 lora ? "uses" : "does not use"));
   }
-  return std::nullopt;
+  result.step = state.step;
+  result.schedule = state.schedule;
+  result.user_state = state.user_state;
+  load_checkpoint_weights(*dir, model, lora);
+  load_checkpoint_optimizer(*dir, optimizer);
+  load_checkpoint_generators(*dir, 0);
+  result.dir = *dir;
+  return result;
 }
 
 }  // namespace crl::policy

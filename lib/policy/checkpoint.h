@@ -5,7 +5,8 @@
 //     adapter_config.json,                 LoRA only: PEFT adapter (PEFT tensor names)
 //     adapter_model.safetensors
 //     optimizer.safetensors                AdamW fp32 masters and moments, step
-//     rng.safetensors                      CPU (and CUDA) generator states
+//     rng.safetensors                      CPU (and CUDA) generator states: this process's
+//                                          ("cpu", "cuda:0"), or every rank's ("rank1.cpu")
 //     trainer_state.json                   step, schedule, LoRA settings, user data
 //     DONE                                 SHA-256 of every file above; written last
 //
@@ -25,6 +26,7 @@
 #include "policy/lora.h"
 #include "policy/model.h"
 #include "policy/optimizer_state.h"
+#include "policy/safetensors.h"
 
 namespace crl::policy {
 
@@ -37,7 +39,13 @@ struct CheckpointContents {
   nlohmann::json schedule = nlohmann::json::object();  // the LR schedule (rl::LrSchedule::to_json())
   int64_t step = 0;
   nlohmann::json user_state = nlohmann::json::object();  // the caller's own (data position, ...)
+  // A data-parallel job's generator states, rank r's at index r (each rank's generator_states(),
+  // gathered by the writing rank); empty: this process's own.
+  std::vector<NamedTensors> rank_generator_states;
 };
+
+// This process's generator states (CPU, and each CUDA device's), as a checkpoint saves them.
+NamedTensors generator_states();
 
 // Writes ROOT/step-<step>; returns its path. Throws IoError (naming the file) on failure and
 // leaves no partial step directory behind (at most a .tmp- directory, removed next time).
@@ -59,6 +67,28 @@ struct ResumeResult {
   nlohmann::json user_state;
   std::vector<std::string> skipped;  // newer checkpoints not used, with the reason
 };
+
+// The newest checkpoint under ROOT that passes its check, checking the newest first and no
+// further than needed; each newer one that fails is logged as a warning naming the file and
+// listed in `skipped` (when given). Nullopt when none passes.
+std::optional<std::filesystem::path> find_latest_checkpoint(const std::filesystem::path& root,
+                                                            std::vector<std::string>* skipped = nullptr);
+
+// What trainer_state.json of a checkpoint holds (InputError naming the file when it is not valid).
+struct CheckpointState {
+  int64_t step = 0;
+  nlohmann::json schedule;
+  bool lora = false;
+  nlohmann::json user_state;
+};
+CheckpointState read_checkpoint_state(const std::filesystem::path& dir);
+// Read-back of one part of a checked checkpoint (find_latest_checkpoint): the weights (full
+// fine-tuning: model.safetensors into `model`; LoRA: the adapters), the optimiser state, and
+// the generator states, those of `rank` when the checkpoint holds every rank's (else its own).
+// Each throws InputError naming the file when it does not fit.
+void load_checkpoint_weights(const std::filesystem::path& dir, CausalLm& model, LoraAdapters* lora);
+void load_checkpoint_optimizer(const std::filesystem::path& dir, OptimizerState& optimizer);
+void load_checkpoint_generators(const std::filesystem::path& dir, int rank);
 
 // Loads the newest complete checkpoint into `model` (full fine-tuning: its weights; LoRA: the
 // adapters), `optimizer` and the generators. Returns nullopt when ROOT has no usable checkpoint.

@@ -242,6 +242,33 @@ std::int64_t ResultsWriter::rows(const std::string& table) const {
   return static_cast<std::int64_t>(it->second.rows);
 }
 
+void ResultsWriter::set_flag(const std::string& table_name, const std::string& column, std::int64_t first_row,
+                             std::int64_t end_row, bool value) {
+  return with_file_named(path_, [&]() -> void {
+    auto& table = find_table(table_name, "table");
+    std::size_t index = table.schema.size();
+    for (std::size_t i = 0; i < table.schema.size(); ++i) {
+      if (table.schema[i].name == column) index = i;
+    }
+    if (index == table.schema.size() || table.schema[index].type != ColumnType::boolean) {
+      throw InputError(fmt::format("{} has no bool column '{}'", table.where, column));
+    }
+    if (first_row < 0 || end_row < first_row || end_row > static_cast<std::int64_t>(table.rows)) {
+      throw InputError(fmt::format("rows [{}, {}) are not within the {} rows of {}", first_row, end_row, table.rows,
+                                   table.where));
+    }
+    if (first_row == end_row) return;
+    const hsize_t start = static_cast<hsize_t>(first_row), count = static_cast<hsize_t>(end_row - first_row);
+    const hid_t dataset = table.columns[index].id();
+    Hdf5Dataspace memory_space(CRL_H5_CHECK(H5Screate_simple(1, &count, nullptr)));
+    Hdf5Dataspace file_space(CRL_H5_CHECK(H5Dget_space(dataset)));
+    CRL_H5_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, &start, nullptr, &count, nullptr));
+    const std::vector<std::int8_t> bytes(count, value ? 1 : 0);
+    CRL_H5_CHECK(H5Dwrite(dataset, memory_type(ColumnType::boolean).id(), memory_space.id(), file_space.id(), H5P_DEFAULT,
+                          bytes.data()));
+  });
+}
+
 void ResultsWriter::append(const std::string& table_name, const RowBatch& rows) {
   return with_file_named(path_, [&]() -> void {
     auto& table = find_table(table_name, "table");

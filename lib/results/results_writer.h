@@ -58,6 +58,12 @@ class ResultsWriter {
   // Appends the batch's rows to a declared table; its schema must equal the table's.
   void append(const std::string& table, const RowBatch& rows);
   std::int64_t rows(const std::string& table) const;
+  // Sets bool `column` of rows [first_row, end_row) of a declared table to `value`: the one
+  // exception to append-only, for flags that later events set on earlier rows (a resumed job
+  // marks the rows its checkpoint does not cover `superseded`). InputError naming the table and
+  // column when the column is not bool or the range is not within the table.
+  void set_flag(const std::string& table, const std::string& column, std::int64_t first_row, std::int64_t end_row,
+                bool value);
 
   // Sets attribute `key` of /meta to a UTF-8 string (replacing an earlier value).
   void set_meta(const std::string& key, std::string_view value);

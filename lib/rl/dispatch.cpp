@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "core/error.h"
 #include "core/mpi_check.h"
@@ -100,13 +101,30 @@ std::map<int64_t, DispatchedVerdict> Dispatcher::evaluate(const std::vector<Work
   return verdicts;
 }
 
-void Dispatcher::stop_all() {
+int Dispatcher::take_stop_signal() {
+  for (;;) {
+    int pending = 0;
+    MPI_Status status;
+    CRL_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kTagStopNote, world_, &pending, &status));
+    if (!pending) return stop_signal_;
+    int from = -1;
+    const auto j = nlohmann::json::parse(receive_text(world_, status.MPI_SOURCE, kTagStopNote, &from), nullptr, false);
+    const int signal = j.is_object() && j.contains("signal") && j["signal"].is_number_integer() ? j["signal"].get<int>() : 0;
+    if (signal <= 0) throw Error(fmt::format("evaluator rank {} sent a stop note without a signal number", from));
+    spdlog::info("evaluator rank {} received a stop signal ({})", from, signal);
+    if (stop_signal_ == 0) stop_signal_ = signal;
+  }
+}
+
+void Dispatcher::stop_all(const nlohmann::json& info) {
   if (stopped_) return;
   stopped_ = true;
   // Every evaluator is either idle (its request already received) or will send one request.
   std::vector<bool> told(static_cast<size_t>(first_ + evaluators_), false);
   int remaining = evaluators_;
-  const std::string stop = nlohmann::json{{"stop", true}}.dump();
+  nlohmann::json message = info;
+  message["stop"] = true;
+  const std::string stop = message.dump();
   for (int rank : idle_) {
     send_text(world_, rank, kTagWork, stop);
     told[static_cast<size_t>(rank)] = true;
@@ -121,16 +139,43 @@ void Dispatcher::stop_all() {
     told[static_cast<size_t>(from)] = true;
     --remaining;
   }
+  take_stop_signal();  // notes sent before the evaluators saw "stop" are received, not left behind
 }
 
-void evaluator_loop(MPI_Comm world, const std::function<eval::Verdict(const WorkItem&)>& evaluate) {
+namespace {
+
+// Waits for rank 0's next work message, polling so that a stop signal that arrives meanwhile is
+// noted at once (a blocking probe would hold it until the next program).
+std::string wait_for_work(MPI_Comm world, const std::function<void()>& poll) {
+  for (;;) {
+    int pending = 0;
+    CRL_MPI_CHECK(MPI_Iprobe(0, kTagWork, world, &pending, MPI_STATUS_IGNORE));
+    if (pending) return receive_text(world, 0, kTagWork, nullptr);
+    poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace
+
+nlohmann::json evaluator_loop(MPI_Comm world, const std::function<eval::Verdict(const WorkItem&)>& evaluate,
+                              const std::function<int()>& stop_signal) {
+  bool noted = false;
+  const auto note_stop = [&] {
+    if (noted || !stop_signal) return;
+    if (const int signal = stop_signal(); signal != 0) {
+      send_text(world, 0, kTagStopNote, nlohmann::json{{"signal", signal}}.dump());
+      noted = true;
+    }
+  };
   nlohmann::json request = nlohmann::json::object();
   for (;;) {
+    note_stop();
     send_text(world, 0, kTagRequest, request.dump());
-    const std::string text = receive_text(world, 0, kTagWork, nullptr);
-    const auto j = nlohmann::json::parse(text, nullptr, false);
+    const std::string text = wait_for_work(world, note_stop);
+    auto j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object()) throw Error("rank 0 sent a work message that is not a JSON object");
-    if (j.value("stop", false)) return;
+    if (j.value("stop", false)) return j;
     WorkItem w;
     w.work_id = j.at("work_id").get<int64_t>();
     w.task = j.at("task").get<std::string>();

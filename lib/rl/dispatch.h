@@ -6,9 +6,15 @@
 // request as soon as it has work, so a slow candidate holds only its own evaluator; a program of
 // the task the evaluator judged last is preferred (its reference outputs are then reused), else
 // the oldest in the queue. Verdicts cross as eval::to_json / verdict_from_json.
+//
+// Stop requests (stop_request.h): an evaluator that received a stop signal tells rank 0 once, in a
+// note of its own tag, as soon as it is idle or done with its current program; rank 0 reads the
+// notes at the job's step boundary (take_stop_signal). The "stop" message that ends an
+// evaluator's loop carries what rank 0 adds (the job stopped, where), for the evaluator's log.
 #pragma once
 
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -22,7 +28,8 @@ namespace crl::rl {
 
 // Tags of the dispatch messages (MPI_COMM_WORLD).
 inline constexpr int kTagRequest = 701;  // evaluator -> rank 0: {"verdict"?: ..., "work_id"?: n, "seconds"?: s}
-inline constexpr int kTagWork = 702;     // rank 0 -> evaluator: {"work_id", "task", "program", "name"} or {"stop": true}
+inline constexpr int kTagWork = 702;     // rank 0 -> evaluator: {"work_id", "task", "program", "name"} or {"stop": true, ...}
+inline constexpr int kTagStopNote = 703; // evaluator -> rank 0: {"signal": n}, once, when it received a stop signal
 // Largest message accepted (a program, or a verdict with its truncated logs).
 inline constexpr int64_t kMaxMessageBytes = 64 << 20;
 
@@ -54,8 +61,12 @@ class Dispatcher {
   // `on_verdict(done, total)` runs after each (progress).
   std::map<int64_t, DispatchedVerdict> evaluate(const std::vector<WorkItem>& items,
                                                 const std::function<void(size_t, size_t)>& on_verdict = {});
-  // Tells every evaluator to stop (after its current request). Call once, at the end.
-  void stop_all();
+  // Tells every evaluator to stop (after its current request), with `info`'s keys added to the
+  // "stop" message. Call once, at the end.
+  void stop_all(const nlohmann::json& info = nlohmann::json::object());
+  // The first stop signal an evaluator has noted (reads the notes that arrived so far without
+  // waiting), or 0.
+  int take_stop_signal();
 
   int evaluator_count() const { return evaluators_; }
 
@@ -67,11 +78,14 @@ class Dispatcher {
   std::vector<int> idle_;                    // world ranks waiting for work, oldest first
   std::map<int, std::string> last_task_;     // by evaluator
   bool stopped_ = false;
+  int stop_signal_ = 0;
 };
 
 // An evaluator rank's loop: requests work, evaluates it with `evaluate` (which returns a verdict
 // for anything the candidate does; crl's own failures become internal_error verdicts here),
-// answers, until rank 0 says stop.
-void evaluator_loop(MPI_Comm world, const std::function<eval::Verdict(const WorkItem&)>& evaluate);
+// answers, until rank 0 says stop; returns that "stop" message. `stop_signal` (polled while it
+// waits for work, and after each program) returning non-zero sends rank 0 the stop note once.
+nlohmann::json evaluator_loop(MPI_Comm world, const std::function<eval::Verdict(const WorkItem&)>& evaluate,
+                              const std::function<int()>& stop_signal = {});
 
 }  // namespace crl::rl

@@ -121,7 +121,8 @@ ExemplarDatabase ExemplarDatabase::from_results(const results::ResultsReader& re
   const auto superseded = std::get<std::vector<bool>>(reader.column("rollouts", "superseded"));
   const std::map<int64_t, std::string> programs = reader.texts("programs");
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (status[i] != "ok" || superseded[i]) continue;
+    // As the job adds them: correct and timed (an untimed ok has speedup 0 and no bucket).
+    if (status[i] != "ok" || superseded[i] || !std::isfinite(speedup[i]) || speedup[i] <= 0) continue;
     const auto program = programs.find(ids[i]);
     if (program == programs.end()) {
       throw InputError(fmt::format("{}: ok rollout {} has no text in /text/programs", reader.path(), ids[i]));

@@ -57,7 +57,8 @@ class ExemplarDatabase {
   // K exemplars from distinct buckets (see above); empty when the task has none.
   std::vector<const Exemplar*> sample(const std::string& task, size_t k, double tau, std::mt19937_64& rng) const;
 
-  // Every ok rollout of a results file that no restart superseded, in row order.
+  // Every ok rollout with a measured speedup (> 0) of a results file that no restart superseded,
+  // in row order: what the job added while it wrote them.
   static ExemplarDatabase from_results(const results::ResultsReader& reader, double bucket_width);
 
  private:

@@ -47,6 +47,7 @@
 #include "policy/model.h"
 #include "policy/tokenizer.h"
 #include "program/program_text.h"
+#include "results/results_reader.h"
 #include "results/results_writer.h"
 #include "rl/chat_template.h"
 #include "rl/completion.h"
@@ -57,6 +58,7 @@
 #include "rl/prompt.h"
 #include "rl/reward_shaping.h"
 #include "rl/sft_data.h"
+#include "rl/stop_request.h"
 #include "rl/train_step.h"
 #include "suite/suite.h"
 
@@ -157,10 +159,44 @@ struct Rollout {
   std::string text;
 };
 
+// Where a resumed run starts: the checkpoint and what the job put in its user state.
+struct ResumePoint {
+  std::string dir;
+  size_t stage = 0;            // the stage the checkpoint was written in
+  int64_t stage_steps = 0;     // its steps done (sft: batches; selftrain: rounds; crl: steps)
+  bool stage_done = false;     // written at the stage's end: resume with the next stage
+  int64_t job_step = 0;        // the job's step counter: steps done
+  int64_t policy_version = 0;
+  nlohmann::json normalizer;   // the crl stage's reward window (null elsewhere)
+  int64_t steps_rows = 0, rollouts_rows = 0;  // rows of /steps and /rollouts it covers
+
+  static ResumePoint from_json(const std::string& dir, const nlohmann::json& user_state) {
+    const std::string origin = (fs::path(dir) / "trainer_state.json").string();
+    try {
+      ResumePoint r;
+      r.dir = dir;
+      r.stage = user_state.at("stage").get<size_t>();
+      r.stage_steps = user_state.at("stage_steps").get<int64_t>();
+      r.stage_done = user_state.at("stage_done").get<bool>();
+      r.job_step = user_state.at("job_step").get<int64_t>();
+      r.policy_version = user_state.at("policy_version").get<int64_t>();
+      r.normalizer = user_state.at("normalizer");
+      r.steps_rows = user_state.at("rows").at("steps").get<int64_t>();
+      r.rollouts_rows = user_state.at("rows").at("rollouts").get<int64_t>();
+      if (r.stage_steps < 0 || r.job_step < 0 || r.steps_rows < 0 || r.rollouts_rows < 0) throw InputError("negative counts");
+      return r;
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: user_state is not a crl run's: {}", origin, e.what()));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: user_state is not a crl run's: {}", origin, e.what()));
+    }
+  }
+};
+
 class Job {
  public:
   Job(const JobConfig& job, const RunOptions& options) : job_(job), options_(options) {}
-  void run();
+  JobOutcome run();
 
  private:
   bool is_coordinator() const { return roles_.world_rank == 0; }
@@ -173,7 +209,19 @@ class Job {
   void run_generating_stage(size_t index, const StageConfig& stage);
   std::unique_ptr<Trainer> make_trainer(const StageConfig& stage, int64_t optimiser_steps);
   void finish_stage(size_t index, const StageConfig& stage, Trainer& trainer);
-  void save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index);
+  // Collective over the trainers: rank 0 writes the checkpoint (every trainer's generator states
+  // gathered into it), the others wait until its DONE marker is written.
+  void save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index, int64_t stage_steps, bool stage_done,
+                       const RewardNormalizer* normalizer);
+  // At a step boundary: whether any rank (a trainer, or an evaluator's note to rank 0) received a
+  // stop signal; collective over the trainers, so all of them agree. Sets stop_message_.
+  bool stop_agreed(const std::string& stage_name);
+  // The resume point when stage `index` is the one to continue (nullptr otherwise).
+  const ResumePoint* resuming_stage(size_t index) const {
+    return resume_ && !resume_->stage_done && resume_->stage == index ? &*resume_ : nullptr;
+  }
+  void find_resume_point();
+  void open_results_file();
 
   std::vector<int64_t> prompt_ids(const std::string& prompt) const;
   std::vector<int64_t> completion_ids(const std::string& completion) const;
@@ -187,6 +235,9 @@ class Job {
   };
   std::vector<MicroBatch> micro_batches(const std::vector<Sequence>& sequences, std::vector<torch::Tensor>* advantages) const;
   std::string weights_sha256();
+  std::string stop_message_;  // set when the ranks agreed to stop
+  std::optional<ResumePoint> resume_;
+  int64_t restart_ = 0;  // 0 for a first run, +1 per resume (the rows' restart column)
   void log_step(const StepRow& row, int64_t done, int64_t total, double step_seconds);
 
   const JobConfig& job_;
@@ -235,9 +286,42 @@ void Job::start() {
   instructions_ = read_text_file(job_.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job_.instructions,
                                  "prompt instructions");
   run_dir_ = options_.run_dir.empty() ? "runs/" + job_.name : options_.run_dir;
+  find_resume_point();
 }
 
-void Job::run() {
+// Rank 0 finds the newest good checkpoint and checks the job file against the one it was written
+// with; every rank learns the outcome (a refusal on rank 0 ends the job there).
+void Job::find_resume_point() {
+  std::string text = "null";
+  if (is_coordinator()) {
+    const fs::path root = fs::path(run_dir_) / "checkpoints";
+    if (const std::optional<fs::path> dir = policy::find_latest_checkpoint(root)) {
+      const policy::CheckpointState state = policy::read_checkpoint_state(*dir);
+      if (!state.user_state.contains("job_config")) {
+        throw InputError(fmt::format("{}: not a checkpoint of crl run (no job_config in trainer_state.json)", dir->string()));
+      }
+      require_unchanged_job(state.user_state.at("job_config"), job_.as_json, options_.allow_config_change,
+                            fmt::format("{} (resuming from {})", job_.path, dir->string()));
+      text = nlohmann::json{{"dir", dir->string()}, {"user_state", state.user_state}}.dump();
+    }
+  }
+  broadcast_text(MPI_COMM_WORLD, 0, text);
+  const nlohmann::json found = nlohmann::json::parse(text);
+  if (found.is_null()) return;
+  resume_ = ResumePoint::from_json(found.at("dir").get<std::string>(), found.at("user_state"));
+  if (resume_->stage >= job_.stages.size()) {
+    throw InputError(fmt::format("{}: the checkpoint is of stage {}, but {} has {} stage(s)", resume_->dir, resume_->stage + 1,
+                                 job_.path, job_.stages.size()));
+  }
+  if (is_coordinator()) {
+    const size_t next = resume_->stage + (resume_->stage_done ? 1 : 0);
+    spdlog::info("resuming from {} ({} step {})", resume_->dir,
+                 next < job_.stages.size() ? stage_kind_name(job_.stages[next].kind) : std::string("end of job"), resume_->job_step);
+  }
+}
+
+JobOutcome Job::run() {
+  const StopSignalHandlers stop_handlers;
   start();
   if (job_.share_gpu && job_.backend == "cuda") {
     spdlog::warn("share_gpu: trainers and evaluators share GPUs, so timings (and speedups) are noisier");
@@ -249,7 +333,12 @@ void Job::run() {
   } else {
     run_evaluator();
   }
+  // Stopped: no rank leaves (exit code 5) before all have done their part.
+  if (!stop_message_.empty()) CRL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   roles_.release();
+  if (stop_message_.empty()) return {};
+  spdlog::warn("{}", stop_message_);
+  return {true, stop_message_};
 }
 
 // ---- /meta -------------------------------------------------------------------------------------
@@ -283,14 +372,8 @@ void Job::write_meta() {
                              {"device", device_name(job_.backend, roles_.local_rank)}};
   const std::vector<std::string> all = gather_texts(MPI_COMM_WORLD, 0, me.dump());
   if (!is_coordinator()) return;
-  fs::create_directories(run_dir_);
-  const std::string path = run_dir_ + "/results.h5";
-  if (fs::exists(path)) {
-    throw InputError(fmt::format("{} exists: resuming a run is not implemented yet; give another --run-dir or move it away", path));
-  }
-  writer_ = std::make_unique<results::ResultsWriter>(path);
-  writer_->declare_table("steps", steps_schema());
-  writer_->declare_table("rollouts", rollouts_schema());
+  open_results_file();
+  const std::string path = writer_->path();
   nlohmann::json hosts = nlohmann::json::array(), gpus = nlohmann::json::array();
   for (const std::string& text : all) {
     const auto j = nlohmann::json::parse(text);
@@ -305,9 +388,57 @@ void Job::write_meta() {
   writer_->set_meta_json("versions", {{"torch", TORCH_VERSION}, {"results_format", 1}});
   writer_->set_meta("share_gpu", job_.share_gpu ? "true: trainers and evaluators share GPUs, timings are noisier" : "false");
   writer_->set_meta_json("roles", {{"trainers", job_.trainers}, {"evaluators", evaluators_}});
+  writer_->set_meta("restarts", std::to_string(restart_));
   writer_->flush();
   spdlog::info("job {}: {} trainer(s), {} evaluator(s), {} task(s), results in {}", job_.name, job_.trainers, evaluators_,
                tasks_.size(), path);
+}
+
+// Creates DIR/results.h5, or reopens the file of an earlier run of this run folder: its rows past
+// the resume point (all of them without a checkpoint) are marked superseded, since this run
+// re-does those steps; rollout ids go on from the row count, so they stay unique.
+void Job::open_results_file() {
+  fs::create_directories(run_dir_);
+  const std::string path = run_dir_ + "/results.h5";
+  int64_t steps_rows = 0, rollouts_rows = 0;
+  if (fs::exists(path)) {
+    const results::ResultsReader reader(path);
+    const auto tables = reader.tables();
+    int64_t last_restart = -1;
+    for (const char* table : {"steps", "rollouts"}) {
+      if (std::find(tables.begin(), tables.end(), table) == tables.end()) continue;
+      const results::ColumnValues restarts = reader.column(table, "restart");  // kept alive: std::get returns into it
+      for (int64_t r : std::get<std::vector<int64_t>>(restarts)) last_restart = std::max(last_restart, r);
+    }
+    restart_ = last_restart + 1;
+    if (!resume_) {
+      // No checkpoint: this run starts over; the job file must still be the one that wrote the file.
+      const auto keys = reader.meta_keys();
+      if (std::find(keys.begin(), keys.end(), "job_config") != keys.end()) {
+        require_unchanged_job(reader.meta_json("job_config"), job_.as_json, options_.allow_config_change,
+                              fmt::format("{} (results file {} from an earlier run, which left no checkpoint)", job_.path, path));
+      }
+    }
+    restart_ = std::max<int64_t>(restart_, 1);
+  } else if (resume_) {
+    throw InputError(fmt::format("{} holds a checkpoint but no results file {}: restore it, or use another --run-dir",
+                                 run_dir_, path));
+  }
+  writer_ = std::make_unique<results::ResultsWriter>(path);
+  steps_rows = writer_->declare_table("steps", steps_schema());
+  rollouts_rows = writer_->declare_table("rollouts", rollouts_schema());
+  const int64_t keep_steps = resume_ ? resume_->steps_rows : 0, keep_rollouts = resume_ ? resume_->rollouts_rows : 0;
+  if (keep_steps > steps_rows || keep_rollouts > rollouts_rows) {
+    throw InputError(fmt::format("{}: the checkpoint {} covers {} /steps and {} /rollouts rows, but the file holds only {} and {}",
+                                 path, resume_->dir, keep_steps, keep_rollouts, steps_rows, rollouts_rows));
+  }
+  writer_->set_flag("steps", "superseded", keep_steps, steps_rows, true);
+  writer_->set_flag("rollouts", "superseded", keep_rollouts, rollouts_rows, true);
+  if (steps_rows > keep_steps || rollouts_rows > keep_rollouts) {
+    spdlog::info("{}: {} step row(s) and {} rollout row(s) written after the checkpoint are marked superseded", path,
+                 steps_rows - keep_steps, rollouts_rows - keep_rollouts);
+  }
+  next_rollout_id_ = rollouts_rows;
 }
 
 // ---- evaluators --------------------------------------------------------------------------------
@@ -334,11 +465,15 @@ void Job::run_evaluator() {
   options.call_timeout_seconds = job_.eval.call_timeout;
   options.cpu_threads = static_cast<int>(share);
   eval::Evaluator evaluator(options, compiler);
-  evaluator_loop(MPI_COMM_WORLD, [&](const WorkItem& w) {
-    const Task& task = suite_->find(w.task);
-    const ProgramText program = parse_program_text(w.program, w.name);
-    return evaluator.evaluate(task, program, w.name);
-  });
+  const nlohmann::json stop = evaluator_loop(
+      MPI_COMM_WORLD,
+      [&](const WorkItem& w) {
+        const Task& task = suite_->find(w.task);
+        const ProgramText program = parse_program_text(w.program, w.name);
+        return evaluator.evaluate(task, program, w.name);
+      },
+      stop_signal);
+  stop_message_ = stop.value("stopped", std::string());
 }
 
 // ---- trainers ----------------------------------------------------------------------------------
@@ -358,10 +493,22 @@ void Job::run_trainer() {
   tokenizer_.emplace(policy::Tokenizer::from_file(fs::path(job_.model) / "tokenizer.json"));
   if (job_.prompt_format == PromptFormat::kChat) chat_.emplace(ChatTemplate::from_model_dir(job_.model));
   if (is_coordinator()) {
-    exemplars_.emplace(0.25);
+    // The exemplar database is the results file's: rebuilt from it (superseded rows left out).
+    exemplars_.emplace(resume_ ? ExemplarDatabase::from_results(results::ResultsReader(writer_->path()), 0.25) : ExemplarDatabase(0.25));
     dispatcher_ = std::make_unique<Dispatcher>(MPI_COMM_WORLD, job_.trainers);
   }
-  for (size_t i = 0; i < job_.stages.size(); ++i) {
+  size_t first_stage = 0;
+  if (resume_) {
+    policy::load_checkpoint_weights(resume_->dir, *model_, nullptr);
+    step_ = resume_->job_step;
+    policy_version_ = resume_->policy_version;
+    first_stage = resume_->stage + (resume_->stage_done ? 1 : 0);
+    // A stage's end: its successor starts from these generator states (mid-stage: after the
+    // stage's trainer is made, where the uninterrupted run stood).
+    if (resume_->stage_done) policy::load_checkpoint_generators(resume_->dir, roles_.role_rank);
+    if (is_coordinator() && first_stage == job_.stages.size()) spdlog::info("the job was already complete");
+  }
+  for (size_t i = first_stage; i < job_.stages.size() && stop_message_.empty(); ++i) {
     const StageConfig& stage = job_.stages[i];
     if (is_coordinator()) spdlog::info("stage {} of {}: {}", i + 1, job_.stages.size(), stage_kind_name(stage.kind));
     if (stage.kind == StageKind::kSft) {
@@ -369,6 +516,14 @@ void Job::run_trainer() {
     } else {
       run_generating_stage(i, stage);
     }
+    if (stop_message_.empty() && i + 1 < job_.stages.size()) stop_agreed(stage_kind_name(stage.kind));
+  }
+  if (!stop_message_.empty()) {
+    if (is_coordinator()) {
+      dispatcher_->stop_all({{"stopped", stop_message_}});
+      writer_->close();
+    }
+    return;
   }
   // The trainers' weights must be equal: the data-parallel invariant, checked once at the end.
   const std::vector<std::string> hashes = gather_texts(roles_.role_comm, 0, weights_sha256());
@@ -456,29 +611,96 @@ std::unique_ptr<Trainer> Job::make_trainer(const StageConfig& stage, int64_t opt
   return std::make_unique<Trainer>(*model_, options, *comm_);
 }
 
-void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index) {
-  if (!is_coordinator()) return;
-  const fs::path root = fs::path(run_dir_) / "checkpoints";
-  policy::CheckpointContents contents;
-  contents.model = &*model_;
-  contents.optimizer = &trainer.optimizer();
-  contents.schedule = trainer.options().schedule.to_json();
-  contents.step = step_;
-  contents.user_state = {{"stage", stage_index}, {"job_step", step_}, {"next_rollout_id", next_rollout_id_},
-                         {"policy_version", policy_version_}};
-  const fs::path dir = policy::save_checkpoint(root, contents);
-  // Keep the newest `keep`.
-  const auto checks = policy::check_checkpoints(root);
-  for (size_t i = static_cast<size_t>(stage.checkpoint.keep); i < checks.size(); ++i) {
-    std::error_code ec;
-    fs::remove_all(checks[i].dir, ec);
+std::string generator_states_text() {
+  nlohmann::json states = nlohmann::json::array();
+  for (const auto& [name, state] : policy::generator_states()) {
+    const torch::Tensor bytes = state.to(torch::kCPU).contiguous();
+    if (bytes.scalar_type() != torch::kUInt8) throw Error(fmt::format("generator state {} is not bytes", name));
+    const auto* data = bytes.data_ptr<uint8_t>();
+    states.push_back({{"name", name}, {"state", nlohmann::json::binary(std::vector<uint8_t>(data, data + bytes.numel()))}});
   }
-  spdlog::info("checkpoint {}", dir.string());
+  const std::vector<uint8_t> cbor = nlohmann::json::to_cbor(states);
+  return std::string(cbor.begin(), cbor.end());
+}
+
+policy::NamedTensors generator_states_from_text(const std::string& text, int rank) {
+  policy::NamedTensors out;
+  try {
+    for (const auto& item : nlohmann::json::from_cbor(text)) {
+      const auto& bytes = item.at("state").get_binary();
+      torch::Tensor t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+      std::copy(bytes.begin(), bytes.end(), t.data_ptr<uint8_t>());
+      out.emplace_back(item.at("name").get<std::string>(), t);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("trainer rank {} sent unreadable generator states: {}", rank, e.what()));
+  }
+  return out;
+}
+
+void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index, int64_t stage_steps, bool stage_done,
+                          const RewardNormalizer* normalizer) {
+  const std::vector<std::string> states = gather_texts(roles_.role_comm, 0, generator_states_text());
+  if (is_coordinator()) {
+    const fs::path root = fs::path(run_dir_) / "checkpoints";
+    policy::CheckpointContents contents;
+    contents.model = &*model_;
+    contents.optimizer = &trainer.optimizer();
+    contents.schedule = trainer.options().schedule.to_json();
+    contents.step = step_;
+    for (size_t r = 0; r < states.size(); ++r) contents.rank_generator_states.push_back(generator_states_from_text(states[r], static_cast<int>(r)));
+    writer_->flush();  // the rows the checkpoint counts are on disk before it exists
+    contents.user_state = {{"job_config", job_.as_json},
+                           {"stage", stage_index},
+                           {"stage_steps", stage_steps},
+                           {"stage_done", stage_done},
+                           {"job_step", step_},
+                           {"policy_version", policy_version_},
+                           {"normalizer", normalizer ? normalizer->to_json() : nlohmann::json()},
+                           {"rows", {{"steps", writer_->rows("steps")}, {"rollouts", writer_->rows("rollouts")}}},
+                           {"restart", restart_}};
+    const fs::path dir = policy::save_checkpoint(root, contents);
+    // Keep the newest `keep` finished ones (a DONE marker; not re-hashed here: resume checks them).
+    std::vector<fs::path> dirs;
+    for (const auto& entry : fs::directory_iterator(root)) {
+      if (entry.is_directory() && entry.path().filename().string().rfind("step-", 0) == 0) dirs.push_back(entry.path());
+    }
+    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.filename() > b.filename(); });
+    int64_t kept = 0;
+    for (const fs::path& d : dirs) {
+      if (d != dir && (kept >= stage.checkpoint.keep || !fs::exists(d / "DONE"))) {
+        std::error_code ec;
+        fs::remove_all(d, ec);
+      } else {
+        ++kept;
+      }
+    }
+    spdlog::info("checkpoint {}", dir.string());
+  }
+  CRL_MPI_CHECK(MPI_Barrier(roles_.role_comm));  // every trainer agrees the checkpoint is complete
+}
+
+bool Job::stop_agreed(const std::string& stage_name) {
+  int mine = stop_signal();
+  if (is_coordinator() && mine == 0) mine = dispatcher_->take_stop_signal();
+  if (comm_->all_reduce_scalar(mine != 0 ? 1.0 : 0.0) == 0) return false;
+  // Which signal, for the message: rank 0's, else the first trainer's that has one.
+  const std::vector<std::string> signals = gather_texts(roles_.role_comm, 0, std::to_string(mine));
+  std::string message;
+  if (is_coordinator()) {
+    int signal = 0;
+    for (const std::string& text : signals) {
+      if (signal == 0) signal = std::stoi(text);
+    }
+    message = fmt::format("stopped at {} step {} ({}); run the same command to resume", stage_name, step_ - 1, signal_name(signal));
+  }
+  broadcast_text(roles_.role_comm, 0, message);
+  stop_message_ = message;
+  return true;
 }
 
 void Job::finish_stage(size_t index, const StageConfig& stage, Trainer& trainer) {
-  save_checkpoint(stage, trainer, index);
-  CRL_MPI_CHECK(MPI_Barrier(roles_.role_comm));  // every trainer agrees the stage ended
+  save_checkpoint(stage, trainer, index, 0, true, nullptr);
 }
 
 void Job::log_step(const StepRow& row, int64_t done, int64_t total, double step_seconds) {
@@ -503,13 +725,21 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
   const int64_t per_epoch = (static_cast<int64_t>(examples.size()) + stage.batch - 1) / stage.batch;
   const int64_t total = per_epoch * stage.epochs;
   auto trainer = make_trainer(stage, total);
-  int64_t done = 0;
-  for (int64_t epoch = 0; epoch < stage.epochs; ++epoch) {
-    std::vector<size_t> order(examples.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(job_.seed * 1000003 + static_cast<uint64_t>(index) * 7919 + static_cast<uint64_t>(epoch));
-    std::shuffle(order.begin(), order.end(), rng);
-    for (int64_t b = 0; b < per_epoch; ++b, ++done) {
+  int64_t first = 0;  // the data cursor: batches done
+  if (const ResumePoint* resume = resuming_stage(index)) {
+    first = resume->stage_steps;
+    policy::load_checkpoint_optimizer(resume->dir, trainer->optimizer());
+    policy::load_checkpoint_generators(resume->dir, roles_.role_rank);
+  }
+  std::vector<size_t> order(examples.size());
+  for (int64_t done = first; done < total; ++done) {
+    const int64_t epoch = done / per_epoch, b = done % per_epoch;
+    if (done == first || b == 0) {  // the epoch's order, from the seed: the same after a resume
+      std::iota(order.begin(), order.end(), 0);
+      std::mt19937_64 rng(job_.seed * 1000003 + static_cast<uint64_t>(index) * 7919 + static_cast<uint64_t>(epoch));
+      std::shuffle(order.begin(), order.end(), rng);
+    }
+    {
       const auto step_start = Clock::now();
       std::vector<std::vector<int64_t>> prompts, completions;
       for (int64_t i = b * stage.batch; i < std::min<int64_t>((b + 1) * stage.batch, static_cast<int64_t>(order.size())); ++i) {
@@ -540,13 +770,17 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
         row.skipped = stats.skipped || !std::isfinite(stats.loss);
         row.tokens_trained = stats.tokens;
         row.seconds_train = seconds_since(train_start);
+        row.restart = restart_;
         writer_->append("steps", step_rows({row}));
         writer_->flush();
         log_step(row, done + 1, total, seconds_since(step_start));
       }
       ++step_;
-      if (stage.checkpoint.every > 0 && (done + 1) % stage.checkpoint.every == 0 && done + 1 < total) {
-        save_checkpoint(stage, *trainer, index);
+      const bool periodic = stage.checkpoint.every > 0 && (done + 1) % stage.checkpoint.every == 0 && done + 1 < total;
+      if (periodic) save_checkpoint(stage, *trainer, index, done + 1, false, nullptr);
+      if (done + 1 < total && stop_agreed("sft")) {
+        if (!periodic) save_checkpoint(stage, *trainer, index, done + 1, false, nullptr);
+        return;
       }
     }
   }
@@ -565,8 +799,15 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
   const int64_t groups = stage.batch, group_size = stage.group;
   const std::string stage_name = stage_kind_name(stage.kind);
   if (is_coordinator()) exemplars_->set_bucket_width(stage.bucket_width);
+  int64_t first = 0;
+  if (const ResumePoint* resume = resuming_stage(index)) {
+    first = resume->stage_steps;
+    policy::load_checkpoint_optimizer(resume->dir, trainer->optimizer());
+    if (!resume->normalizer.is_null()) normalizer.load_json(resume->normalizer, resume->dir + "/trainer_state.json");
+    policy::load_checkpoint_generators(resume->dir, roles_.role_rank);
+  }
 
-  for (int64_t local_step = 0; local_step < stage.steps; ++local_step) {
+  for (int64_t local_step = first; local_step < stage.steps; ++local_step) {
     const auto step_start = Clock::now();
     // 1. The plan: tasks, exemplars and prompts (rank 0), broadcast to the trainers.
     std::string plan_text;
@@ -750,6 +991,7 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         r.evaluator_rank = evaluator_rank[static_cast<size_t>(i)];
         r.exemplar_ids = plan_item["exemplar_ids"];
         r.policy_version = policy_version_;
+        r.restart = restart_;
         rollout_rows_out.push_back(r);
         switch (v.status) {
           case eval::VerdictStatus::kOk: ++row.n_ok; break;
@@ -843,14 +1085,19 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       row.seconds_generate = seconds_generate;
       row.seconds_train = train_seconds;
       row.trainer_wait_seconds = trainer_wait;
+      row.restart = restart_;
       writer_->append("rollouts", rollout_rows(rollout_rows_out));
       writer_->append("steps", step_rows({row}));
       writer_->flush();
       log_step(row, local_step + 1, stage.steps, seconds_since(step_start));
     }
     ++step_;
-    if (stage.checkpoint.every > 0 && (local_step + 1) % stage.checkpoint.every == 0 && local_step + 1 < stage.steps) {
-      save_checkpoint(stage, *trainer, index);
+    const bool periodic =
+        stage.checkpoint.every > 0 && (local_step + 1) % stage.checkpoint.every == 0 && local_step + 1 < stage.steps;
+    if (periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer);
+    if (local_step + 1 < stage.steps && stop_agreed(stage_name)) {
+      if (!periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer);
+      return;
     }
   }
   finish_stage(index, stage, *trainer);
@@ -858,8 +1105,8 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
 
 }  // namespace
 
-void run_job(const JobConfig& job, const RunOptions& options) {
-  Job(job, options).run();
+JobOutcome run_job(const JobConfig& job, const RunOptions& options) {
+  return Job(job, options).run();
 }
 
 }  // namespace crl::rl

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rl/job_config.h"
 
@@ -13,11 +14,21 @@ namespace crl::rl {
 
 struct RunOptions {
   std::string run_dir;  // results.h5 and checkpoints/ go here; empty: runs/<job name>
+  // Job file keys that may differ from the checkpoint's when resuming (a key covers its subkeys).
+  std::vector<std::string> allow_config_change;
+};
+
+struct JobOutcome {
+  bool stopped = false;  // a stop signal ended it at a step boundary, checkpointed: resumable
+  std::string message;   // "stopped at crl step 7 (SIGUSR1); run the same command to resume"
 };
 
 // Runs the job on every rank of MPI_COMM_WORLD (MPI must be initialised, with MPI_ERRORS_RETURN).
-// Collective: every rank calls it with the same job. Throws InputError when the job does not fit
-// the world (trainer count, missing evaluators, unknown tasks) and Error for crl's own failures.
-void run_job(const JobConfig& job, const RunOptions& options);
+// Collective: every rank calls it with the same job. A run folder that holds a checkpoint is
+// resumed from its newest good one (docs/training.md, "Stopping and resuming"); a stop signal
+// (stop_request.h) ends the job at the next step boundary with a checkpoint. Throws InputError when
+// the job does not fit the world (trainer count, missing evaluators, unknown tasks) or changed
+// since its checkpoint, and Error for crl's own failures.
+JobOutcome run_job(const JobConfig& job, const RunOptions& options);
 
 }  // namespace crl::rl

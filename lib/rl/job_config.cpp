@@ -273,6 +273,65 @@ JobConfig parse_job_config(const std::string& text, const std::string& origin, c
   return job;
 }
 
+namespace {
+
+void collect_changes(const nlohmann::json& a, const nlohmann::json& b, const std::string& path, std::vector<std::string>& out) {
+  const auto child = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [key, value] : a.items()) {
+      if (!b.contains(key)) {
+        out.push_back(child(key));
+      } else {
+        collect_changes(value, b.at(key), child(key), out);
+      }
+    }
+    for (const auto& [key, value] : b.items()) {
+      if (!a.contains(key)) out.push_back(child(key));
+    }
+  } else if (a.is_array() && b.is_array()) {
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      const std::string at = fmt::format("{}[{}]", path, i);
+      if (i >= a.size() || i >= b.size()) {
+        out.push_back(at);
+      } else {
+        collect_changes(a[i], b[i], at, out);
+      }
+    }
+  } else if (a != b) {
+    out.push_back(path.empty() ? "(the whole file)" : path);
+  }
+}
+
+bool covers(const std::string& allowed, const std::string& key) {
+  if (key == allowed) return true;
+  return key.size() > allowed.size() && key.compare(0, allowed.size(), allowed) == 0 &&
+         (key[allowed.size()] == '.' || key[allowed.size()] == '[');
+}
+
+}  // namespace
+
+std::vector<std::string> changed_job_keys(const nlohmann::json& before, const nlohmann::json& after) {
+  std::vector<std::string> out;
+  collect_changes(before, after, "", out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void require_unchanged_job(const nlohmann::json& before, const nlohmann::json& after, const std::vector<std::string>& allowed,
+                           const std::string& what) {
+  std::vector<std::string> refused;
+  for (const std::string& key : changed_job_keys(before, after)) {
+    if (std::none_of(allowed.begin(), allowed.end(), [&](const std::string& a) { return covers(a, key); })) {
+      refused.push_back(key);
+    }
+  }
+  if (refused.empty()) return;
+  throw InputError(fmt::format(
+      "{}: the job file changed since the checkpoint: key{} {} differ{}. Restore the job file, or accept the change "
+      "with --allow-config-change {}",
+      what, refused.size() == 1 ? "" : "s", fmt::join(refused, ", "), refused.size() == 1 ? "s" : "", fmt::join(refused, ",")));
+}
+
 JobConfig load_job_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(fmt::format("{}: cannot read the job file", path));

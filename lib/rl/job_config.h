@@ -106,4 +106,13 @@ JobConfig load_job_config(const std::string& path);
 // The same from YAML text; `origin` names it in errors and `base_dir` resolves relative paths.
 JobConfig parse_job_config(const std::string& text, const std::string& origin, const std::string& base_dir);
 
+// The keys whose values differ between two job files (their as_json), as the errors name keys:
+// "stages[1].lr", "tasks.ids[0]", "eval" (a key present in one of them only). Sorted.
+std::vector<std::string> changed_job_keys(const nlohmann::json& before, const nlohmann::json& after);
+// Throws InputError naming every changed key (changed_job_keys) that `allowed` does not cover;
+// an allowed key covers itself and the keys under it ("stages[1]" covers "stages[1].lr").
+// `what` names the two files for the message.
+void require_unchanged_job(const nlohmann::json& before, const nlohmann::json& after, const std::vector<std::string>& allowed,
+                           const std::string& what);
+
 }  // namespace crl::rl

@@ -25,6 +25,7 @@ struct StepRow {
   double evaluator_busy_fraction = 0;  // evaluators' busy seconds / (evaluators x evaluation wall time)
   double trainer_wait_seconds = 0;     // trainers' time waiting for verdicts (summed over trainers)
   int64_t restart = 0;                 // 0 for the first run, +1 per resume
+  bool superseded = false;             // a resume re-did this step (set on the row when it resumes)
 };
 
 struct RolloutRow {

@@ -1,0 +1,67 @@
+// The stop flag and its signal handlers (stop_request.h).
+#include "rl/stop_request.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+
+#include "core/error.h"
+
+namespace crl::rl {
+namespace {
+
+constexpr int kStopSignals[] = {SIGUSR1, SIGTERM, SIGINT};
+
+// Lock-free atomics are async-signal-safe; sig_atomic_t alone would not order the reads.
+std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_installed{false};
+static_assert(std::atomic<int>::is_always_lock_free);
+struct sigaction g_previous[std::size(kStopSignals)];
+
+extern "C" void on_stop_signal(int signo) {
+  int expected = 0;
+  if (g_stop_signal.compare_exchange_strong(expected, signo)) return;
+  // Asked again: SIGINT or SIGTERM end the process now; a repeated SIGUSR1 changes nothing.
+  if (signo == SIGINT || signo == SIGTERM) _exit(128 + signo);
+}
+
+}  // namespace
+
+StopSignalHandlers::StopSignalHandlers() {
+  if (g_installed.exchange(true)) throw Error("stop signal handlers are installed twice in one process");
+  g_stop_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // a blocking read or wait goes on; the flag is read at the step boundary
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) {
+    if (sigaction(kStopSignals[i], &action, &g_previous[i]) != 0) {
+      throw Error(fmt::format("cannot install the handler of {}", signal_name(kStopSignals[i])));
+    }
+  }
+}
+
+StopSignalHandlers::~StopSignalHandlers() {
+  for (size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &g_previous[i], nullptr);
+  g_installed = false;
+}
+
+int stop_signal() { return g_stop_signal.load(); }
+
+void request_stop(int signo) {
+  int expected = 0;
+  g_stop_signal.compare_exchange_strong(expected, signo);
+}
+
+std::string signal_name(int signo) {
+  switch (signo) {
+    case SIGUSR1: return "SIGUSR1";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    default: return fmt::format("signal {}", signo);
+  }
+}
+
+}  // namespace crl::rl
