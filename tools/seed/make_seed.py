@@ -7,11 +7,13 @@ program, each wrapped in a completion of the three parts the job's prompt asks f
 plan, the program in one fenced block; lib/rl/prompt.cpp).
 
   tools/seed/make_seed.py --out jobs/data/seed               # writes cpu_raw.jsonl, cuda.jsonl
-  build/apps/crl/crl data validate jobs/data/seed/cpu_raw.jsonl --out jobs/data/seed/cpu.jsonl \\
-      --backend cpu --trials 3 --time-budget 1
+  OMP_NUM_THREADS=1 build/apps/crl/crl data validate jobs/data/seed/cpu_raw.jsonl \\
+      --out jobs/data/seed/cpu.jsonl --backend cpu --trials 2 --time-budget 0.3
 
 cpu.jsonl (validate's output: {task, completion, speedup, id}) is what the job trains on; its
-speedups were measured on the CPU backend at small scale. cuda.jsonl holds the CUDA programs
+speedups were measured on the CPU backend at small scale with one intra-op thread, as each rank of
+the default job on two cores has (with LibTorch's default of all cores on a loaded machine the
+reference's threads wait on each other and the speedups mean nothing). cuda.jsonl holds the CUDA programs
 ({task, completion, id, backend: "cuda"}) and the CPU programs that are ATen calls only (backend
 "any": they run on both backends), the SFT data of a GPU run: they compile on a machine with nvcc
 (tests/default seed_cuda_compile) and are validated on a GPU with
