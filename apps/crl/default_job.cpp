@@ -255,7 +255,7 @@ int run_default_job(const DefaultRunOptions& options, const std::string& self) {
     spdlog::info("stage 3 (contrastive RL), {} steps: mean reward {:.3f} over its first {} step(s), {:.3f} over its last {}",
                  rise.steps, rise.first, rise.window, rise.last, rise.window);
   }
-  std::cout << fmt::format("results: {}\nreport:  {}\n", results.string(), (report / "index.html").string());
+  std::cout << fmt::format("results: {}\nreport:  {}\n", results.string(), (report / "index.html").string()) << std::flush;
   return kExitOk;
 }
 

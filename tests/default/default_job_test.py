@@ -27,7 +27,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MARGIN_SE = 3.0
 MIN_RISE = 0.2
 # The shortening: the same stages, fewer SFT epochs and RL steps.
-SHORT = ["stages.0.epochs=4", "stages.2.steps=8"]
+SHORT = ["stages.0.epochs=12", "stages.2.steps=8"]
 WINDOW = 3  # crl steps at each end compared
 
 
