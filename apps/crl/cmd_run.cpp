@@ -4,11 +4,16 @@
 // A failure on any rank ends the whole job (MPI_Abort) after that rank logged why. SIGUSR1,
 // SIGTERM or SIGINT stop it at the next step boundary with a checkpoint (exit code 5); the same
 // command resumes it (docs/training.md, "Stopping and resuming").
+// With no job file it runs the built-in default job (default_job.h), starting mpirun itself.
 #include <mpi.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+
 #include "apps/crl/commands.h"
+#include "apps/crl/default_job.h"
 #include "core/error.h"
+#include "core/read_file.h"
 #include "dist/mpi_roles.h"
 #include "rl/job.h"
 #include "rl/job_config.h"
@@ -19,14 +24,28 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("run", "Run a crl job (sft, selftrain, crl stages) on the MPI ranks of mpirun or srun");
   auto job_path = std::make_shared<std::string>();
   auto options = std::make_shared<rl::RunOptions>();
-  cmd->add_option("job", *job_path, "Job file (YAML; keys: jobs/README.md)")->required();
-  cmd->add_option("--run-dir", options->run_dir, "Folder for results.h5 and checkpoints/ (default runs/<job name>)");
+  cmd->add_option("job", *job_path, "Job file (YAML; keys: jobs/README.md); none: the built-in default job, started under mpirun");
+  cmd->add_option("--run-dir", options->run_dir, "Folder for results.h5 and checkpoints/ (default runs/<job name>; without a job file results/default)");
   auto model = std::make_shared<std::string>();
   cmd->add_option("--model", *model, "Hugging Face checkpoint folder to start from, instead of the job file's `model`");
   cmd->add_option("--allow-config-change", options->allow_config_change,
                   "Resume although these job file keys changed since the checkpoint (KEY[,KEY...], e.g. stages[1].lr)")
       ->delimiter(',');
-  cmd->callback([&exit_code, job_path, options, model] {
+  auto overrides = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--set", *overrides, "KEY=VALUE override of the job file (dotted path, e.g. stages.2.steps=6); repeatable");
+  auto ranks = std::make_shared<int>(2);
+  cmd->add_option("--ranks", *ranks, "Without a job file: MPI ranks to start (1 trainer, the rest evaluate)")->capture_default_str();
+  cmd->callback([&exit_code, job_path, options, model, overrides, ranks, cmd] {
+    if (job_path->empty()) {
+      DefaultRunOptions d;
+      if (!options->run_dir.empty()) d.run_dir = options->run_dir;
+      d.ranks = *ranks;
+      d.overrides = *overrides;
+      d.model = *model;
+      exit_code = run_default_job(d, std::filesystem::read_symlink("/proc/self/exe").string());
+      return;
+    }
+    if (cmd->count("--ranks") > 0) throw CLI::ValidationError("--ranks", "only without a job file: mpirun -np N chooses the ranks");
     dist::MpiSession mpi(nullptr, nullptr);
     const auto abort_job = [&](int code, const char* kind, const std::string& what) {
       spdlog::error("{}{}", kind, what);
@@ -34,7 +53,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
       exit_code = code;
     };
     try {
-      rl::JobConfig job = rl::load_job_config(*job_path);
+      const std::string base = std::filesystem::path(*job_path).parent_path().string();
+      rl::JobConfig job = overrides->empty()
+                              ? rl::load_job_config(*job_path)
+                              : rl::parse_job_config(apply_job_overrides(read_file(*job_path, "job file"), *job_path, *overrides),
+                                                     *job_path, base.empty() ? "." : base);
       if (!model->empty()) {
         job.model = *model;
         job.as_json["model"] = *model;  // /meta records what ran

@@ -1,0 +1,262 @@
+// The built-in default job behind a bare `crl run` (default_job.h): tiny model, mpirun, report.
+#include "apps/crl/default_job.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+
+#include "apps/crl/commands.h"
+#include "core/error.h"
+#include "core/process_env.h"
+#include "core/subprocess.h"
+#include "core/yaml_file.h"
+#include "machine/machine_probe.h"
+#include "policy/init_model.h"
+#include "results/results_reader.h"
+#include "rl/sft_data.h"
+#include "suite/suite.h"
+
+namespace crl::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The tiny model: big enough to memorise the seed programs, small enough to train on two cores.
+policy::InitModelOptions tiny_model_options(const fs::path& out_dir, const fs::path& corpus) {
+  policy::InitModelOptions o;
+  o.out_dir = out_dir;
+  o.corpus = corpus;
+  o.vocab_size = 2048;
+  o.hidden_size = 128;
+  o.intermediate_size = 256;  // Qwen2's 5.4 x would triple the compute for little gain here
+  o.layers = 2;
+  o.heads = 4;
+  o.kv_heads = 2;
+  o.max_position_embeddings = 4096;
+  o.seed = 1;
+  return o;
+}
+
+// The tokenizer's corpus: every program of the suite and every completion of the seed data, so
+// that the programs the job reads and writes take few tokens.
+void write_tokenizer_corpus(const fs::path& path, const fs::path& seed_dir) {
+  std::ostringstream corpus;
+  const Suite suite = Suite::load(resolve_suite_dir());
+  for (const Task& task : suite.tasks()) corpus << task.text << "\n";
+  for (const char* name : {"cpu_raw.jsonl", "cuda.jsonl"}) {
+    if (!fs::exists(seed_dir / name)) continue;
+    for (const rl::SftExample& e : rl::read_sft_jsonl((seed_dir / name).string())) corpus << e.completion << "\n";
+  }
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path);
+  out << corpus.str();
+  if (!out) throw Error(fmt::format("{}: cannot write the tokenizer corpus", path.string()));
+}
+
+// Runs argv with the terminal's stdin/stdout/stderr, in this process group, so that a Ctrl-C
+// reaches mpirun (which passes it to the ranks: they stop at a step boundary); this process waits
+// it out instead of dying first. Returns the exit status (128 + signal when killed).
+int run_in_foreground(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  struct sigaction ignore {}, old_int {}, old_term {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGTERM, &ignore, &old_term);
+  const pid_t pid = fork();
+  if (pid < 0) throw ApiError("fork", fmt::format("cannot start {}: fork failed", argv[0]));
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);  // ignored dispositions survive exec: give the child the defaults back
+    signal(SIGTERM, SIG_DFL);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : kExitInternal;
+}
+
+// Stage 3's reward: the mean over its first and last steps (a quarter of them, at least one).
+struct RewardRise {
+  int64_t steps = 0;
+  int64_t window = 0;
+  double first = 0, last = 0;
+};
+
+RewardRise crl_reward_rise(const std::string& results_path) {
+  const results::ResultsReader reader(results_path);
+  const auto stage = std::get<std::vector<std::string>>(reader.column("steps", "stage"));
+  const auto reward = std::get<std::vector<double>>(reader.column("steps", "reward_mean"));
+  std::vector<double> crl;
+  for (size_t i = 0; i < stage.size() && i < reward.size(); ++i) {
+    if (stage[i] == "crl") crl.push_back(reward[i]);
+  }
+  RewardRise r;
+  r.steps = static_cast<int64_t>(crl.size());
+  if (crl.empty()) return r;
+  r.window = std::max<int64_t>(1, r.steps / 4);
+  const auto w = static_cast<std::ptrdiff_t>(r.window);
+  r.first = std::accumulate(crl.begin(), crl.begin() + w, 0.0) / static_cast<double>(w);
+  r.last = std::accumulate(crl.end() - w, crl.end(), 0.0) / static_cast<double>(w);
+  return r;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, sep)) out.push_back(part);
+  if (!text.empty() && text.back() == sep) out.emplace_back();
+  return out;
+}
+
+}  // namespace
+
+std::string default_job_path() { return std::string(CRL_SOURCE_DIR) + "/jobs/default.yaml"; }
+
+std::string apply_job_overrides(const std::string& text, const std::string& origin, const std::vector<std::string>& overrides) {
+  if (overrides.empty()) return text;
+  YAML::Node root = parse_yaml(text, origin);
+  for (const std::string& item : overrides) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw InputError(fmt::format("--set {}: expected KEY=VALUE, e.g. --set stages.2.steps=6", item));
+    }
+    const std::vector<std::string> path = split(item.substr(0, eq), '.');
+    YAML::Node value;
+    try {
+      value = YAML::Load(item.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      throw InputError(fmt::format("--set {}: the value is not YAML: {}", item, e.what()));
+    }
+    YAML::Node node;
+    node.reset(root);
+    for (size_t i = 0; i < path.size(); ++i) {
+      const std::string& key = path[i];
+      const bool leaf = i + 1 == path.size();
+      if (key.empty()) throw InputError(fmt::format("--set {}: an empty key", item));
+      if (node.IsSequence()) {
+        size_t index = 0;
+        if (key.find_first_not_of("0123456789") != std::string::npos || (index = std::stoul(key)) >= node.size()) {
+          throw InputError(fmt::format("--set {}: '{}' must be an index below {} ({} is a list)", item, key, node.size(),
+                                       fmt::join(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(i), ".")));
+        }
+        if (leaf) {
+          node[index] = value;
+        } else {
+          YAML::Node next = node[index];
+          node.reset(next);
+        }
+      } else if (node.IsMap()) {
+        if (leaf) {
+          node[key] = value;
+        } else {
+          if (!node[key]) throw InputError(fmt::format("--set {}: {} has no key '{}'", item, origin, key));
+          YAML::Node next = node[key];
+          node.reset(next);
+        }
+      } else {
+        throw InputError(fmt::format("--set {}: '{}' is not a map or a list in {}", item,
+                                     fmt::join(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(i), "."), origin));
+      }
+    }
+  }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+int run_default_job(const DefaultRunOptions& options, const std::string& self) {
+  if (!launch_place().launcher.empty()) {
+    throw InputError(fmt::format(
+        "crl run without a job file starts mpirun itself; under {} give the job file: crl run {} --model DIR --run-dir DIR",
+        launch_place().launcher, default_job_path()));
+  }
+  if (options.ranks < 2) throw InputError(fmt::format("--ranks is {}: the job needs a trainer and at least one evaluator", options.ranks));
+  const fs::path job = default_job_path();
+  const fs::path run_dir = fs::absolute(options.run_dir);
+  fs::create_directories(run_dir);
+
+  // 1. The model: the given checkpoint, the run folder's, or a new tiny one.
+  fs::path model = options.model.empty() ? run_dir / "model" : fs::absolute(options.model);
+  if (options.model.empty() && !fs::exists(model / "config.json")) {
+    const fs::path corpus = run_dir / "tokenizer_corpus.txt";
+    write_tokenizer_corpus(corpus, job.parent_path() / "data" / "seed");
+    spdlog::info("making a tiny Qwen2-style model in {} (tokenizer trained on the suite and the seed data)", model.string());
+    const auto made = policy::init_model(tiny_model_options(model, corpus));
+    spdlog::info("model: {} layers, hidden {}, vocabulary {}, {:.2f} M parameters", made.config.num_hidden_layers,
+                 made.config.hidden_size, made.config.vocab_size, made.parameters / 1e6);
+  }
+
+  // 2. The machine: on a GPU the job uses it (one GPU shared by the trainer and the evaluators
+  // when there are fewer GPUs than ranks) and trains on the seed programs that run there.
+  std::vector<std::string> overrides;
+  if (cuda_device_visible()) {
+    const size_t gpus = probe_machine().gpus.size();
+    overrides = {"backend=cuda", "stages.0.data=data/seed/cuda.jsonl"};
+    if (gpus < static_cast<size_t>(options.ranks)) overrides.push_back("share_gpu=true");
+    spdlog::info("{} GPU(s) visible: the default job runs on the CUDA backend", gpus);
+  }
+  overrides.insert(overrides.end(), options.overrides.begin(), options.overrides.end());
+
+  // 3. The job under mpirun: 1 trainer, the other ranks evaluate.
+  const std::string mpirun = find_on_path("mpirun");
+  if (mpirun.empty()) throw InputError("crl run needs mpirun (Open MPI): apt-get install openmpi-bin, or run tools/setup.sh");
+  if (geteuid() == 0) {  // Open MPI refuses root unless told twice
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  std::vector<std::string> argv = {mpirun,        "-np",   std::to_string(options.ranks), "--oversubscribe", "--bind-to", "none",
+                                   self,          "run",   job.string(),                  "--model",         model.string(),
+                                   "--run-dir",   run_dir.string()};
+  for (const std::string& o : overrides) {
+    argv.push_back("--set");
+    argv.push_back(o);
+  }
+  spdlog::info("{}", fmt::join(argv, " "));
+  const int code = run_in_foreground(argv);
+  if (code == 5) {
+    spdlog::warn("stopped; run the same command to resume");
+    return code;
+  }
+  if (code != 0) {
+    spdlog::error("the default job failed (exit {}); its log is above", code);
+    return code;
+  }
+
+  // 4. The report, and the figure the default exists to show.
+  const fs::path results = run_dir / "results.h5";
+  const fs::path report = run_dir / "report";
+  spdlog::info("the job is done; crl report {} --out {}", results.string(), report.string());
+  const CommandResult r = run_command({self, "report", results.string(), "--out", report.string()}, {.timeout = std::chrono::minutes(10)});
+  if (!r.ok()) {
+    spdlog::error("crl report failed (exit {}); the results are in {}:\n{}", r.exit_code, results.string(), r.output);
+    return r.exit_code > 0 ? r.exit_code : kExitInternal;
+  }
+  const RewardRise rise = crl_reward_rise(results.string());
+  if (rise.steps > 0) {
+    spdlog::info("stage 3 (contrastive RL), {} steps: mean reward {:.3f} over its first {} step(s), {:.3f} over its last {}",
+                 rise.steps, rise.first, rise.window, rise.last, rise.window);
+  }
+  std::cout << fmt::format("results: {}\nreport:  {}\n", results.string(), (report / "index.html").string()) << std::flush;
+  return kExitOk;
+}
+
+}  // namespace crl::cli

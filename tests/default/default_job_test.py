@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""A shortened default job end to end (ctest default_job_short, CPU): `crl run` with no job file
+(it makes the tiny model, starts itself under mpirun with 2 ranks, runs crl report), the same
+jobs/default.yaml with fewer steps through --set. Then, from the results file (h5py):
+  - /steps holds the sft, selftrain and crl stages; the report page was written and printed;
+  - stage 3 learns: the mean reward of its last steps' rollouts exceeds its first steps' by more
+    than MARGIN_SE standard errors of that difference (and by MIN_RISE at least).
+Why that margin: a step's reward is the mean over batch x G rollouts whose rewards (a speedup,
+0 for a failure) vary a lot; a policy that does not learn gives the two windows the same expected
+mean, so their difference is noise of standard error sqrt(var_first/n_first + var_last/n_last)
+(rollouts taken as independent; the windows hold every task once per step, so the task draw adds
+nothing). 3 standard errors leave a non-learning run about a 0.1% chance to pass; the absolute
+floor keeps a run with almost no spread (every reward 0) from passing on a tiny SE.
+Also: --set with a key the job file lacks is refused (exit 3) naming it.
+Usage: default_job_test.py --crl build/apps/crl/crl --work DIR
+"""
+import argparse
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MARGIN_SE = 3.0
+MIN_RISE = 0.2
+# The shortening: the same stages, fewer SFT epochs and RL steps.
+SHORT = ["stages.0.epochs=12", "stages.2.steps=8"]
+WINDOW = 3  # crl steps at each end compared
+
+
+def fail(message):
+    print("FAIL:", message, file=sys.stderr)
+    sys.exit(1)
+
+
+def mean_and_var(values):
+    m = sum(values) / len(values)
+    return m, sum((v - m) ** 2 for v in values) / max(1, len(values) - 1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--crl", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    try:
+        import h5py
+    except ImportError:
+        print("SKIP: h5py is not installed in", sys.executable)
+        return 0
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    run_dir = os.path.join(args.work, "run")
+
+    env = dict(os.environ)
+    if os.geteuid() == 0:  # MPI's singleton start refuses root unless told
+        env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    bad = subprocess.run([args.crl, "run", os.path.join(REPO, "jobs", "default.yaml"), "--run-dir", os.path.join(args.work, "bad"),
+                          "--set", "stages.7.steps=1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                         env=env)
+    if bad.returncode != 3 or "stages.7.steps=1" not in bad.stdout:
+        fail(f"--set stages.7.steps=1 (the job has 3 stages): exit {bad.returncode}, output {bad.stdout[-1500:]}")
+
+    command = [args.crl, "run", "--run-dir", run_dir]
+    for s in SHORT:
+        command += ["--set", s]
+    start = time.time()
+    job = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1100)
+    print(job.stdout)
+    print(f"crl run took {time.time() - start:.1f} s")
+    if job.returncode != 0:
+        fail(f"crl run exited {job.returncode}")
+    page = os.path.join(run_dir, "report", "index.html")
+    if not os.path.exists(page) or page not in job.stdout:
+        fail(f"the report page {page} was not written or not printed")
+
+    with h5py.File(os.path.join(run_dir, "results.h5"), "r") as f:
+        stages = list(f["steps/stage"].asstr()[:])
+        if sorted(set(stages)) != ["crl", "selftrain", "sft"]:
+            fail(f"/steps stages are {sorted(set(stages))}")
+        crl_steps = sorted({int(s) for s, st in zip(f["steps/step"][:], stages) if st == "crl"})
+        if len(crl_steps) < 2 * WINDOW:
+            fail(f"stage 3 ran {len(crl_steps)} steps, fewer than 2 x {WINDOW}")
+        r = f["rollouts"]
+        step = list(r["step"][:])
+        status = list(r["status"].asstr()[:])
+        reward = list(r["reward"][:])
+    first_steps, last_steps = set(crl_steps[:WINDOW]), set(crl_steps[-WINDOW:])
+    included = [i for i in range(len(step)) if status[i] != "internal_error"]
+    first = [reward[i] for i in included if step[i] in first_steps]
+    last = [reward[i] for i in included if step[i] in last_steps]
+    if not first or not last:
+        fail("stage 3's first or last steps have no rollouts")
+    m1, v1 = mean_and_var(first)
+    m2, v2 = mean_and_var(last)
+    se = math.sqrt(v1 / len(first) + v2 / len(last))
+    rise = m2 - m1
+    print(f"stage 3 reward: first {WINDOW} steps {m1:.3f} (n={len(first)}), last {WINDOW} steps {m2:.3f} (n={len(last)}), "
+          f"rise {rise:.3f}, standard error {se:.3f}; ok programs {status.count('ok')} of {len(status)}")
+    if rise <= max(MARGIN_SE * se, MIN_RISE):
+        fail(f"stage 3 did not learn clearly: the reward rose {rise:.3f}, needed more than {max(MARGIN_SE * se, MIN_RISE):.3f}")
+    print("ok: the shortened default job learns")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
