@@ -14,7 +14,8 @@
 #   tools/gpu-measure.sh generate             builds the generation targets, runs the engine's and the
 #       model's GPU tests (transformers at Qwen2-0.5B's shape), then step `generate`: bench_generate
 #       (issue #16's rows, each against the pre-engine static batch) and transformers' generate() on
-#       the same rows, with a kernel profile of an eager batch-1 run, into generate_bench.json; step
+#       the same rows, with a kernel profile of an eager batch-1 run, into generate_bench.json
+#       (HF_STATIC=1: also transformers' static compiled cache, up to 180 s more); step
 #       `generate_fused` the crl rows again with the fused inference kernels.
 # ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
 # warm machine whose build tree survived), so one measurement can span two device calls.
@@ -120,7 +121,7 @@ generate)
     step generate_gpu 420 "$BUILD_DIR/tests/policy/policy_generate_gpu_test"
   step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
   step generate 540 python3 tools/bench/hf_generate.py --out "$LOGS/generate" --bench "$BUILD_DIR/bench/bench_generate" \
-    --profile 32 --hf-static --static-timeout 180
+    --profile 32 ${HF_STATIC:+--hf-static --static-timeout 180}
   # The same crl rows with the fused inference kernels (EngineOptions::fused_kernels), for A/B.
   CRL_BENCH_FUSED=1 step generate_fused 240 python3 tools/bench/hf_generate.py --out "$LOGS/generate_fused" \
     --bench "$BUILD_DIR/bench/bench_generate" --skip-hf --profile 32
