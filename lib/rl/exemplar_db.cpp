@@ -119,7 +119,12 @@ ExemplarDatabase ExemplarDatabase::from_results(const results::ResultsReader& re
   const auto speedup = std::get<std::vector<double>>(reader.column("rollouts", "speedup"));
   const auto shown = std::get<std::vector<std::string>>(reader.column("rollouts", "exemplar_ids"));
   const auto superseded = std::get<std::vector<bool>>(reader.column("rollouts", "superseded"));
-  const std::map<int64_t, std::string> programs = reader.texts("programs");
+  // No store yet (a run stopped before its first crl step wrote a program): nothing to rebuild,
+  // unless an ok rollout below claims a program, which is then named as missing.
+  const auto stores = reader.text_stores();
+  const std::map<int64_t, std::string> programs =
+      std::find(stores.begin(), stores.end(), "programs") == stores.end() ? std::map<int64_t, std::string>{}
+                                                                          : reader.texts("programs");
   for (size_t i = 0; i < ids.size(); ++i) {
     // As the job adds them: correct and timed (an untimed ok has speedup 0 and no bucket).
     if (status[i] != "ok" || superseded[i] || !std::isfinite(speedup[i]) || speedup[i] <= 0) continue;

@@ -131,5 +131,35 @@ TEST(ExemplarDb, RebuiltFromTheResultsFile) {
   EXPECT_EQ(got[1].step, 2);
 }
 
+// A run stopped after its sft stage has /rollouts (declared, maybe with failures) but no program
+// store yet: the database is empty, not an error; an ok rollout without its program still is.
+TEST(ExemplarDb, RebuiltEmptyWhenNoProgramWasStoredYet) {
+  const std::string path = testing::TempDir() + "/exemplar_rebuild_empty.h5";
+  std::filesystem::remove(path);
+  {
+    results::ResultsWriter writer(path);
+    writer.declare_table("rollouts", rollouts_schema());
+    std::vector<RolloutRow> rows(1);
+    rows[0].rollout_id = 0;
+    rows[0].task = "level1/019_relu";
+    rows[0].status = "format_error";
+    writer.append("rollouts", rollout_rows(rows));
+    writer.close();
+  }
+  EXPECT_EQ(ExemplarDatabase::from_results(results::ResultsReader(path), 0.25).size(), 0u);
+  {
+    results::ResultsWriter writer(path);
+    std::vector<RolloutRow> rows(1);
+    rows[0].rollout_id = 1;
+    rows[0].task = "level1/019_relu";
+    rows[0].status = "ok";
+    rows[0].speedup = 1.5;
+    writer.declare_table("rollouts", rollouts_schema());
+    writer.append("rollouts", rollout_rows(rows));
+    writer.close();
+  }
+  EXPECT_THROW(ExemplarDatabase::from_results(results::ResultsReader(path), 0.25), InputError);
+}
+
 }  // namespace
 }  // namespace crl::rl
