@@ -1034,6 +1034,9 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         r.speedup = v.speedup;
         r.speedup_ci_low = v.speedup_ci_low;
         r.speedup_ci_high = v.speedup_ci_high;
+        r.candidate_median_us = v.candidate_time.median_us;
+        r.reference_median_us = v.reference_time.median_us;
+        r.scale = v.scale.empty() ? job_.eval.scale : v.scale;
         r.reward = rewards[static_cast<size_t>(i)];
         r.normalized_reward = shaped.normalized[static_cast<size_t>(i)];
         r.advantage = shaped.advantages[static_cast<size_t>(i)];
