@@ -32,6 +32,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "compile/compiler.h"
 #include "core/error.h"
 #include "core/hash.h"
@@ -56,6 +58,7 @@
 #include "rl/job_tables.h"
 #include "rl/losses.h"
 #include "rl/prompt.h"
+#include "rl/rank_watch.h"
 #include "rl/reward_shaping.h"
 #include "rl/sft_data.h"
 #include "rl/stop_request.h"
@@ -238,7 +241,13 @@ class Job {
   std::string stop_message_;  // set when the ranks agreed to stop
   std::optional<ResumePoint> resume_;
   int64_t restart_ = 0;  // 0 for a first run, +1 per resume (the rows' restart column)
-  void log_step(const StepRow& row, int64_t done, int64_t total, double step_seconds);
+  // The contract's progress line (rank 0): stage, step/total, reward mean, loss, steps/min, ETA.
+  void log_step(const StepRow& row, int64_t done, int64_t total, bool rewards);
+  // Marks the start of a stage (or of its resumed part) for log_step's rate and ETA.
+  void start_stage_clock(int64_t first_step);
+  Clock::time_point stage_start_ = Clock::now();
+  int64_t stage_first_step_ = 0;
+  std::unique_ptr<RankWatch> watch_;  // trainers: the node's ranks (rank_watch.h)
 
   const JobConfig& job_;
   RunOptions options_;
@@ -369,8 +378,29 @@ std::string device_name(const std::string& backend, int local_rank) {
 void Job::write_meta() {
   const std::string role = roles_.is_trainer() ? "trainer" : "evaluator";
   const nlohmann::json me = {{"rank", roles_.world_rank}, {"role", role}, {"host", hostname()},
-                             {"device", device_name(job_.backend, roles_.local_rank)}};
+                             {"device", device_name(job_.backend, roles_.local_rank)}, {"pid", static_cast<int64_t>(getpid())}};
   const std::vector<std::string> all = gather_texts(MPI_COMM_WORLD, 0, me.dump());
+  // Every rank learns every rank's place, for the trainers' watch over their node (rank_watch.h).
+  std::string identities_text;
+  if (is_coordinator()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const std::string& text : all) list.push_back(nlohmann::json::parse(text));
+    identities_text = list.dump();
+  }
+  broadcast_text(MPI_COMM_WORLD, 0, identities_text);
+  if (roles_.is_trainer()) {
+    std::vector<RankIdentity> identities;
+    for (const auto& j : nlohmann::json::parse(identities_text)) {
+      identities.push_back({j.at("rank").get<int>(), j.at("role").get<std::string>(), j.at("host").get<std::string>(),
+                            static_cast<pid_t>(j.at("pid").get<int64_t>())});
+    }
+    watch_ = std::make_unique<RankWatch>(identities, roles_.world_rank, hostname(), [](const std::string& what) {
+      const std::string message = what + "; ending the job (its peers would wait for it forever)";
+      spdlog::error("{}", message);
+      dist::mark_mpi_unusable(message);
+      MPI_Abort(MPI_COMM_WORLD, 4);
+    });
+  }
   if (!is_coordinator()) return;
   open_results_file();
   const std::string path = writer_->path();
@@ -525,6 +555,7 @@ void Job::run_trainer() {
     }
     return;
   }
+  watch_->disarm();  // from here ranks leave as they finish
   // The trainers' weights must be equal: the data-parallel invariant, checked once at the end.
   const std::vector<std::string> hashes = gather_texts(roles_.role_comm, 0, weights_sha256());
   if (is_coordinator()) {
@@ -696,6 +727,7 @@ bool Job::stop_agreed(const std::string& stage_name) {
   }
   broadcast_text(roles_.role_comm, 0, message);
   stop_message_ = message;
+  watch_->disarm();  // the ranks leave once the checkpoint is written
   return true;
 }
 
@@ -703,17 +735,35 @@ void Job::finish_stage(size_t index, const StageConfig& stage, Trainer& trainer)
   save_checkpoint(stage, trainer, index, 0, true, nullptr);
 }
 
-void Job::log_step(const StepRow& row, int64_t done, int64_t total, double step_seconds) {
-  const double elapsed = seconds_since(job_start_);
-  const double eta = done > 0 ? step_seconds * static_cast<double>(total - done) : 0;
+void Job::start_stage_clock(int64_t first_step) {
+  stage_start_ = Clock::now();
+  stage_first_step_ = first_step;
+}
+
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+void Job::log_step(const StepRow& row, int64_t done, int64_t total, bool rewards) {
+  // The rate over this process's steps of the stage (a resumed stage counts from its resume).
+  const double minutes = seconds_since(stage_start_) / 60.0;
+  const int64_t here = done - stage_first_step_;
+  const double per_minute = minutes > 0 && here > 0 ? static_cast<double>(here) / minutes : 0;
+  const double eta_seconds = per_minute > 0 ? 60.0 * static_cast<double>(total - done) / per_minute : NAN;
   const int64_t rollouts = row.n_ok + row.n_compile_error + row.n_runtime_error + row.n_timeout + row.n_crash + row.n_mismatch +
                            row.n_hack + row.n_format_error + row.n_internal_error;
-  spdlog::info(
-      "[{}] step {} ({}/{}): loss {:.4f} grad_norm {:.3f} lr {:.2e}{} | rollouts {} ok {} format_error {} | reward mean "
-      "{:.3f} max {:.3f} | evaluators busy {:.0f}%, trainers waited {:.1f} s | {:.1f} s/step, elapsed {:.0f} s, ETA {:.0f} s",
-      row.stage, row.step, done, total, row.loss, row.grad_norm, row.lr, row.skipped ? " (skipped)" : "", rollouts, row.n_ok,
-      row.n_format_error, row.reward_mean, row.reward_max, 100 * row.evaluator_busy_fraction, row.trainer_wait_seconds,
-      step_seconds, elapsed, eta);
+  const std::string reward = rewards ? fmt::format(", reward mean {:.3f}", row.reward_mean) : "";
+  const std::string detail =
+      rewards ? fmt::format(" | rollouts {}: ok {}, format_error {} | evaluators busy {:.0f}%, trainers waited {:.1f} s", rollouts,
+                            row.n_ok, row.n_format_error, 100 * row.evaluator_busy_fraction, row.trainer_wait_seconds)
+              : "";
+  spdlog::info("[{}] step {} ({}/{}){}, loss {:.4f}{}, {:.1f} steps/min, ETA {} | grad_norm {:.3f}, lr {:.2e}{}", row.stage,
+               row.step, done, total, reward, row.loss, row.skipped ? " (skipped)" : "", per_minute, duration_text(eta_seconds),
+               row.grad_norm, row.lr, detail);
 }
 
 // ---- sft ---------------------------------------------------------------------------------------
@@ -732,6 +782,7 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
     policy::load_checkpoint_generators(resume->dir, roles_.role_rank);
   }
   std::vector<size_t> order(examples.size());
+  start_stage_clock(first);
   for (int64_t done = first; done < total; ++done) {
     const int64_t epoch = done / per_epoch, b = done % per_epoch;
     if (done == first || b == 0) {  // the epoch's order, from the seed: the same after a resume
@@ -740,7 +791,6 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
       std::shuffle(order.begin(), order.end(), rng);
     }
     {
-      const auto step_start = Clock::now();
       std::vector<std::vector<int64_t>> prompts, completions;
       for (int64_t i = b * stage.batch; i < std::min<int64_t>((b + 1) * stage.batch, static_cast<int64_t>(order.size())); ++i) {
         if (i % roles_.role_size != roles_.role_rank) continue;
@@ -773,7 +823,7 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
         row.restart = restart_;
         writer_->append("steps", step_rows({row}));
         writer_->flush();
-        log_step(row, done + 1, total, seconds_since(step_start));
+        log_step(row, done + 1, total, false);
       }
       ++step_;
       const bool periodic = stage.checkpoint.every > 0 && (done + 1) % stage.checkpoint.every == 0 && done + 1 < total;
@@ -807,8 +857,8 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
     policy::load_checkpoint_generators(resume->dir, roles_.role_rank);
   }
 
+  start_stage_clock(first);
   for (int64_t local_step = first; local_step < stage.steps; ++local_step) {
-    const auto step_start = Clock::now();
     // 1. The plan: tasks, exemplars and prompts (rank 0), broadcast to the trainers.
     std::string plan_text;
     if (is_coordinator()) {
@@ -984,6 +1034,9 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         r.speedup = v.speedup;
         r.speedup_ci_low = v.speedup_ci_low;
         r.speedup_ci_high = v.speedup_ci_high;
+        r.candidate_median_us = v.candidate_time.median_us;
+        r.reference_median_us = v.reference_time.median_us;
+        r.scale = v.scale.empty() ? job_.eval.scale : v.scale;
         r.reward = rewards[static_cast<size_t>(i)];
         r.normalized_reward = shaped.normalized[static_cast<size_t>(i)];
         r.advantage = shaped.advantages[static_cast<size_t>(i)];
@@ -1089,7 +1142,7 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       writer_->append("rollouts", rollout_rows(rollout_rows_out));
       writer_->append("steps", step_rows({row}));
       writer_->flush();
-      log_step(row, local_step + 1, stage.steps, seconds_since(step_start));
+      log_step(row, local_step + 1, stage.steps, true);
     }
     ++step_;
     const bool periodic =

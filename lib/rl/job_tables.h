@@ -37,6 +37,8 @@ struct RolloutRow {
   int64_t sample = 0;  // index of the completion in its group
   std::string status;  // the verdict's status_text ("ok", "hack:aliasing", "format_error", ...)
   double speedup = 0, speedup_ci_low = 0, speedup_ci_high = 0;
+  double candidate_median_us = 0, reference_median_us = 0;  // the timed calls' medians (0 when not timed)
+  std::string scale;   // the evaluation's input scale ("small" or "full"), for the roofline
   double reward = 0, normalized_reward = 0, advantage = 0;
   int64_t completion_tokens = 0;
   int64_t evaluator_rank = -1;  // world rank of the evaluator (-1: not evaluated)

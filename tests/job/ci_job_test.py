@@ -82,6 +82,12 @@ def main():
             if status[i] not in expected:
                 log = f["text/logs/text"].asstr()[list(f["text/logs/id"][:]).index(ids[i])]
                 fail(f"planted sample {s} has status {status[i]}, expected {expected}; log: {log[:2000]}")
+        # The roofline's columns: the timed ok program's medians and every rollout's scale.
+        ok_row = by_key[(first_crl, "level1/019_relu", 3)]
+        if not (r["candidate_median_us"][ok_row] > 0 and r["reference_median_us"][ok_row] > 0):
+            fail(f"the ok rollout's medians are {r['candidate_median_us'][ok_row]} and {r['reference_median_us'][ok_row]} us")
+        if set(r["scale"].asstr()[:]) != {"small"}:
+            fail(f"/rollouts scale holds {set(r['scale'].asstr()[:])}, expected the job's small")
         # Every other rollout has its own verdict: the tiny model's text holds no program.
         for i in range(len(ids)):
             if task[i] == "level1/019_relu" and step[i] == first_crl:
