@@ -71,12 +71,26 @@ void poison_free_memory(const std::vector<int64_t>& output_bytes, const at::Devi
 #endif
   std::vector<at::Tensor> blocks;
   const auto options = at::TensorOptions().dtype(at::kByte).device(device);
-  for (int64_t bytes : output_bytes) {
-    for (int i = 0; i < 4; ++i) blocks.push_back(at::empty({std::max<int64_t>(bytes, 1)}, options));
-  }
   int64_t total = 0;
   for (int64_t b : output_bytes) total += b;
-  blocks.push_back(at::empty({std::max<int64_t>(4 * total, 1 << 20)}, options));
+  // Four blocks of each output's size and one of four times their total: eight times the outputs,
+  // which at full scale (a 7 GB output) is more than the worker may hold beside its arguments. The
+  // copies shrink to what a quarter of the free memory allows, down to one block of each size
+  // (enough: the allocator hands the same-size block it freed last to the next such request).
+  int64_t budget = int64_t{1} << 62;
+#if CRL_HAVE_CUDA
+  if (device.is_cuda()) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) budget = static_cast<int64_t>(free_bytes / 4);
+  }
+#endif
+  int copies = 4;
+  while (copies > 1 && copies * total + 4 * total > budget) --copies;
+  const int64_t large = copies * total + 4 * total <= budget ? 4 * total : 0;
+  for (int64_t bytes : output_bytes) {
+    for (int i = 0; i < copies; ++i) blocks.push_back(at::empty({std::max<int64_t>(bytes, 1)}, options));
+  }
+  blocks.push_back(at::empty({std::max<int64_t>(large, 1 << 20)}, options));
   for (auto& b : blocks) b.fill_(0xFF);
   synchronize_device(device);
   // Freed in reverse order of allocation: the most recently freed same-size block is reused first.

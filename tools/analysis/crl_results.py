@@ -54,7 +54,7 @@ VERDICT_COLUMNS = {
     "reference_median_us": "float64", "reference_iqr_us": "float64", "reference_samples": "int64",
     "candidate_median_us": "float64", "candidate_iqr_us": "float64", "candidate_samples": "int64",
     "speedup": "float64", "speedup_ci_low": "float64", "speedup_ci_high": "float64",
-    "reward": "float64", "seconds": "float64",
+    "reward": "float64", "seconds": "float64", "baseline": "string",
 }
 STEP_COLUMNS = {
     "step": "int64", "stage": "string", "policy_version": "int64", "loss": "float64",
@@ -64,7 +64,7 @@ STEP_COLUMNS = {
     "n_hack": "int64", "n_format_error": "int64", "n_internal_error": "int64",
     "tokens_generated": "int64", "tokens_trained": "int64", "seconds_generate": "float64",
     "seconds_evaluate": "float64", "seconds_train": "float64", "evaluator_busy_fraction": "float64",
-    "trainer_wait_seconds": "float64", "restart": "int64",
+    "trainer_wait_seconds": "float64", "restart": "int64", "superseded": "bool",
 }
 ROLLOUT_COLUMNS = {
     "rollout_id": "int64", "step": "int64", "stage": "string", "task": "string", "group": "int64",
@@ -72,10 +72,11 @@ ROLLOUT_COLUMNS = {
     "speedup_ci_high": "float64", "reward": "float64", "normalized_reward": "float64",
     "advantage": "float64", "completion_tokens": "int64", "evaluator_rank": "int64",
     "exemplar_ids": "string", "policy_version": "int64", "restart": "int64", "superseded": "bool",
+    "candidate_median_us": "float64", "reference_median_us": "float64", "scale": "string",
 }
 KNOWN_TABLES = {"verdicts": VERDICT_COLUMNS, "steps": STEP_COLUMNS, "rollouts": ROLLOUT_COLUMNS}
 RUN_TEXT_STORES = ("prompts", "completions", "programs", "logs")  # keyed by rollout_id
-VERDICT_TEXT_STORES = ("verdict_compile_log", "verdict_worker_log", "verdict_steps")  # keyed by row
+VERDICT_TEXT_STORES = ("verdict_compile_log", "verdict_worker_log", "verdict_steps", "verdict_program")  # keyed by row
 
 _NUMPY_TYPES = {"int64": np.int64, "float64": np.float64, "bool": np.bool_, "string": object}
 # Bytes one row of a column takes in the file at least (a string row is a heap reference).

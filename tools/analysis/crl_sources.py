@@ -98,9 +98,10 @@ def _from_rollouts(r: pd.DataFrame) -> pd.DataFrame:
         r = r[~r["superseded"].astype(bool)]
     get = lambda name, default: r[name] if name in r else default  # noqa: E731
     return _attempts({
-        "task": r["task"], "scale": "", "baseline": "eager", "status": r["status"], "speedup": r["speedup"],
+        "task": r["task"], "scale": get("scale", ""), "baseline": "eager", "status": r["status"], "speedup": r["speedup"],
         "ci_low": get("speedup_ci_low", np.nan), "ci_high": get("speedup_ci_high", np.nan),
-        "candidate_us": np.nan, "reference_us": np.nan, "program_id": r["rollout_id"],
+        "candidate_us": get("candidate_median_us", np.nan), "reference_us": get("reference_median_us", np.nan),
+        "program_id": r["rollout_id"],
         "candidate": "rollout " + r["rollout_id"].astype(str), "step": get("step", np.nan), "message": "",
     })
 
