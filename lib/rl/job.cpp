@@ -39,10 +39,10 @@
 #include "core/hash.h"
 #include "core/mpi_check.h"
 #include "core/process_env.h"
-#include "core/subprocess.h"
 #include "dist/communicator.h"
 #include "dist/mpi_roles.h"
 #include "eval/evaluator.h"
+#include "core/provenance.h"
 #include "policy/checkpoint.h"
 #include "policy/config.h"
 #include "policy/generate.h"
@@ -351,29 +351,6 @@ JobOutcome Job::run() {
 }
 
 // ---- /meta -------------------------------------------------------------------------------------
-
-std::string git_commit() {
-  try {
-    const CommandResult r = run_command({"git", "-C", CRL_SOURCE_DIR, "rev-parse", "HEAD"}, {.timeout = std::chrono::seconds(10)});
-    if (r.ok()) return r.output.substr(0, r.output.find_first_of("\r\n"));
-  } catch (const Error&) {
-  }
-  return "unknown";
-}
-
-std::string device_name(const std::string& backend, int local_rank) {
-#if CRL_HAVE_CUDA
-  if (backend == "cuda") {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
-      cudaDeviceProp prop{};
-      if (cudaGetDeviceProperties(&prop, local_rank % count) == cudaSuccess) return prop.name;
-    }
-  }
-#endif
-  (void)local_rank;
-  return backend == "cuda" ? "cuda (unknown)" : "cpu";
-}
 
 void Job::write_meta() {
   const std::string role = roles_.is_trainer() ? "trainer" : "evaluator";
