@@ -10,7 +10,8 @@ updates) runs four ways in one run folder and once straight through in another:
      superseded) and completes (exit 0).
 Then: the final weights are bitwise those of the uninterrupted run, and the rows that count (not
 superseded) of /steps and /rollouts, and the completions, equal its rows. Last, kill -9 of an
-evaluator rank ends a run with a message naming that rank, its role and its host.
+evaluator, of a trainer and of rank 0 each ends a run with a message naming that rank, its role
+and its host.
 Usage: resume_test.py --crl build/apps/crl/crl --work DIR
 """
 import argparse
@@ -232,14 +233,17 @@ def main():
     b_completions = [b_texts[i] for i in b_counted["rollout_id"]]
     if a_completions != b_completions:
         fail("the completions differ")
-    # A rank that dies ends the job, named with its role and host.
-    killed = os.path.join(args.work, "killed")
-    code, out = runner.run(job, killed, stop_at=(r"\[sft\] step 1 \(2/4\)", 3, signal.SIGKILL))
-    match = re.search(r"rank 3 \(evaluator on host (\S+), pid \d+\) died; ending the job", out)
-    if code == 0 or not match or match.group(1) != os.uname().nodename:
-        fail(f"kill -9 of evaluator rank 3: exit {code}, and no message naming rank 3, its role and host {os.uname().nodename}")
+    # A rank that dies ends the job, named with its role and host: an evaluator, a trainer, and
+    # rank 0 (the coordinator, itself a trainer: the other trainer names it).
+    for rank, role in ((3, "evaluator"), (1, "trainer"), (0, "trainer")):
+        killed = os.path.join(args.work, f"killed-{rank}")
+        code, out = runner.run(job, killed, stop_at=(r"\[sft\] step 1 \(2/4\)", rank, signal.SIGKILL))
+        match = re.search(rf"rank {rank} \({role} on host (\S+), pid \d+\) died; ending the job", out)
+        if code == 0 or not match or match.group(1) != os.uname().nodename:
+            fail(f"kill -9 of {role} rank {rank}: exit {code}, and no message naming rank {rank}, its role and host "
+                 f"{os.uname().nodename}")
     print(f"ok: stopped at steps {first_stop} and {second_stop}, resumed, {superseded} rollouts superseded; "
-          f"weights and rows equal the uninterrupted run's; a killed rank was named")
+          f"weights and rows equal the uninterrupted run's; killed ranks 3, 1 and 0 were named")
     return 0
 
 
