@@ -74,7 +74,7 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
 }
 
 TEST(CrlEvalCli, TheCudaGraphBaselineNeedsTheCudaBackend) {
-  const auto r = crl_eval({"--backend", "cpu", "--baseline", "cuda_graph", "--task", "level1/019_relu",
+  const auto r = crl_eval({"--baseline", "cuda_graph", "--task", "level1/019_relu",
                            kFixtures + "/relu/same_as_reference.crl"},
                           kCache);
   EXPECT_EQ(r.exit_code, 3) << r.output;
