@@ -107,11 +107,19 @@ eval::Message CandidateSession::start_timing(const nlohmann::json& request) {
   // ran none of them. Both start timing with nothing cached.
   graphs_.clear();
   device_.release_cached_memory();
-  if (!replay_as_graph_) return {};
+  const int slots = request.at("slots").get<int>();
+  if (!replay_as_graph_) {
+    // One untimed batch first: the reference's worker has run nothing yet, while the candidate's
+    // ran its trials and guards, so the first timed batches would find one allocator (and, on
+    // the CPU, glibc's mmap threshold and the page tables) warm and the other cold.
+    std::vector<std::vector<at::Tensor>> warm;
+    for (int s = 0; s < slots; ++s) warm.push_back((*candidate_)(arena_.arguments(s)));
+    device_.check(fmt::format("the {}'s warm-up batch", candidate_->which()));
+    return {};
+  }
 #if CRL_HAVE_CUDA
   // One eager call first (cuBLAS and cuDNN handles, workspaces), then each slot's call captured on
   // a side stream, all graphs sharing one memory pool (replayed in capture order, one at a time).
-  const int slots = request.at("slots").get<int>();
   (void)call_and_check(device_, *candidate_, arena_.arguments(0));
   const auto pool = at::cuda::graph_pool_handle();
   c10::cuda::CUDAStreamGuard on_side_stream(at::cuda::getStreamFromPool());

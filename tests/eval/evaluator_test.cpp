@@ -37,8 +37,11 @@ std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 TEST_F(CpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithACiContainingOne) {
   Verdict v = evaluate("same_as_reference");
   ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
-  if (v.speedup_ci_low > 1.0 || v.speedup_ci_high < 1.0) {
-    std::cout << "first interval " << v.speedup_ci_low << ".." << v.speedup_ci_high << " missed 1.00; measuring again\n";
+  // A 95% interval misses 1.00 one time in twenty even without a bias, and more often when the
+  // other tests of a parallel ctest load the two cores unevenly: two more tries; a real bias
+  // misses every time.
+  for (int retry = 0; retry < 2 && (v.speedup_ci_low > 1.0 || v.speedup_ci_high < 1.0); ++retry) {
+    std::cout << "interval " << v.speedup_ci_low << ".." << v.speedup_ci_high << " missed 1.00; measuring again\n";
     v = evaluate("same_as_reference");
     ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
   }
