@@ -691,6 +691,18 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       return median_of(samples);
     };
     const auto started = Clock::now();
+    // The untimed warm-up batch of start_timing runs on real inputs (an index tensor holding
+    // whatever the arena held before would make a correct program fail).
+    {
+      nlohmann::json fills = nlohmann::json::array();
+      for (int s = 0; s < slots; ++s) fills.push_back({{"slot", s}, {"seed", js.rng() & ((uint64_t{1} << 60) - 1)}});
+      cand_worker.freeze();
+      if (!judge_ask({{"op", "fill"}, {"slots", fills}, {"both", true}}, "filling warm-up inputs")) {
+        m.failure = "filling warm-up inputs";
+        m.internal = true;
+        return m;
+      }
+    }
     for (WorkerProcess* w : {&cand_worker, js.reference_worker.get()}) {
       const auto r = ask(*w, Message{{{"op", "start_timing"}, {"slots", slots}}, {}}, options_.call_timeout_seconds * (slots + 1),
                          purpose + ": before timing");
