@@ -18,7 +18,6 @@
 // Run (2 GPUs):   mpirun -np 2 build-gpu/bench/bench_train --benchmark_filter=AllReduce --benchmark_out=$OUT/ar.json
 #include <ATen/DeviceAccelerator.h>
 #include <benchmark/benchmark.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -35,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernel_profile.h"
 #include "dist/communicator.h"
 #include "dist/gradient_reducer.h"
 #include "dist/mpi_roles.h"
@@ -93,41 +93,6 @@ policy::ModelConfig bench_config() {
 
 int g_local_rank = 0;
 
-// Runs `steps` calls of `step` under the Kineto profiler and prints the GPU kernels' time per step,
-// summed by kernel name, longest first (where a step's GPU time goes, to compare with PyTorch's).
-template <typename Step>
-void print_kernel_profile(int steps, Step&& step) {
-  namespace prof = torch::autograd::profiler;
-  using torch::profiler::impl::ActivityType;
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
-  prof::prepareProfiler(config, activities);
-  torch::cuda::synchronize();
-  prof::enableProfiler(config, activities);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  torch::cuda::synchronize();
-  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
-  const std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
-  std::unordered_map<std::string, std::pair<double, int>> by_name;  // ms per step, launches per step
-  double total_ms = 0;
-  for (const auto& e : result->events()) {
-    if (e.deviceType() != c10::DeviceType::CUDA) continue;
-    const double ms = static_cast<double>(e.durationNs()) / 1e6 / steps;
-    auto& [time, count] = by_name[e.name()];
-    time += ms;
-    count += 1;
-    total_ms += ms;
-  }
-  std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_name.begin(), by_name.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-  std::fprintf(stderr, "GPU time per step: %.2f ms over %zu kernel names, in %.2f ms of wall time (profiled)\n",
-               total_ms, rows.size(), wall_ms);
-  for (size_t i = 0; i < rows.size() && i < 40; ++i) {
-    std::fprintf(stderr, "%9.3f ms %6.1f%% %5d x  %.150s\n", rows[i].second.first, 100 * rows[i].second.first / total_ms,
-                 rows[i].second.second / steps, rows[i].first.c_str());
-  }
-}
 
 void BM_TrainStep(benchmark::State& state, bool use_lora) {
   const torch::Device device = bench_device(g_local_rank);
@@ -163,7 +128,7 @@ void BM_TrainStep(benchmark::State& state, bool use_lora) {
   static bool profiled[2] = {false, false};
   if (const int profile_steps = env_int("CRL_BENCH_PROFILE", 0); on_gpu() && profile_steps > 0 && !profiled[use_lora]) {
     profiled[use_lora] = true;
-    print_kernel_profile(profile_steps, [&] { trainer.step(mbs, loss); });
+    crl::bench::print_kernel_profile(profile_steps, [&] { trainer.step(mbs, loss); });
   }
   if (on_gpu()) {
     const auto stats = at::accelerator::getDeviceStats(device.index());

@@ -11,15 +11,14 @@ on 3 small tasks), then checks the results file with h5py:
   - `crl data validate` keeps the 4 correct programs of the SFT data, with their speedups.
 Usage: ci_job_test.py --crl build/apps/crl/crl --work DIR
 """
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import job_test_setup
+from job_test_setup import MPIRUN_ENV, REPO
 
 
 def fail(message):
@@ -28,26 +27,14 @@ def fail(message):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--crl", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
-    args = ap.parse_args()
-    try:
-        import h5py
-    except ImportError:
-        print("SKIP: h5py is not installed in", sys.executable)
+    prepared = job_test_setup.prepare(quiet=False)
+    if prepared is None:
         return 0
-
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
-    model = os.path.join(args.work, "model")
-    corpus = os.path.join(REPO, "tests", "data", "policy", "tokenizers", "train_corpus.txt")
-    subprocess.run([args.crl, "init-model", "--out", model, "--corpus", corpus, "--vocab-size", "400", "--hidden", "32",
-                    "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seed", "3"], check=True)
+    args, model = prepared
+    import h5py  # present: prepare() checked
     run_dir = os.path.join(args.work, "run")
     env = dict(os.environ)
-    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+    env.update(MPIRUN_ENV)
     command = [args.mpirun, "-np", "4", "--oversubscribe", args.crl, "run", os.path.join(REPO, "jobs", "ci.yaml"),
                "--model", model, "--run-dir", run_dir]
     start = time.time()

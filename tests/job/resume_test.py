@@ -14,7 +14,6 @@ evaluator, of a trainer and of rank 0 each ends a run with a message naming that
 and its host.
 Usage: resume_test.py --crl build/apps/crl/crl --work DIR
 """
-import argparse
 import os
 import re
 import shutil
@@ -23,7 +22,8 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import job_test_setup
+from job_test_setup import MPIRUN_ENV, REPO
 JOB = os.path.join(REPO, "tests", "job", "resume.yaml")
 CRL_STEPS = 8  # steps of the job's crl stage
 # Columns that depend on time or on which evaluator took a program, not on the computation.
@@ -74,8 +74,7 @@ class Runner:
         self.args = args
         self.model = model
         self.env = dict(os.environ)
-        self.env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-                         "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+        self.env.update(MPIRUN_ENV)
 
     def command(self, job, run_dir, extra=()):
         return [self.args.mpirun, "-np", "4", "--oversubscribe", self.args.crl, "run", job, "--model", self.model,
@@ -137,24 +136,10 @@ def stopped_step(output, signame, how_many=4):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--crl", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
-    args = ap.parse_args()
-    try:
-        import h5py  # noqa: F401
-    except ImportError:
-        print("SKIP: h5py is not installed in", sys.executable)
+    prepared = job_test_setup.prepare(quiet=True)
+    if prepared is None:
         return 0
-
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
-    model = os.path.join(args.work, "model")
-    corpus = os.path.join(REPO, "tests", "data", "policy", "tokenizers", "train_corpus.txt")
-    subprocess.run([args.crl, "init-model", "--out", model, "--corpus", corpus, "--vocab-size", "400", "--hidden", "32",
-                    "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seed", "3"], check=True,
-                   stdout=subprocess.DEVNULL)
+    args, model = prepared
     job = job_copy(os.path.join(args.work, "resume.yaml"))
     changed = job_copy(os.path.join(args.work, "changed.yaml"), lr="2.0e-3")
     runner = Runner(args, model)

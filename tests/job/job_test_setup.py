@@ -1,0 +1,37 @@
+"""Set-up shared by the job's end-to-end tests (ci_job_test.py, resume_test.py): their arguments,
+a fresh work folder and the tiny model both jobs train, and the environment mpirun needs as root."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Open MPI refuses root without these, and 4 ranks on a 2-core machine need oversubscription.
+MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+              "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+
+
+def prepare(quiet=False):
+    """Parses --crl, --work, --mpirun; empties the work folder and makes the tiny model in it.
+    Returns (args, model folder), or None when h5py is missing (the caller prints nothing more
+    and exits 0: the test is skipped, saying why)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--crl", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
+    args = ap.parse_args()
+    try:
+        import h5py  # noqa: F401
+    except ImportError:
+        print("SKIP: h5py is not installed in", sys.executable)
+        return None
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    model = os.path.join(args.work, "model")
+    corpus = os.path.join(REPO, "tests", "data", "policy", "tokenizers", "train_corpus.txt")
+    subprocess.run([args.crl, "init-model", "--out", model, "--corpus", corpus, "--vocab-size", "400", "--hidden", "32",
+                    "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seed", "3"], check=True,
+                   stdout=subprocess.DEVNULL if quiet else None)
+    return args, model
