@@ -925,35 +925,40 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   }
 
   // 7. A large speedup is measured again, differently (one call per request), in a fresh worker;
-  //    the two intervals must not lie further apart than remeasure_max_disagreement.
+  //    the two intervals must not lie further apart than remeasure_max_disagreement. A disagreement
+  //    is measured once more in another fresh worker, and only two disagreements are a hack: a burst
+  //    of load on a shared machine fakes one, a program that fools one way of timing fakes both.
   if (options_.hack_guards && v.speedup > options_.remeasure_above_speedup) {
-    t = Clock::now();
-    worker->stop();
-    worker = start_candidate_worker(fmt::format("remeasure-{}.log", workers_started_++));
-    auto reloaded = ask(*worker, Message{load_request(task, compiled.library_path, "candidate_library", options_.gpu_memory_fraction), {}},
-                        options_.load_timeout_seconds, "re-measuring: loading");
-    if (std::holds_alternative<Message>(reloaded)) {
-      reloaded = ask(*worker, Message{{{"op", "arena"}, {"layout", to_json(js.layout)}, {"ipc_handle", js.arena_ipc_handle}}, {}},
-                     options_.load_timeout_seconds, "re-measuring: mapping the arena");
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      t = Clock::now();
+      worker->stop();
+      worker = start_candidate_worker(fmt::format("remeasure-{}.log", workers_started_++));
+      auto reloaded = ask(*worker, Message{load_request(task, compiled.library_path, "candidate_library", options_.gpu_memory_fraction), {}},
+                          options_.load_timeout_seconds, "re-measuring: loading");
+      if (std::holds_alternative<Message>(reloaded)) {
+        reloaded = ask(*worker, Message{{{"op", "arena"}, {"layout", to_json(js.layout)}, {"ipc_handle", js.arena_ipc_handle}}, {}},
+                       options_.load_timeout_seconds, "re-measuring: mapping the arena");
+      }
+      if (auto* f = std::get_if<WorkerFailure>(&reloaded)) {
+        step("guard: re-measure", false, f->message, t);
+        return fail(*f);
+      }
+      // A fixed number of pairs (no budget to extend it): a program that is slow only at the start of
+      // a process cannot hide its start behind a long measurement.
+      const Measured again = measure(*worker, 1, std::max(options_.min_timed_pairs, 20), 0, "re-measuring");
+      if (auto failed = measurement_failed(again, "guard: re-measure")) return *failed;
+      // Apart only when one interval lies wholly above the other by more than the allowed factor.
+      const double gap = std::max(again.estimate.ci_low / std::max(m.estimate.ci_high, 1e-12),
+                                  m.estimate.ci_low / std::max(again.estimate.ci_high, 1e-12));
+      const bool agrees = gap <= options_.remeasure_max_disagreement;
+      const std::string detail = fmt::format(
+          "speedup {:.3f} (CI {:.3f}..{:.3f}) re-measured one call at a time in a fresh worker{}: {:.3f} (CI {:.3f}..{:.3f})",
+          v.speedup, m.estimate.ci_low, m.estimate.ci_high, attempt == 1 ? "" : ", a second time after a disagreement",
+          again.estimate.speedup, again.estimate.ci_low, again.estimate.ci_high);
+      step("guard: re-measure", agrees, detail, t);
+      if (agrees) break;
+      if (attempt == 2) return hack("remeasure_disagreement", detail);
     }
-    if (auto* f = std::get_if<WorkerFailure>(&reloaded)) {
-      step("guard: re-measure", false, f->message, t);
-      return fail(*f);
-    }
-    // A fixed number of pairs (no budget to extend it): a program that is slow only at the start of
-    // a process cannot hide its start behind a long measurement.
-    const Measured again = measure(*worker, 1, std::max(options_.min_timed_pairs, 20), 0, "re-measuring");
-    if (auto failed = measurement_failed(again, "guard: re-measure")) return *failed;
-    // Apart only when one interval lies wholly above the other by more than the allowed factor.
-    const double gap = std::max(again.estimate.ci_low / std::max(m.estimate.ci_high, 1e-12),
-                                m.estimate.ci_low / std::max(again.estimate.ci_high, 1e-12));
-    const bool agrees = gap <= options_.remeasure_max_disagreement;
-    const std::string detail =
-        fmt::format("speedup {:.3f} (CI {:.3f}..{:.3f}) re-measured one call at a time in a fresh worker: {:.3f} (CI {:.3f}..{:.3f})",
-                    v.speedup, m.estimate.ci_low, m.estimate.ci_high, again.estimate.speedup, again.estimate.ci_low,
-                    again.estimate.ci_high);
-    step("guard: re-measure", agrees, detail, t);
-    if (!agrees) return hack("remeasure_disagreement", detail);
   }
   return finish(VerdictStatus::kOk,
                 fmt::format("speedup {:.3f} (95% CI {:.3f}..{:.3f})", v.speedup, v.speedup_ci_low, v.speedup_ci_high));

@@ -125,7 +125,8 @@ def main():
     report = json.loads(validate.stdout)
     lines = [json.loads(l) for l in open(kept)]
     if report["kept"] != 4 or len(lines) != 4 or not all(l["speedup"] > 0 and "```" in l["completion"] for l in lines):
-        fail(f"crl data validate kept {report['kept']} of {report['total']}: {lines}")
+        statuses = [(l["id"], l["status"], l["speedup"]) for l in report["lines"]]
+        fail(f"crl data validate kept {report['kept']} of {report['total']}: {statuses}")
     print("ok: ci job results check out")
     return 0
 
