@@ -9,6 +9,7 @@
 
 #include "compile/compiler.h"
 #include "rl/sft_data.h"
+#include "shared_test_cache.h"
 #include "suite/suite.h"
 
 namespace crl {
@@ -32,7 +33,7 @@ void compile_seed(bool sample_only) {
   GTEST_SKIP() << "this build has no nvcc (CUDA parts off), so the CUDA seed programs cannot be compiled";
 #else
   CompilerOptions options;
-  options.cache_dir = (fs::path(CRL_BINARY_DIR) / "test-cache" / "seed").string();
+  options.cache_dir = crl::testing::shared_test_cache_dir();
   Compiler compiler(options);
   const auto examples = rl::read_sft_jsonl(kSeed.string());
   std::set<std::string> tasks;

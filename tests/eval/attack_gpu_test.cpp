@@ -21,7 +21,7 @@ class GpuAttackTest : public ::testing::Test {
     if (!cuda_device_visible()) GTEST_SKIP() << "no CUDA GPU visible: the CUDA backend cannot run here";
   }
   static Verdict judge(const std::string& file) {
-    static Evaluator e(quick_options(Backend::cuda), fixture_compiler("attack_gpu_test"));
+    static Evaluator e(quick_options(Backend::cuda), fixture_compiler());
     return e.evaluate(fixture_suite().find("level1/019_relu"), load_program_file(fixture_dir() + "/attacks/" + file), file);
   }
   static void expect_no_gain(const Verdict& v) {
@@ -55,7 +55,7 @@ TEST_F(GpuAttackTest, TheRooflineGateFiresBelowTheLeastTime) {
     o.time_budget_seconds = 0.5;
     o.peak_bytes_per_second = bytes_per_second;
     o.peak_flops_per_second = bytes_per_second > 0 ? 1e15 : 0;
-    Evaluator e(o, fixture_compiler("attack_gpu_test"));
+    Evaluator e(o, fixture_compiler());
     return e.evaluate(fixture_suite().find("level1/019_relu"),
                       load_program_file(fixture_dir() + "/relu/same_as_reference.crl"), "reference");
   };

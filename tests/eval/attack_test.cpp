@@ -20,7 +20,7 @@ using testing::quick_options;
 std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
 Evaluator& evaluator() {
-  static Evaluator e(quick_options(Backend::cpu), fixture_compiler("attack_test"));
+  static Evaluator e(quick_options(Backend::cpu), fixture_compiler());
   return e;
 }
 
@@ -94,7 +94,7 @@ TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsAnEdgeTrial) {
   ASSERT_TRUE(task.spec.has_edges());
   EvalOptions o = quick_options(Backend::cpu);
   o.timing = false;
-  Evaluator e(o, fixture_compiler("attack_test"));
+  Evaluator e(o, fixture_compiler());
   const Verdict dropped = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/dropped_clamp.cpu.crl"), "dropped");
   EXPECT_EQ(dropped.status, VerdictStatus::kMismatch) << explain(dropped);
   EXPECT_NE(dropped.message.find("edge trial"), std::string::npos) << explain(dropped);
@@ -107,7 +107,7 @@ TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsAnEdgeTrial) {
 
 // The evaluator's secret: two evaluations of one task draw different inputs unless a seed is given.
 TEST(AttackTest, EveryEvaluationDrawsFreshSecretInputs) {
-  Evaluator other(quick_options(Backend::cpu), fixture_compiler("attack_test"));
+  Evaluator other(quick_options(Backend::cpu), fixture_compiler());
   const ProgramText program = testing::relu_candidate("same_as_reference");
   const Verdict a = evaluator().evaluate(fixture_suite().find("level1/019_relu"), program, "a");
   const Verdict b = other.evaluate(fixture_suite().find("level1/019_relu"), program, "b");

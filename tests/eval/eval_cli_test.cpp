@@ -7,6 +7,7 @@
 #include "core/subprocess.h"
 #include "eval/scratch_dir.h"
 #include "eval/verdict_table.h"
+#include "shared_test_cache.h"
 
 namespace crl::eval {
 namespace {
@@ -28,7 +29,7 @@ nlohmann::json json_of(const CommandResult& r) {
   return nlohmann::json::parse(r.output.substr(begin));
 }
 
-const std::string kCache = std::string(CRL_BINARY_DIR) + "/test-cache/eval_cli_test";
+const std::string kCache = crl::testing::shared_test_cache_dir();
 
 TEST(CrlEvalCli, OkCandidateExitsZeroWithAJsonVerdict) {
   const auto r = crl_eval({"--task", "level1/019_relu", "--json", kFixtures + "/relu/same_as_reference.crl"}, kCache);

@@ -8,6 +8,7 @@
 #include "compile/compiler.h"
 #include "eval/evaluator.h"
 #include "program/program_text.h"
+#include "shared_test_cache.h"
 #include "suite/suite.h"
 
 namespace crl::eval::testing {
@@ -23,11 +24,11 @@ inline ProgramText relu_candidate(const std::string& name) {
   return load_program_file(fixture_dir() + "/relu/" + name + ".crl");
 }
 
-// One compiler per test binary: its cache lives in the build tree, so reruns are fast.
-inline Compiler& fixture_compiler(const std::string& cache_name) {
-  static Compiler compiler([&] {
+// One compiler per test binary, over the tests' shared cache in the build tree (reruns are fast).
+inline Compiler& fixture_compiler() {
+  static Compiler compiler([] {
     CompilerOptions o;
-    o.cache_dir = std::string(CRL_BINARY_DIR) + "/test-cache/" + cache_name;
+    o.cache_dir = crl::testing::shared_test_cache_dir();
     return o;
   }());
   return compiler;

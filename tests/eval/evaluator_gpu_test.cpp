@@ -27,7 +27,7 @@ class GpuEvaluatorTest : public ::testing::Test {
     if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU visible: the CUDA backend cannot run here";
   }
   static Evaluator& evaluator() {
-    static Evaluator e(quick_options(Backend::cuda), fixture_compiler("evaluator_gpu_test"));
+    static Evaluator e(quick_options(Backend::cuda), fixture_compiler());
     return e;
   }
   static Verdict evaluate(const std::string& fixture) {
@@ -51,7 +51,7 @@ TEST_F(GpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithANarrowCiContainingOn
 TEST_F(GpuEvaluatorTest, TheReferenceReplayedAsACudaGraphIsABaseline) {
   EvalOptions o = quick_options(Backend::cuda);
   o.baseline = "cuda_graph";
-  Evaluator e(o, fixture_compiler("evaluator_gpu_test"));
+  Evaluator e(o, fixture_compiler());
   const Verdict v = e.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate("same_as_reference"), "graph");
   ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
   EXPECT_EQ(v.baseline, "cuda_graph");

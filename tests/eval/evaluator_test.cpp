@@ -21,7 +21,7 @@ using testing::relu_candidate;
 class CpuEvaluatorTest : public ::testing::Test {
  protected:
   static Evaluator& evaluator() {
-    static Evaluator e(quick_options(Backend::cpu), fixture_compiler("evaluator_test"));
+    static Evaluator e(quick_options(Backend::cpu), fixture_compiler());
     return e;
   }
   static Verdict evaluate(const std::string& fixture) {

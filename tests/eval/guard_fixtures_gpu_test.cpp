@@ -29,14 +29,14 @@ class GpuGuardFixturesTest : public ::testing::Test {
   }
   static Verdict evaluate(const std::string& file, bool remeasure_everything = false,
                           const std::string& task = "level1/019_relu") {
-    static Evaluator plain(quick_options(Backend::cuda), fixture_compiler("guard_fixtures_gpu_test"));
+    static Evaluator plain(quick_options(Backend::cuda), fixture_compiler());
     static Evaluator remeasuring(
         [] {
           EvalOptions o = quick_options(Backend::cuda);
           o.remeasure_above_speedup = 0;
           return o;
         }(),
-        fixture_compiler("guard_fixtures_gpu_test"));
+        fixture_compiler());
     Evaluator& e = remeasure_everything ? remeasuring : plain;
     return e.evaluate(fixture_suite().find(task), load_program_file(fixture_dir() + "/hacks/" + file + ".cuda.crl"),
                       file);

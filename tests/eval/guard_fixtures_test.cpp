@@ -24,14 +24,14 @@ std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = false,
                          const std::string& task = "level1/019_relu") {
   // One evaluator per option set; the compile cache is shared.
-  static Evaluator plain(quick_options(Backend::cpu), fixture_compiler("guard_fixtures_test"));
+  static Evaluator plain(quick_options(Backend::cpu), fixture_compiler());
   static Evaluator remeasuring(
       [] {
         EvalOptions o = quick_options(Backend::cpu);
         o.remeasure_above_speedup = 0;  // every speedup is re-measured
         return o;
       }(),
-      fixture_compiler("guard_fixtures_test"));
+      fixture_compiler());
   Evaluator& e = remeasure_everything ? remeasuring : plain;
   return e.evaluate(fixture_suite().find(task), load_program_file(fixture_dir() + "/hacks/" + file + ".cpu.crl"), file);
 }
@@ -177,7 +177,7 @@ TEST(GuardFixturesTest, CudaFixturesCompileAndOnlyTheTimerHackHasForbiddenSymbol
   for (const auto& file : files) {
     const std::string task = file.find("batch_copy") != std::string::npos ? "level2/001_row_mean" : "level1/019_relu";
     CompileRequest request{load_program_file(file), fixture_suite().find(task).spec.num_args(), Backend::cuda, "sm_90a"};
-    compiles.push_back(fixture_compiler("guard_fixtures_test").submit(std::move(request)));
+    compiles.push_back(fixture_compiler().submit(std::move(request)));
   }
   for (size_t i = 0; i < files.size(); ++i) {
     const CompileResult compiled = compiles[i].get();

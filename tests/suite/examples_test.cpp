@@ -10,6 +10,7 @@
 #include "compile/compiler.h"
 #include "compile/loaded_program.h"
 #include "program/arguments.h"
+#include "shared_test_cache.h"
 #include "suite/output_checks.h"
 #include "suite/suite.h"
 
@@ -42,7 +43,7 @@ const Task& task_of(const fs::path& example) {
 
 CompilerOptions test_compiler() {
   CompilerOptions o;
-  o.cache_dir = (fs::path(CRL_BINARY_DIR) / "test-cache" / "examples").string();
+  o.cache_dir = crl::testing::shared_test_cache_dir();
   return o;
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/subprocess.h"
+#include "shared_test_cache.h"
 
 namespace crl {
 namespace {
@@ -36,7 +37,7 @@ nlohmann::json json_of(const std::string& output) {
 CommandOptions with_suite_env() {
   CommandOptions o;
   o.timeout = std::chrono::minutes(15);
-  o.env["CRL_CACHE_DIR"] = (std::filesystem::path(CRL_BINARY_DIR) / "test-cache" / "tasks_cli").string();
+  o.env["CRL_CACHE_DIR"] = crl::testing::shared_test_cache_dir();
   return o;
 }
 
@@ -79,7 +80,7 @@ void expect_small_check_passes(int level, size_t expected_tasks) {
   const std::string out =
       (std::filesystem::path(CRL_BINARY_DIR) / ("tasks_check_small_level" + std::to_string(level) + ".json")).string();
   const auto r = run_command({CRL_EXE, "tasks", "check", "--scale", "small", "--level", std::to_string(level),
-                              "--backend", "cpu", "--timed-calls", "3", "--out", out},
+                              "--backend", "cpu", "--time-budget", "0", "--out", out},
                              with_suite_env());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::ifstream f(out);
@@ -98,7 +99,7 @@ TEST(TasksCli, CheckSmallLevel1PassesForEveryReference) {
   expect_small_check_passes(1, 100);
   // A second check finds every compile in the cache.
   const auto again = run_command({CRL_EXE, "tasks", "check", "--scale", "small", "--level", "1", "--category", "scan",
-                                  "--backend", "cpu", "--timed-calls", "1", "--json"},
+                                  "--backend", "cpu", "--time-budget", "0", "--json"},
                                  with_suite_env());
   ASSERT_EQ(again.exit_code, 0) << again.output;
   const auto cached = json_of(again.output);
