@@ -25,7 +25,8 @@ struct TasksOptions {
   std::vector<std::string> check_ids;  // check's --task (repeatable)
   bool json = false;
   uint64_t seed = 1;
-  int timed_calls = 5;
+  double time_budget = 2;
+  int cpu_threads = 0;
   size_t jobs = 0;
   std::string cache_dir;
 };
@@ -104,7 +105,8 @@ void run_check(const TasksOptions& o, int& exit_code) {
   const MachineReport machine = probe_machine();
   options.backend = o.backend.empty() ? (machine.gpus.empty() ? Backend::cpu : Backend::cuda) : parse_backend(o.backend);
   options.seed = o.seed;
-  options.timed_calls = o.timed_calls;
+  options.time_budget_seconds = o.time_budget;
+  options.cpu_threads = o.cpu_threads;
   options.compiler.jobs = o.jobs;
   options.compiler.cache_dir = o.cache_dir;
   spdlog::info("checking {} reference(s) at scale '{}' on {} (compiling in parallel first)", tasks.size(), o.scale,
@@ -120,11 +122,13 @@ void run_check(const TasksOptions& o, int& exit_code) {
   if (o.json) {
     std::cout << j.dump(2) << "\n";
   } else {
-    TextTable table({"id", "category", "status", "median", "GFLOP/s", "GB/s", "compile"});
+    TextTable table({"id", "category", "status", "median", "vs itself", "GFLOP/s", "GB/s", "compile"});
     for (const auto& r : report.results) {
       const bool timed = r.median_ms > 0;
       table.add_row({r.id, r.category, r.status + (r.degenerate_declared ? " (declared degenerate)" : ""),
-                     timed ? time_text(r.median_ms) : "-", timed ? fmt::format("{:.1f}", r.gflops_per_s) : "-",
+                     timed ? time_text(r.median_ms) : "-",
+                     timed ? fmt::format("{:.3f} ({:.3f}..{:.3f})", r.self_speedup, r.self_speedup_ci_low, r.self_speedup_ci_high) : "-",
+                     timed ? fmt::format("{:.1f}", r.gflops_per_s) : "-",
                      timed ? fmt::format("{:.1f}", r.gbytes_per_s) : "-",
                      r.cache_hit ? "cached" : fmt::format("{:.1f} s", r.compile_seconds)});
     }
@@ -172,8 +176,11 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   check->add_option("--backend", o.backend, "cpu or cuda (default: cuda when a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   check->add_option("--seed", o.seed, "Seed of runs 1 and 2 (run 3 uses a seed far from it)")->capture_default_str();
-  check->add_option("--timed-calls", o.timed_calls, "Calls timed per task (median reported)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+  check->add_option("--time-budget", o.time_budget,
+                    "Seconds of timing per task by the evaluator's timer (the reference judged against itself); 0: not timed")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  check->add_option("--cpu-threads", o.cpu_threads, "Intra-op threads of the evaluator's CPU workers (default: LibTorch's)")
+      ->check(CLI::NonNegativeNumber);
   check->add_option("--jobs", o.jobs, "Parallel compiles (default: hardware threads)");
   check->add_option("--cache-dir", o.cache_dir, "Compile cache (default: $CRL_CACHE_DIR, else ~/.cache/crl/compile)");
   check->add_flag("--json", o.json, "Print the report as JSON");

@@ -1,5 +1,6 @@
 // The reference check behind `crl tasks check`: parallel compiles, then each reference run three
-// times (twice from one seed, once from another), the degenerate-output rule, and a short timing.
+// times (twice from one seed, once from another), the degenerate-output rule, and its timing by the
+// evaluator (the reference judged against itself).
 #include "suite/reference_check.h"
 
 #include <ATen/ATen.h>
@@ -14,7 +15,7 @@
 
 #include "compile/loaded_program.h"
 #include "core/error.h"
-#include "core/statistics.h"
+#include "eval/evaluator.h"
 #include "program/arguments.h"
 #include "program/run_settings.h"
 
@@ -25,10 +26,6 @@ namespace {
 std::string log_excerpt(const std::string& log, size_t max_chars = 2000) {
   if (log.size() <= max_chars) return log;
   return log.substr(0, max_chars) + fmt::format("\n... ({} more bytes)", log.size() - max_chars);
-}
-
-void synchronize(Backend backend) {
-  if (backend == Backend::cuda) torch::cuda::synchronize();
 }
 
 at::Device device_for(Backend backend) {
@@ -106,20 +103,6 @@ ReferenceCheckResult check_compiled_reference(const Task& task, const std::strin
   result.findings = findings;
   outputs.clear();
 
-  // Timing: the median of a few calls on the same arguments (the runs above were the warm-up).
-  for (int i = 0; i < options.timed_calls; ++i) {
-    synchronize(options.backend);
-    const auto start = std::chrono::steady_clock::now();
-    { const auto timed = program.forward(args); synchronize(options.backend); }
-    const auto stop = std::chrono::steady_clock::now();
-    result.times_ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
-  }
-  result.median_ms = median(result.times_ms);
-  if (result.median_ms > 0) {
-    result.gflops_per_s = result.flops / (result.median_ms * 1e-3) / 1e9;
-    result.gbytes_per_s = result.bytes / (result.median_ms * 1e-3) / 1e9;
-  }
-
   result.degenerate_declared = !findings.empty() && declares_degenerate(spec);
   if (findings.empty() || result.degenerate_declared) {
     result.status = "ok";
@@ -136,6 +119,45 @@ ReferenceCheckResult check_compiled_reference(const Task& task, const std::strin
   return result;
 }
 
+namespace {
+
+// The evaluator's options for timing references: one trial (the check ran its own), no hack guards
+// (the program is the reference), the check's seed so that a check can be replayed.
+eval::EvalOptions timing_options(const ReferenceCheckOptions& options) {
+  eval::EvalOptions o;
+  o.backend = options.backend;
+  o.scale = options.scale;
+  o.trials = 1;
+  o.seed = options.seed;
+  o.hack_guards = false;
+  o.time_budget_seconds = options.time_budget_seconds;
+  o.cpu_threads = options.cpu_threads;
+  return o;
+}
+
+// Times a checked reference with the evaluator's timer; a reference the judge cannot time fails the
+// check (it is the reward's denominator).
+void time_with_evaluator(eval::Evaluator& evaluator, const Task& task, ReferenceCheckResult& result) {
+  const eval::Verdict v = evaluator.evaluate(task, task.program, "reference");
+  if (!v.ok()) {
+    result.status = "timing_error";
+    result.message = fmt::format("the reference judged against itself by the evaluator: {}: {}", v.status_text(), v.message);
+    return;
+  }
+  result.median_ms = v.reference_time.median_us / 1e3;
+  result.iqr_ms = v.reference_time.iqr_us / 1e3;
+  result.timed_pairs = v.reference_time.samples;
+  result.self_speedup = v.speedup;
+  result.self_speedup_ci_low = v.speedup_ci_low;
+  result.self_speedup_ci_high = v.speedup_ci_high;
+  if (result.median_ms > 0) {
+    result.gflops_per_s = result.flops / (result.median_ms * 1e-3) / 1e9;
+    result.gbytes_per_s = result.bytes / (result.median_ms * 1e-3) / 1e9;
+  }
+}
+
+}  // namespace
+
 ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, const ReferenceCheckOptions& options,
                                       const std::function<void(const ReferenceCheckResult&)>& progress) {
   const auto start = std::chrono::steady_clock::now();
@@ -143,12 +165,15 @@ ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, con
   report.scale = options.scale;
   report.backend = backend_name(options.backend);
   report.torch_version = TORCH_VERSION;
+  report.time_budget_seconds = options.time_budget_seconds;
   device_for(options.backend);  // fail early, before compiling anything, when the backend is unusable
   apply_program_run_settings();  // the numerics the evaluator's workers run references with
   for (const Task* task : tasks) task->spec.scale_variables(options.scale);  // every task has the scale
 
   // All compiles go to the pool at once, so the node's cores stay busy; runs then go one at a time.
   Compiler compiler(options.compiler);
+  std::unique_ptr<eval::Evaluator> evaluator;
+  if (options.time_budget_seconds > 0) evaluator = std::make_unique<eval::Evaluator>(timing_options(options), compiler);
   std::vector<std::future<CompileResult>> compiles;
   compiles.reserve(tasks.size());
   for (const Task* task : tasks) {
@@ -176,6 +201,7 @@ ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, con
     } else {
       try {
         result = check_compiled_reference(task, compiled.library_path, options);
+        if (result.ok() && evaluator) time_with_evaluator(*evaluator, task, result);
       } catch (const Error& e) {
         result.id = task.id;
         result.category = task.spec.category;
@@ -211,8 +237,11 @@ nlohmann::json to_json(const ReferenceCheckResult& r) {
   j["bitwise_deterministic"] = r.bitwise_deterministic;
   j["compile_seconds"] = r.compile_seconds;
   j["cache_hit"] = r.cache_hit;
-  j["times_ms"] = r.times_ms;
   j["median_ms"] = r.median_ms;
+  j["iqr_ms"] = r.iqr_ms;
+  j["timed_pairs"] = r.timed_pairs;
+  j["self_speedup"] = r.self_speedup;
+  j["self_speedup_ci"] = {r.self_speedup_ci_low, r.self_speedup_ci_high};
   j["flops"] = r.flops;
   j["bytes"] = r.bytes;
   j["gflops_per_s"] = r.gflops_per_s;
@@ -229,6 +258,7 @@ nlohmann::json to_json(const ReferenceCheckReport& report) {
   j["device"] = report.device_name;
   j["torch_version"] = report.torch_version;
   j["seconds"] = report.seconds;
+  j["time_budget_seconds"] = report.time_budget_seconds;
   j["tasks"] = report.results.size();
   j["failures"] = report.failures();
   j["results"] = nlohmann::json::array();

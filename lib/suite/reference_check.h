@@ -1,5 +1,6 @@
 // `crl tasks check`: compile every selected reference, run it in-process, prove it deterministic,
-// apply the degenerate-output rule and time it.
+// apply the degenerate-output rule, and time it with the evaluator's own timer (the reference
+// judged against itself), so that a published baseline is the time the reward divides by.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,7 +24,10 @@ struct ReferenceCheckOptions {
   // small seeds (both at most the number of arguments) can give the same tensors in swapped places,
   // and a symmetric operation (a loss of two inputs) would then look seed-independent.
   uint64_t other_seed_offset = 1000003;
-  int timed_calls = 5;        // the median of these is the reported time
+  // Timing: the reference judged against itself by eval::Evaluator (its judge, its timing workers,
+  // fresh inputs per call, caches flushed), for at most this many seconds per task; 0: not timed.
+  double time_budget_seconds = 2;
+  int cpu_threads = 0;        // intra-op threads of the evaluator's CPU workers; 0: LibTorch's default
   DegenerateRule rule;
   CompilerOptions compiler;   // cache folder, pool size, CUDA arch
 };
@@ -42,8 +46,11 @@ struct ReferenceCheckResult {
   bool bitwise_deterministic = true;
   double compile_seconds = 0;
   bool cache_hit = false;
-  std::vector<double> times_ms;         // each timed call
-  double median_ms = 0;
+  // From the evaluator's timing (0 when not timed): the reference's time per call, and the speedup
+  // of the reference judged against itself with its 95% interval (1.00 when the timer is fair).
+  double median_ms = 0, iqr_ms = 0;
+  int timed_pairs = 0;
+  double self_speedup = 0, self_speedup_ci_low = 0, self_speedup_ci_high = 0;
   double flops = 0, bytes = 0;          // per call, at the scale
   double gflops_per_s = 0, gbytes_per_s = 0;
   std::vector<std::vector<int64_t>> output_shapes;
@@ -54,6 +61,7 @@ struct ReferenceCheckResult {
 struct ReferenceCheckReport {
   std::string scale, backend, device_name, torch_version;
   double seconds = 0;  // wall time of the whole check
+  double time_budget_seconds = 0;  // the evaluator's timing budget per task (0: not timed)
   std::vector<ReferenceCheckResult> results;
   size_t failures() const;
 };
