@@ -17,6 +17,12 @@
 #       the same rows, with a kernel profile of an eager batch-1 run, into generate_bench.json
 #       (HF_STATIC=1: also transformers' static compiled cache, up to 180 s more); step
 #       `generate_fused` the crl rows again with the fused inference kernels.
+#   tools/gpu-measure.sh report               judges the seed data's CUDA programs (jobs/data/seed/cuda.jsonl)
+#       at full scale against the eager reference (step seed_eager) and against the reference
+#       replayed as CUDA graphs (step seed_cuda_graph) into seed_cuda_{eager,cuda_graph}_h200.h5,
+#       then `crl report` of both side by side (step report): issue #17's baseline table from real
+#       files. Each judging step may need a call of its own: a file found in results/gpu-measure/
+#       (copied back from an earlier call's archive, and carried) is used instead of judging again.
 # ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
 # warm machine whose build tree survived), so one measurement can span two device calls.
 set -uo pipefail
@@ -128,8 +134,21 @@ generate)
   CRL_BENCH_FUSED=1 step generate_fused 240 python3 tools/bench/hf_generate.py --out "$LOGS/generate_fused" \
     --bench "$BUILD_DIR/bench/bench_generate" --skip-hf --profile 32
   ;;
+report)
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
+  for baseline in eager cuda_graph; do
+    h5="$LOGS/seed_cuda_${baseline}_h200.h5"
+    if [ -f "results/gpu-measure/seed_cuda_${baseline}_h200.h5" ]; then  # judged by an earlier call
+      cp "results/gpu-measure/seed_cuda_${baseline}_h200.h5" "$h5"; continue
+    fi
+    step "seed_$baseline" 560 "$BUILD_DIR/apps/crl/crl" eval jobs/data/seed/cuda.jsonl --backend cuda \
+      --baseline "$baseline" --trials 2 --time-budget "${REPORT_BUDGET:-1}" --compile-ahead 8 --h5 "$h5"
+  done
+  step report 120 "$BUILD_DIR/apps/crl/crl" report "$LOGS/seed_cuda_eager_h200.h5" "$LOGS/seed_cuda_cuda_graph_h200.h5" \
+    --out "$LOGS/report_seed_cuda"
+  ;;
 *)
-  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate" >&2
+  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate | report" >&2
   exit 2
   ;;
 esac

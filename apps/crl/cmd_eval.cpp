@@ -1,7 +1,7 @@
 // `crl eval`: judge candidate programs against the task suite: compile, verify, time, verdict.
 //   crl eval --task level1/019_relu cand.crl        one candidate against one task
 //   crl eval candidates/                            every <dir>/<level>/<task>/*.crl (or --task for all)
-//   crl eval rollouts.jsonl                         lines {"task": ..., "program": ..., "id": ...}
+//   crl eval rollouts.jsonl                         lines {"task", "program" or "completion", "id"}
 //   crl eval --slice 2/8 ...                        the third of 8 equal runs of the candidates (a job array task)
 // A table on the terminal, --json for scripts, --h5 for a results file; exit 0 when every verdict
 // is ok, 1 when some is not, 3 for bad input.
@@ -28,6 +28,7 @@
 #include "eval/evaluator.h"
 #include "eval/verdict_table.h"
 #include "program/program_text.h"
+#include "rl/sft_data.h"
 #include "suite/suite.h"
 
 #if CRL_HAVE_CUDA
@@ -106,29 +107,12 @@ std::string task_of_path(const std::string& relative, const std::string& folder)
   return id;
 }
 
-std::vector<Candidate> read_jsonl(const std::string& path, const std::string& default_task) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot read the candidates file");
+// JSONL candidates in the SFT data's format (rl/sft_data.h): {task, program} or {task, completion}
+// (the completion's last fenced block), with an optional id; `crl data validate` reads the same.
+std::vector<Candidate> read_jsonl(const std::string& path) {
   std::vector<Candidate> out;
-  std::string line;
-  int line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = fmt::format("{}:{}", path, line_number);
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object()) throw InputError(where + ": not a JSON object");
-    if (!j.contains("program") || !j["program"].is_string()) throw InputError(where + ": field 'program' (string) is missing");
-    Candidate c;
-    c.task_id = j.contains("task") && j["task"].is_string() ? j["task"].get<std::string>() : default_task;
-    if (c.task_id.empty()) throw InputError(where + ": field 'task' is missing (or give --task)");
-    if (j.contains("id")) {
-      c.name = j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();
-    } else {
-      c.name = fmt::format("line {}", line_number);
-    }
-    c.program = parse_program_text(j["program"].get<std::string>(), where);
-    out.push_back(std::move(c));
+  for (const rl::SftExample& e : rl::read_sft_jsonl(path)) {
+    out.push_back({e.task, e.id, parse_program_text(e.program, fmt::format("{}:{}", path, e.line))});
   }
   return out;
 }
@@ -143,7 +127,7 @@ std::vector<Candidate> collect_candidates(const EvalCommandOptions& o) {
         out.push_back({o.task.empty() ? task_of_path(rel, input) : o.task, rel, load_program_file(input + "/" + rel)});
       }
     } else if (ends_with(input, ".jsonl")) {
-      auto lines = read_jsonl(input, o.task);
+      auto lines = read_jsonl(input);
       for (auto& c : lines) out.push_back(std::move(c));
     } else {
       // A candidate that cannot be read is bad input (exit 3), like one that does not parse.
@@ -299,7 +283,7 @@ int run_eval(const EvalCommandOptions& o) {
 void add_eval_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("eval", "Judge candidate programs: compile, verify against the reference, time, verdict");
   static EvalCommandOptions o;
-  cmd->add_option("candidates", o.inputs, "A .crl file (with --task), a folder of them, or a .jsonl of {task, program, id}")
+  cmd->add_option("candidates", o.inputs, "A .crl file (with --task), a folder of them, or a .jsonl of {task, program or completion, id}")
       ->required();
   cmd->add_option("--task", o.task, "The task every candidate is for (e.g. level1/019_relu)");
   cmd->add_option("--suite,--suite-dir", o.suite_dir, "The task suite folder (default: $CRL_SUITE_DIR or the source tree's)");

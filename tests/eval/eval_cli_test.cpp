@@ -46,8 +46,10 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
   const std::string jsonl = dir.file("candidates.jsonl");
   {
     std::ofstream out(jsonl);
+    // One line as a completion (its last fenced block is the program), one as a bare program.
     out << nlohmann::json{{"task", "level1/019_relu"}, {"id", "good"},
-                          {"program", "// crl:host\nat::Tensor forward(const at::Tensor& x) { return at::relu(x); }\n"}}
+                          {"completion", "1. Analysis: one pass.\n\n```\n// crl:host\nat::Tensor forward(const at::Tensor& x) { "
+                                         "return at::relu(x); }\n```\n"}}
                .dump()
         << "\n";
     out << nlohmann::json{{"task", "level1/019_relu"}, {"id", "bad"},
@@ -68,6 +70,9 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
   // Each verdict's program and the file's provenance are kept with it.
   const results::ResultsReader reader(h5);
   EXPECT_NE(reader.text("verdict_program", 1).value_or("").find("x.abs()"), std::string::npos);
+  const std::string from_completion = reader.text("verdict_program", 0).value_or("");
+  EXPECT_NE(from_completion.find("at::relu(x)"), std::string::npos) << from_completion;
+  EXPECT_EQ(from_completion.find("Analysis"), std::string::npos) << "the completion's block, not its prose";
   EXPECT_EQ(verdicts[0].baseline, "eager");
   EXPECT_FALSE(reader.meta("git_commit").empty());
   EXPECT_EQ(reader.meta_json("eval_options").at("baseline"), "eager");
