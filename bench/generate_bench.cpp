@@ -53,8 +53,12 @@ struct BenchSetup {
   std::unique_ptr<GenerationEngine> engine;
 };
 
+// Destroyed by main() before the process exits: a static's destructor would free CUDA tensors and
+// graphs after the CUDA runtime unloaded ("driver shutting down", an abort at exit).
+std::unique_ptr<BenchSetup> g_setup;
+
 BenchSetup& setup() {
-  static std::unique_ptr<BenchSetup> s;
+  std::unique_ptr<BenchSetup>& s = g_setup;
   if (!s) {
     s = std::make_unique<BenchSetup>();
     s->model_dir = env_or("CRL_BENCH_MODEL", std::string(CRL_SOURCE_DIR) + "/tests/data/policy/models/qwen2_gqa2_tied");
@@ -205,3 +209,12 @@ BENCHMARK(BM_GroupMixed)->Unit(benchmark::kMillisecond)->UseRealTime()->Iteratio
 BENCHMARK(BM_GroupMixedBaseline)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  g_setup.reset();  // while the CUDA runtime is still loaded
+  benchmark::Shutdown();
+  return 0;
+}

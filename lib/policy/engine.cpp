@@ -379,6 +379,10 @@ GenerationResult GenerationEngine::run(const std::vector<GenerationRequest>& req
   model_->eval();
   if (const uint64_t signature = model_signature(); signature != graph_signature_) {
     graphs_.clear();
+    // A fresh pool handle for the new graphs: the allocator keeps a pool whose graphs are all gone
+    // with a use count of 0, and capturing into it again fails its assert (use_count > 0). The old
+    // pool is left to the allocator, which frees it with the rest of its cache.
+    graph_pool_.reset();
     graph_signature_ = signature;
   }
 
