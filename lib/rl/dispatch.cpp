@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/mpi_check.h"
+#include "dist/mpi_check.h"
 
 namespace crl::rl {
 
