@@ -13,6 +13,7 @@
 #include <future>
 
 #include "compile/loaded_program.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/statistics.h"
 #include "program/arguments.h"
@@ -193,7 +194,7 @@ ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, con
     if (progress) progress(result);
     report.results.push_back(std::move(result));
   }
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = seconds_since(start);
   return report;
 }
 
