@@ -22,6 +22,7 @@
 #endif
 
 #include "compile/compiler.h"
+#include "core/clock.h"
 #include "eval/evaluator.h"
 #include "eval/output_comparison.h"
 #include "eval/scratch_dir.h"
@@ -110,7 +111,7 @@ void BM_EvaluationsPerMinute(benchmark::State& state) {
     }
     const auto start = std::chrono::steady_clock::now();
     for (const Verdict& v : evaluator.evaluate_all(jobs, window)) ++statuses[v.status_text()];
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds += crl::seconds_since(start);
     ++round;
   }
   state.counters["evaluations_per_minute"] = 60.0 * 20 * round / seconds;
@@ -139,7 +140,7 @@ void BM_GroupOfSixteen(benchmark::State& state) {
     }
     const auto start = std::chrono::steady_clock::now();
     for (const Verdict& v : evaluator.evaluate_all(jobs, 8)) ok += v.ok() ? 1 : 0;
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    seconds += crl::seconds_since(start);
   }
   state.counters["evaluations_per_minute"] = 60.0 * 16 / seconds;
   state.counters["seconds_per_evaluation"] = seconds / 16;

@@ -185,7 +185,7 @@ void BM_GradAllReduce(benchmark::State& state) {
     state.PauseTiming();
     sync_all(*s.comm);
     state.ResumeTiming();
-    reducer.begin_step();  // zeroes the buckets, as every training step does
+    reducer.begin_step();  // as every training step does (no zeroing: launch() zeroes the slots no gradient reached)
     reducer.finish();      // no backward ran: launches every bucket, waits
     if (on_gpu()) torch::cuda::synchronize();
   }

@@ -83,6 +83,20 @@ endif()
 # Torch's own flags (the C++ ABI) apply to everything, so std::string crosses library edges.
 string(APPEND CMAKE_CXX_FLAGS " ${TORCH_CXX_FLAGS}")
 
+# Whether this build has CUDA and NCCL, for every file (a build fact; linking is per module).
+if(CRL_HAVE_CUDA)
+  add_compile_definitions(CRL_HAVE_CUDA=1)
+endif()
+if(CRL_HAVE_NCCL)
+  add_compile_definitions(CRL_HAVE_NCCL=1)
+endif()
+
+# MPI for the modules that call it; mpi.h must not drag in the deprecated MPI C++ bindings (they
+# need libmpi_cxx).
+add_library(crl_mpi INTERFACE)
+target_link_libraries(crl_mpi INTERFACE MPI::MPI_C)
+target_compile_definitions(crl_mpi INTERFACE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+
 # One HDF5 target, whichever way FindHDF5 reported it.
 if(NOT TARGET crl_hdf5)
   add_library(crl_hdf5 INTERFACE)

@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "core/process_env.h"
 #include "core/provenance.h"
+#include "machine/gpu_names.h"
 #include "core/text_table.h"
 #include "eval/evaluator.h"
 #include "eval/verdict_table.h"

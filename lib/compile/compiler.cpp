@@ -23,6 +23,7 @@
 #include "compile/program_abi.h"
 #include "compile/toolchain.h"
 #include "core/atomic_file.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/subprocess.h"
@@ -48,10 +49,6 @@ std::string default_compile_cache_dir() {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::vector<std::string> split_flags(const std::string& flags) {
   std::vector<std::string> out;

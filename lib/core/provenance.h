@@ -1,19 +1,12 @@
-// Where a result came from, for the /meta of every results file: crl's git commit and the GPUs.
+// Where a result came from, for the /meta of every results file: crl's git commit (the GPUs'
+// names come from machine/gpu_names.h, which links the CUDA runtime; core does not).
 #pragma once
 
 #include <string>
-#include <vector>
 
 namespace crl {
 
 // The commit crl was built from (`git rev-parse HEAD` in its source tree), or "unknown".
 std::string git_commit();
-
-// The name of GPU `index` modulo the visible count ("NVIDIA H200"), "cpu" on the CPU backend, or
-// "cuda (unknown)" when no GPU answers.
-std::string device_name(const std::string& backend, int index);
-
-// Every visible GPU's name (empty without CUDA or GPUs).
-std::vector<std::string> visible_gpu_names();
 
 }  // namespace crl

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/mpi_check.h"
+#include "dist/mpi_check.h"
 #include "dist/mpi_roles.h"
 
 #ifdef CRL_HAVE_NCCL
@@ -19,7 +19,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "core/nccl_check.h"
+#include "dist/nccl_check.h"
 #endif
 
 namespace crl::dist {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "core/mpi_check.h"
+#include "dist/mpi_check.h"
 
 namespace crl::dist {
 

@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "eval/exchange.h"
@@ -30,10 +31,6 @@ namespace crl::eval {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
@@ -106,12 +103,6 @@ std::variant<Message, WorkerFailure> ask(WorkerProcess& worker, const Message& r
   } catch (const InputError& e) {
     return WorkerFailure{VerdictStatus::kCrash, fmt::format("{}: the worker sent a malformed reply ({})", during, e.what())};
   }
-}
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
-  return values[values.size() / 2];
 }
 
 }  // namespace
@@ -688,7 +679,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         if (!std::holds_alternative<Message>(r)) return std::nullopt;
         samples.push_back(s * 1e6);
       }
-      return median_of(samples);
+      return median(samples);
     };
     const auto started = Clock::now();
     // The untimed warm-up batch of start_timing runs on real inputs (an index tensor holding

@@ -14,16 +14,6 @@
 
 namespace crl::eval {
 
-Tolerance default_tolerance(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat:
-    case at::kDouble: return {1e-4, 1e-4};
-    case at::kHalf:
-    case at::kBFloat16: return {1e-2, 1e-2};
-    default: return {0, 0};
-  }
-}
-
 namespace {
 
 std::string shape_text(const at::Tensor& t) {

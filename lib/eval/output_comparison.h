@@ -8,16 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "program/tolerance.h"
+
 namespace crl::eval {
 
-// |candidate - reference| <= atol + rtol * |reference|, element by element.
-struct Tolerance {
-  double atol = 1e-4;
-  double rtol = 1e-4;
-};
-
-// float32 (and float64) 1e-4, float16 and bfloat16 1e-2, integers and bool exact (0).
-Tolerance default_tolerance(at::ScalarType dtype);
+// Tolerances are the task format's (program/tolerance.h: crl::Tolerance, crl::default_tolerance).
+using Tolerance = crl::Tolerance;
 
 // An output as the judge sees it: the values (where they live: the CPU, or the GPU that the
 // judge compares on) and the device the program returned it on.

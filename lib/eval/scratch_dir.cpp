@@ -1,14 +1,13 @@
-// mkdtemp-made private folders and their nftw-based removal.
+// mkdtemp-made private folders, removed with core's remove_tree.
 #include "eval/scratch_dir.h"
 
-#include <ftw.h>
-#include <stdio.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <vector>
 
 #include "core/error.h"
+#include "core/remove_tree.h"
 
 namespace crl::eval {
 
@@ -25,14 +24,7 @@ ScratchDir::ScratchDir(const std::string& prefix, const std::string& parent) {
   path_ = buffer.data();
 }
 
-ScratchDir::~ScratchDir() { remove_tree(path_); }
+ScratchDir::~ScratchDir() { crl::remove_tree(path_); }
 
-void remove_tree(const std::string& path) {
-  if (path.empty() || path == "/") return;
-  nftw(
-      path.c_str(),
-      [](const char* file, const struct stat*, int, struct FTW*) { return ::remove(file) == 0 ? 0 : 0; }, 32,
-      FTW_DEPTH | FTW_PHYS);
-}
 
 }  // namespace crl::eval

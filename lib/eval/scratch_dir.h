@@ -1,6 +1,6 @@
 // A private temporary folder (mkdtemp, mode 0700) removed with everything in it when dropped.
-// Removal uses nftw, not std::filesystem::remove_all: libtorch.so exports its own copy of the
-// std::filesystem symbols, and in a process that links it that remove_all crashes (null call).
+// Removal is core's remove_tree (see remove_tree.h for why std::filesystem::remove_all is safe in
+// crl's LibTorch processes).
 #pragma once
 
 #include <string>
@@ -20,8 +20,5 @@ class ScratchDir {
  private:
   std::string path_;
 };
-
-// Removes `path` and everything under it, not following symlinks; a missing path is fine.
-void remove_tree(const std::string& path);
 
 }  // namespace crl::eval

@@ -18,8 +18,6 @@ double quantile(std::vector<double> values, double q) {
   return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
 }
 
-double median(std::vector<double> values) { return quantile(std::move(values), 0.5); }
-
 TimeSummary summarize_times(const std::vector<double>& times_us) {
   TimeSummary t;
   t.samples = static_cast<int>(times_us.size());
@@ -35,17 +33,12 @@ double SpeedupEstimate::relative_half_width() const {
 
 namespace {
 
-// The median of values[idx[0..n)] using `scratch`; nth_element keeps a resample O(n).
+// The median of values[idx[0..n)] using `scratch`, so a resample allocates nothing.
 double median_of(const std::vector<double>& values, const std::vector<uint32_t>& idx,
                  std::vector<double>& scratch) {
   scratch.resize(idx.size());
   for (size_t i = 0; i < idx.size(); ++i) scratch[i] = values[idx[i]];
-  const size_t mid = scratch.size() / 2;
-  std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(mid), scratch.end());
-  const double upper = scratch[mid];
-  if (scratch.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lower + upper) / 2.0;
+  return median_in_place(scratch);
 }
 
 }  // namespace

@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/statistics.h"  // median
 #include "eval/verdict.h"
 
 namespace crl::eval {
 
-double median(std::vector<double> values);            // 0 for an empty list
 double quantile(std::vector<double> values, double q);  // linear interpolation, q in [0, 1]
 TimeSummary summarize_times(const std::vector<double>& times_us);
 

@@ -9,11 +9,12 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/read_file.h"
+#include "core/remove_tree.h"
 #include "policy/config.h"
 #include "policy/safetensors.h"
 
@@ -27,6 +28,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kDone = "DONE";
+// The DONE manifest and trainer_state.json are small; anything larger is not crl's.
+constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;
 
 std::string step_name(int64_t step) { return fmt::format("step-{:08d}", step); }
 
@@ -41,14 +44,6 @@ std::string file_sha256(const fs::path& path) {
   }
   if (in.bad()) throw IoError(fmt::format("{}: read failed", path.string()));
   return hasher.hex();
-}
-
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("{}: cannot open for reading", path.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -100,7 +95,7 @@ CheckpointCheck check_one(const fs::path& dir) {
   }
   nlohmann::json manifest;
   try {
-    manifest = nlohmann::json::parse(read_text_file(done));
+    manifest = nlohmann::json::parse(read_file(done, "checkpoint DONE marker", kMaxJsonBytes));
     for (const auto& [name, hash] : manifest.at("sha256").items()) {
       const fs::path file = dir / name;
       if (name.find('/') != std::string::npos || name.empty() || name[0] == '.') {
@@ -139,7 +134,7 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) throw IoError(fmt::format("{}: cannot create the checkpoint root: {}", root.string(), ec.message()));
-  fs::remove_all(temp_dir, ec);
+  remove_tree(temp_dir);
   fs::create_directory(temp_dir, ec);
   if (ec) throw IoError(fmt::format("{}: cannot create: {}", temp_dir.string(), ec.message()));
 
@@ -188,11 +183,11 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
   if (fs::exists(final_dir)) {
     // A step saved twice (e.g. after a resume): the new one replaces it only once complete.
     const fs::path old_dir = root / (".old-" + step_name(contents.step));
-    fs::remove_all(old_dir, ec);
+    remove_tree(old_dir);
     fs::rename(final_dir, old_dir, ec);
     if (ec) throw IoError(fmt::format("{}: cannot move aside: {}", final_dir.string(), ec.message()));
     fs::rename(temp_dir, final_dir, ec);
-    fs::remove_all(old_dir);
+    remove_tree(old_dir);
   } else {
     fs::rename(temp_dir, final_dir, ec);
   }
@@ -235,7 +230,7 @@ std::optional<fs::path> find_latest_checkpoint(const fs::path& root, std::vector
 CheckpointState read_checkpoint_state(const fs::path& dir) {
   const fs::path state_file = dir / "trainer_state.json";
   try {
-    const nlohmann::json state = nlohmann::json::parse(read_text_file(state_file));
+    const nlohmann::json state = nlohmann::json::parse(read_file(state_file, "trainer state", kMaxJsonBytes));
     CheckpointState out;
     out.step = state.at("step").get<int64_t>();
     out.schedule = state.at("schedule");

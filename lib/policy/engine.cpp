@@ -13,6 +13,7 @@
 #include <deque>
 #include <set>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/statistics.h"
 
@@ -34,10 +35,6 @@ enum InputColumn : int64_t { kToken = 0, kPosition, kWriteSlot, kLength, kRandom
 constexpr int64_t kMaxSamples = int64_t{1} << 24;
 // Padded prompt tokens in one prefill pass at most (bounds its activations; a longer prompt runs alone).
 constexpr int64_t kPrefillTokens = 16384;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 void synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());

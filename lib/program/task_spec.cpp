@@ -430,9 +430,7 @@ double TaskSpec::bytes_at(const std::string& scale) const { return bytes.evaluat
 
 Tolerance TaskSpec::tolerance_for(at::ScalarType output_dtype) const {
   if (!at::isFloatingType(output_dtype) && !at::isComplexType(output_dtype)) return {0, 0};
-  if (tolerance) return *tolerance;
-  if (output_dtype == at::ScalarType::Half || output_dtype == at::ScalarType::BFloat16) return {1e-2, 1e-2};
-  return {1e-4, 1e-4};
+  return tolerance ? *tolerance : default_tolerance(output_dtype);
 }
 
 const TensorSpec& TaskSpec::arg(size_t index) const {

@@ -12,6 +12,7 @@
 
 #include "program/expression.h"
 #include "program/program_text.h"
+#include "program/tolerance.h"
 
 namespace crl {
 
@@ -44,11 +45,6 @@ struct EdgeSpec {
   std::string text;  // as written, e.g. "around(-1)"
 };
 
-struct Tolerance {
-  double atol = 0;
-  double rtol = 0;
-};
-
 struct TensorSpec {
   std::string name;
   std::vector<Expr> shape;
@@ -73,7 +69,7 @@ struct TaskSpec {
   std::vector<int64_t> shape_at(const TensorSpec& tensor, const std::string& scale) const;
   double flops_at(const std::string& scale) const;
   double bytes_at(const std::string& scale) const;
-  // The spec's tolerance for floating outputs (the format's default by dtype when it has none);
+  // The spec's tolerance for floating outputs (default_tolerance when it has none);
   // integer and bool outputs always get {0, 0}: they must match exactly.
   Tolerance tolerance_for(at::ScalarType output_dtype) const;
   // forward's arity: inputs, then params.

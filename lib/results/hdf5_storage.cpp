@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/hdf5_check.h"
+#include "results/hdf5_check.h"
 
 namespace crl::results::detail {
 

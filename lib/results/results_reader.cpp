@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "core/hdf5_check.h"
+#include "results/hdf5_check.h"
 #include "results/hdf5_storage.h"
 
 namespace crl::results {

@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "core/hdf5_check.h"
+#include "results/hdf5_check.h"
 #include "results/hdf5_storage.h"
 
 namespace crl::results {

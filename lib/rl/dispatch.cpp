@@ -9,8 +9,9 @@
 #include <chrono>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
-#include "core/mpi_check.h"
+#include "dist/mpi_check.h"
 
 namespace crl::rl {
 
@@ -194,7 +195,7 @@ nlohmann::json evaluator_loop(MPI_Comm world, const std::function<eval::Verdict(
       verdict.message = e.what();
       verdict.reward = 0;
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = seconds_since(start);
     request = {{"verdict", eval::to_json(verdict)}, {"work_id", w.work_id}, {"seconds", seconds}};
   }
 }

@@ -35,14 +35,17 @@
 #include <unistd.h>
 
 #include "compile/compiler.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
-#include "core/mpi_check.h"
+#include "dist/mpi_check.h"
 #include "core/process_env.h"
+#include "core/statistics.h"
 #include "dist/communicator.h"
 #include "dist/mpi_roles.h"
 #include "eval/evaluator.h"
 #include "core/provenance.h"
+#include "machine/gpu_names.h"
 #include "policy/checkpoint.h"
 #include "policy/config.h"
 #include "policy/generate.h"
@@ -74,8 +77,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // ---- collectives on strings -------------------------------------------------------------------
 
@@ -1052,7 +1053,7 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         std::vector<double> sorted = counted;
         std::sort(sorted.begin(), sorted.end());
         row.reward_mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(sorted.size());
-        row.reward_median = sorted.size() % 2 ? sorted[sorted.size() / 2] : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+        row.reward_median = median(sorted);
         row.reward_max = sorted.back();
       }
       row.seconds_evaluate = evaluate_seconds;

@@ -9,7 +9,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/cuda_check.h"
+#include "compile/cuda_check.h"
 #include "core/error.h"
 
 namespace crl::rl::cuda {

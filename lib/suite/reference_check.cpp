@@ -14,6 +14,7 @@
 #include <future>
 
 #include "compile/loaded_program.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "eval/evaluator.h"
 #include "program/arguments.h"
@@ -219,7 +220,7 @@ ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, con
     if (progress) progress(result);
     report.results.push_back(std::move(result));
   }
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = seconds_since(start);
   return report;
 }
 

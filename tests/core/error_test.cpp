@@ -1,10 +1,9 @@
-// Tests that check helpers throw typed errors naming the call, file, rank and host.
+// Tests of crl's typed errors and of the launch place (rank, host) they name.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "core/error.h"
-#include "core/hdf5_check.h"
 #include "core/process_env.h"
 
 namespace crl {
@@ -37,27 +36,6 @@ TEST(ProcessEnv, SrunNeedsAStepId) {
   unsetenv("SLURM_PROCID");
   unsetenv("SLURM_STEP_ID");
   unsetenv("SLURM_NTASKS");
-}
-
-TEST(ApiChecks, Hdf5FailureCarriesCallAndErrorStack) {
-  hdf5_silence_default_printing();
-  try {
-    CRL_H5_CHECK(H5Fopen("/nonexistent/crl.h5", H5F_ACC_RDONLY, H5P_DEFAULT));
-    FAIL() << "expected an ApiError";
-  } catch (const ApiError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(e.api(), "HDF5");
-    EXPECT_NE(msg.find("H5Fopen"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("error_test.cpp"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("host "), std::string::npos) << msg;
-    EXPECT_NE(msg.find("#0"), std::string::npos) << "HDF5's stack is missing: " << msg;
-  }
-}
-
-TEST(ApiChecks, Hdf5SuccessReturnsTheValue) {
-  const hid_t space = CRL_H5_CHECK(H5Screate(H5S_SCALAR));
-  EXPECT_GE(space, 0);
-  EXPECT_GE(CRL_H5_CHECK(H5Sclose(space)), 0);
 }
 
 TEST(Errors, IoErrorNamesPathAndReason) {

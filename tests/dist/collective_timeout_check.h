@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "core/clock.h"
 #include "core/subprocess.h"
 #include "data_parallel_check.h"
 
@@ -22,7 +23,7 @@ inline void expect_peer_fails_in_time(const std::string& mode, const std::string
   options.timeout = std::chrono::seconds(100);  // the silent rank sleeps 120 s: waiting for it fails this
   const auto start = std::chrono::steady_clock::now();
   const auto result = crl::run_command(argv, options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = crl::seconds_since(start);
   EXPECT_FALSE(result.ok()) << result.output;
   EXPECT_LT(seconds, 60.0) << "the job waited for the rank that never joined\n" << result.output;
   for (const std::string& expected : {std::string("CollectiveError after"), collective,

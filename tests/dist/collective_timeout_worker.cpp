@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/mpi_roles.h"
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
         comm->all_reduce_scalar(1.0);
       }
     } catch (const crl::dist::CollectiveError& e) {
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double waited = crl::seconds_since(start);
       std::cerr << "collective_timeout_worker: CollectiveError after " << waited << " s: " << e.what() << std::endl;
       return 1;
     }

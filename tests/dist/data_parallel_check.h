@@ -10,11 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/read_file.h"
+#include "core/remove_tree.h"
 #include "core/subprocess.h"
 #include "policy/safetensors.h"
 
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 
 inline fs::path fresh_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("crl_dist_test_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  remove_tree(dir);
   fs::create_directories(dir);
   return dir;
 }
@@ -75,9 +76,8 @@ inline void expect_data_parallel_agrees(const std::string& device, const std::st
     EXPECT_TRUE(torch::allclose(t, single.at(name), rtol, atol))
         << name << ": 2 ranks vs 1 rank max diff " << (t - single.at(name)).abs().max().item<float>();
   }
-  nlohmann::json stats2, stats1;
-  std::ifstream(two / "rank-0.json") >> stats2;
-  std::ifstream(one / "rank-0.json") >> stats1;
+  const auto stats2 = nlohmann::json::parse(read_file(two / "rank-0.json", "2-rank statistics"));
+  const auto stats1 = nlohmann::json::parse(read_file(one / "rank-0.json", "1-rank statistics"));
   EXPECT_EQ(stats2["backend"], backend);
   for (size_t s = 0; s < stats2["steps"].size(); ++s) {
     EXPECT_EQ(stats2["steps"][s]["tokens"], stats1["steps"][s]["tokens"]);
@@ -86,8 +86,8 @@ inline void expect_data_parallel_agrees(const std::string& device, const std::st
     EXPECT_GT(stats2["steps"][s]["buckets_during_backward"].get<int>(), 0);
     EXPECT_GT(stats2["steps"][s]["buckets"].get<int>(), 1);
   }
-  fs::remove_all(two);
-  fs::remove_all(one);
+  remove_tree(two);
+  remove_tree(one);
 }
 
 }  // namespace crl::dist::testing

@@ -93,6 +93,11 @@ def configs():
         put("fuzz_config_json", path.parent.name + ".json", path.read_text())
 
 
+def job_files():
+    for path in sorted((ROOT / "jobs").glob("*.yaml")):
+        put("fuzz_job_config", path.name, path.read_text())
+
+
 def frame(header, tensors):
     body = json.dumps(header).encode()
     out = struct.pack("<IIII", 0x46524C43, len(body), len(tensors), 0) + body
@@ -119,4 +124,5 @@ if __name__ == "__main__":
     safetensors()
     tokenizer()
     configs()
+    job_files()
     channel()

@@ -11,7 +11,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "core/hdf5_check.h"
+#include "results/hdf5_check.h"
 #include "results/hdf5_storage.h"
 #include "results/results_reader.h"
 #include "results/results_writer.h"

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/read_file.h"
 #include "core/remove_tree.h"
 
 namespace crl::results::testing {
@@ -33,12 +34,7 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
-inline std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+inline std::string read_bytes(const std::string& path) { return crl::read_file(path, "test file"); }
 
 inline void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -1,20 +1,9 @@
-// Error-string helpers behind the MPI and HDF5 check macros.
+// HDF5's error stack behind CRL_H5_CHECK (see hdf5_check.h).
+#include "results/hdf5_check.h"
+
 #include <fmt/format.h>
 
-#include "core/hdf5_check.h"
-#include "core/mpi_check.h"
-
 namespace crl {
-
-std::string mpi_error_string(int code) {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (!initialised) return fmt::format("MPI error code {} (MPI not initialised)", code);
-  char buf[MPI_MAX_ERROR_STRING] = {0};
-  int len = 0;
-  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return fmt::format("MPI error {}", code);
-  return std::string(buf, static_cast<size_t>(len));
-}
 
 namespace {
 herr_t collect_entry(unsigned n, const H5E_error2_t* e, void* out) {

@@ -1,7 +1,7 @@
 // Tests CRL_MPI_CHECK in its own program: MPI_Init changes the environment the other tests read.
 #include <gtest/gtest.h>
 
-#include "core/mpi_check.h"
+#include "dist/mpi_check.h"
 
 namespace crl {
 namespace {

@@ -1,0 +1,99 @@
+// The worker-side guard probes called directly on simulated hacks (CPU): each probe's own check
+// must fire on the hack it names, so a guard test cannot pass only because the ordinary trials
+// caught its fixture first (the end-to-end fixture tests accept "hack or mismatch").
+#include <gtest/gtest.h>
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "eval/guard_probe.h"
+#include "program/task_spec.h"
+
+namespace crl::eval {
+namespace {
+
+TaskSpec relu_spec() {
+  return parse_task_spec({true,
+                          "task: level1/000_guard_probe\ncategory: test\n"
+                          "inputs:\n  - {name: x, shape: [n], dtype: float32, init: randn}\n"
+                          "scales:\n  small: {n: 4096}\nflops: 0\nbytes: 0\n",
+                          1},
+                         "guard_probe_hacks_test");
+}
+
+// The relu task's one output: 4096 float32 values.
+const nlohmann::json kRequest = {{"seeds", {11, 12}}, {"settle_seconds", 0.0}, {"output_bytes", {4096 * 4}}};
+
+Message probe(const CandidateForward& candidate) {
+  return run_guard_probes(kRequest, relu_spec(), "small", at::Device(at::kCPU), candidate);
+}
+
+// The check named `name`, which must exist; `failed` says whether it must have failed.
+void expect_check(const Message& reply, const std::string& name, bool failed, const std::string& kind) {
+  for (const auto& check : reply.header.at("checks")) {
+    if (check.at("name") != name) continue;
+    EXPECT_EQ(check.at("passed").get<bool>(), !failed) << check.dump();
+    EXPECT_EQ(check.at("kind"), kind) << check.dump();
+    return;
+  }
+  ADD_FAILURE() << "no check '" << name << "' in " << reply.header.dump(2);
+}
+
+TEST(GuardProbeHacks, OutputSharingItsInputsMemoryIsAliasing) {
+  // relu computed in place would also mutate the input; a view of the input, written nowhere, is
+  // aliasing alone.
+  const Message reply = probe([](const std::vector<at::Tensor>& args, bool) {
+    return std::vector<at::Tensor>{args.at(0).view({-1})};
+  });
+  expect_check(reply, "aliasing", /*failed=*/true, "aliasing");
+  expect_check(reply, "input mutation", /*failed=*/false, "input_mutation");
+}
+
+TEST(GuardProbeHacks, OutputsSharingEachOthersMemoryIsAliasing) {
+  const Message reply = probe([](const std::vector<at::Tensor>& args, bool) {
+    const at::Tensor y = at::relu(args.at(0));
+    return std::vector<at::Tensor>{y, y.view({-1})};
+  });
+  expect_check(reply, "aliasing", /*failed=*/true, "aliasing");
+}
+
+TEST(GuardProbeHacks, ReluInPlaceOnTheInputIsInputMutation) {
+  const Message reply = probe([](const std::vector<at::Tensor>& args, bool) {
+    at::Tensor x = args.at(0);
+    x.relu_();
+    return std::vector<at::Tensor>{x.clone()};
+  });
+  expect_check(reply, "input mutation", /*failed=*/true, "input_mutation");
+  expect_check(reply, "aliasing", /*failed=*/false, "aliasing");
+}
+
+TEST(GuardProbeHacks, TheSameOutputReturnedAgainIsAnOutputCache) {
+  // Computes once and hands back the same tensor on every later call, whatever its inputs.
+  at::Tensor cached;
+  const Message reply = probe([&](const std::vector<at::Tensor>& args, bool) {
+    if (!cached.defined()) cached = at::relu(args.at(0));
+    return std::vector<at::Tensor>{cached};
+  });
+  expect_check(reply, "output reuse", /*failed=*/true, "output_cache");
+  // The judge then compares the same-addresses group with the reference's outputs for seed B: the
+  // cache returned seed A's values there.
+  const auto& groups = reply.header.at("groups");
+  ASSERT_GE(groups.size(), 1u) << reply.header.dump(2);
+  EXPECT_EQ(groups[0].at("kind"), "output_cache");
+  EXPECT_EQ(groups[0].at("seed_index"), 1);
+  ASSERT_GE(reply.tensors.size(), 1u);
+  EXPECT_TRUE(at::equal(reply.tensors[0].values, cached));
+}
+
+TEST(GuardProbeHacks, AnHonestForwardFailsNoneOfThem) {
+  const Message reply = probe([](const std::vector<at::Tensor>& args, bool) {
+    return std::vector<at::Tensor>{at::relu(args.at(0))};
+  });
+  expect_check(reply, "aliasing", false, "aliasing");
+  expect_check(reply, "input mutation", false, "input_mutation");
+  expect_check(reply, "output reuse", false, "output_cache");
+}
+
+}  // namespace
+}  // namespace crl::eval
