@@ -33,13 +33,15 @@ namespace {
 namespace fs = std::filesystem;
 
 // The tiny model: big enough to memorise the seed programs, small enough to train on two cores.
+// Hidden 256 (1.7 M parameters): at 128 the loss on the default's 12 SFT programs stalled near 4
+// after 45 steps, at 256 it reached 1.2 in the same steps and 0.02 after 144 steps of batch 2.
 policy::InitModelOptions tiny_model_options(const fs::path& out_dir, const fs::path& corpus) {
   policy::InitModelOptions o;
   o.out_dir = out_dir;
   o.corpus = corpus;
   o.vocab_size = 2048;
-  o.hidden_size = 128;
-  o.intermediate_size = 256;  // Qwen2's 5.4 x would triple the compute for little gain here
+  o.hidden_size = 256;
+  o.intermediate_size = 512;  // Qwen2's 5.4 x would triple the compute for little gain here
   o.layers = 2;
   o.heads = 4;
   o.kv_heads = 2;
