@@ -225,6 +225,10 @@ int run_default_job(const DefaultRunOptions& options, const std::string& self) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   }
+  // Shared-memory messages above the eager size are copied through the shared segment, not read
+  // across processes (CMA): in a container, the trainer's MPI_Probe and an evaluator's MPI_Send of
+  // a verdict once hung there for minutes; the default's messages are small, so this costs nothing.
+  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
   std::vector<std::string> argv = {mpirun,        "-np",   std::to_string(options.ranks), "--oversubscribe", "--bind-to", "none",
                                    self,          "run",   job.string(),                  "--model",         model.string(),
                                    "--run-dir",   run_dir.string()};
