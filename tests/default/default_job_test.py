@@ -70,7 +70,7 @@ def main():
     for s in SHORT:
         command += ["--set", s]
     start = time.time()
-    job = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1100)
+    job = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3500)
     print(job.stdout)
     print(f"crl run took {time.time() - start:.1f} s")
     if job.returncode != 0:
