@@ -8,9 +8,11 @@
 #include <iostream>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/default_job.h"
 #include "compile/compiler.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/process_env.h"
 #include "core/text_table.h"
 #include "eval/evaluator.h"
 #include "machine/machine_probe.h"
@@ -24,6 +26,10 @@ struct ValidateOptions {
   std::string input, out, suite_dir, backend, scale;
   int trials = 5;
   double time_budget = -1;
+  // The CPU workers' intra-op threads. Default: what each rank of the default job gets (the job
+  // gives its evaluators core_share of the node), so the stored speedups are what its evaluators
+  // measure; LibTorch's own default (every core) contends on a loaded machine.
+  int cpu_threads = core_share(DefaultRunOptions{}.ranks);
   bool json = false;
 };
 
@@ -39,6 +45,7 @@ int run_validate(const ValidateOptions& o) {
   options.scale = o.scale.empty() ? (options.backend == Backend::cuda ? "full" : "small") : o.scale;
   options.trials = o.trials;
   options.time_budget_seconds = o.time_budget >= 0 ? o.time_budget : (options.backend == Backend::cuda ? 10 : 3);
+  options.cpu_threads = o.cpu_threads;
   Compiler compiler;
   eval::Evaluator evaluator(options, compiler);
   const bool progress = isatty(STDERR_FILENO) != 0;
@@ -85,6 +92,9 @@ void add_data_command(CLI::App& app, int& exit_code) {
   validate->add_option("--scale", o->scale, "small or full (default: full on cuda, small on cpu)");
   validate->add_option("--trials", o->trials, "Correctness trials per program")->capture_default_str();
   validate->add_option("--time-budget", o->time_budget, "Seconds of timing per program (default 10 cuda, 3 cpu)");
+  validate->add_option("--cpu-threads", o->cpu_threads, "Intra-op threads of the CPU workers (default: a default-job rank's share of the cores)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   validate->add_flag("--json", o->json, "Print the per-line report as JSON");
   validate->callback([&exit_code, o] { exit_code = run_validate(*o); });
 }

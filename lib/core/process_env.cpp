@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 namespace crl {
 namespace {
@@ -21,6 +23,11 @@ int env_int(const char* name) {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::string(v) : fallback;
+}
+
+int core_share(int processes) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::max(1u, cores / static_cast<unsigned>(std::max(1, processes))));
 }
 
 std::string hostname() {

@@ -17,6 +17,10 @@ LaunchPlace launch_place();
 
 std::string hostname();
 
+// This process's share of the node's cores when `processes` processes split them evenly (at least
+// one): a rank's intra-op threads and compile jobs, so that the ranks of a node do not contend.
+int core_share(int processes);
+
 // Value of an environment variable, or `fallback` when unset.
 std::string env_or(const char* name, const std::string& fallback);
 

@@ -30,7 +30,6 @@
 #include <optional>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include <unistd.h>
 
@@ -452,8 +451,7 @@ void Job::open_results_file() {
 // ---- evaluators --------------------------------------------------------------------------------
 
 void Job::run_evaluator() {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned share = std::max(1u, cores / static_cast<unsigned>(std::max(1, roles_.local_size)));
+  const int share = core_share(roles_.local_size);
 #if CRL_HAVE_CUDA
   if (job_.backend == "cuda") {
     int count = 0;
@@ -461,7 +459,7 @@ void Job::run_evaluator() {
   }
 #endif
   CompilerOptions compiler_options;
-  compiler_options.jobs = share;  // the node's cores are shared by its ranks
+  compiler_options.jobs = static_cast<size_t>(share);  // the node's cores are shared by its ranks
   Compiler compiler(compiler_options);
   eval::EvalOptions options;
   options.backend = parse_backend(job_.backend);
@@ -471,7 +469,7 @@ void Job::run_evaluator() {
   options.timing = job_.eval.timing;
   options.time_budget_seconds = job_.eval.time_budget;
   options.call_timeout_seconds = job_.eval.call_timeout;
-  options.cpu_threads = static_cast<int>(share);
+  options.cpu_threads = share;
   eval::Evaluator evaluator(options, compiler);
   const nlohmann::json stop = evaluator_loop(
       MPI_COMM_WORLD,
@@ -492,8 +490,7 @@ void Job::run_trainer() {
     if (count == 0) throw InputError(fmt::format("{}: backend cuda, but this trainer sees no GPU", job_.path));
     device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(roles_.local_rank % count));
   } else {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    torch::set_num_threads(static_cast<int>(std::max(1u, cores / static_cast<unsigned>(std::max(1, roles_.local_size)))));
+    torch::set_num_threads(core_share(roles_.local_size));
   }
   comm_ = dist::make_communicator(roles_.role_comm, device_);
   model_config_ = policy::load_model_config(fs::path(job_.model) / "config.json");

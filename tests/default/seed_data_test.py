@@ -10,6 +10,8 @@ the CPU backend). This test checks:
     3 programs, and a CUDA program for each;
   - every line of cpu.jsonl has a positive measured speedup, and each of its tasks has 3 programs
     whose speedups differ clearly (the fastest at least 1.5x the slowest);
+  - cpu_default.jsonl (the default job's SFT data) is exactly cpu.jsonl's lines of the default
+    job's tasks (jobs/default.yaml's tasks.ids);
   - `crl data validate` keeps (finds correct) a fixed sample of cpu_raw.jsonl, one program per
     family and level, or with --all every program.
 Usage: seed_data_test.py --crl build/apps/crl/crl --work DIR [--all]
@@ -18,6 +20,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,6 +92,14 @@ def main():
         if len(speedups) < 3 or max(speedups) < 1.5 * min(speedups):
             fail(f"{task}: validated programs of speedups {speedups}; expected 3 or more of clearly different speed")
 
+    with open(os.path.join(REPO, "jobs", "default.yaml")) as f:
+        ids = re.search(r"^  ids: \[(.*)\]$", f.read(), re.M)
+    if not ids:
+        fail("jobs/default.yaml has no one-line tasks.ids list")
+    default_tasks = {t.strip() for t in ids.group(1).split(",")}
+    if read_jsonl(os.path.join(SEED, "cpu_default.jsonl")) != [r for r in validated if r["task"] in default_tasks]:
+        fail(f"cpu_default.jsonl is not cpu.jsonl's lines of the default job's tasks {sorted(default_tasks)}: regenerate it")
+
     chosen = raw if args.all else [r for r in raw if r["id"] in SAMPLE]
     if not args.all and len(chosen) != len(SAMPLE):
         fail(f"the sample names ids that cpu_raw.jsonl lacks: {sorted(set(SAMPLE) - {r['id'] for r in chosen})}")
@@ -98,10 +109,9 @@ def main():
             f.write(json.dumps({"task": r["task"], "completion": r["completion"], "id": r["id"]}) + "\n")
     kept = os.path.join(args.work, "kept.jsonl")
     # One intra-op thread, as each rank of the default job on two cores has.
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     validate = subprocess.run([args.crl, "data", "validate", sample, "--out", kept, "--backend", "cpu", "--trials", "2",
-                               "--time-budget", "0.2", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env, timeout=3000)
+                               "--time-budget", "0.2", "--cpu-threads", "1", "--json"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=3000)
     if validate.returncode != 0:
         fail(f"crl data validate exited {validate.returncode}: {validate.stderr[-3000:]}")
     report = json.loads(validate.stdout)

@@ -7,8 +7,12 @@ program, each wrapped in a completion of the three parts the job's prompt asks f
 plan, the program in one fenced block; lib/rl/prompt.cpp).
 
   tools/seed/make_seed.py --out jobs/data/seed               # writes cpu_raw.jsonl, cuda.jsonl
-  OMP_NUM_THREADS=1 build/apps/crl/crl data validate jobs/data/seed/cpu_raw.jsonl \\
-      --out jobs/data/seed/cpu.jsonl --backend cpu --trials 2 --time-budget 0.3
+  build/apps/crl/crl data validate jobs/data/seed/cpu_raw.jsonl \\
+      --out jobs/data/seed/cpu.jsonl --backend cpu --cpu-threads 1 --trials 2 --time-budget 0.3
+
+(14 tasks' programs were measured later, with --time-budget 1, and merged in cpu_raw.jsonl's
+order.) cpu_default.jsonl is cpu.jsonl's lines of the default job's tasks (jobs/default.yaml's
+tasks.ids), its SFT data.
 
 cpu.jsonl (validate's output: {task, completion, speedup, id}) is what the job trains on; its
 speedups were measured on the CPU backend at small scale with one intra-op thread, as each rank of
