@@ -176,6 +176,7 @@ struct ResumePoint {
   int64_t policy_version = 0;
   nlohmann::json normalizer;   // the crl stage's reward window (null elsewhere)
   nlohmann::json in_flight;    // staleness 1: the generated, unjudged next step (null: none)
+  std::string stage_start;     // the checkpoint its stage started from ("" for the first stage)
   int64_t steps_rows = 0, rollouts_rows = 0;  // rows of /steps and /rollouts it covers
 
   static ResumePoint from_json(const std::string& dir, const nlohmann::json& user_state) {
@@ -190,6 +191,7 @@ struct ResumePoint {
       r.policy_version = user_state.at("policy_version").get<int64_t>();
       r.normalizer = user_state.at("normalizer");
       r.in_flight = user_state.value("in_flight", nlohmann::json());
+      r.stage_start = user_state.value("stage_start", std::string());
       r.steps_rows = user_state.at("rows").at("steps").get<int64_t>();
       r.rollouts_rows = user_state.at("rows").at("rollouts").get<int64_t>();
       if (r.stage_steps < 0 || r.job_step < 0 || r.steps_rows < 0 || r.rollouts_rows < 0) throw InputError("negative counts");
@@ -305,6 +307,9 @@ class Job {
   // LoRA (job key `lora`): attached to model_ for the job's life, so training, generation and the
   // checkpoints all see the adapted model; null for full fine-tuning.
   std::unique_ptr<policy::LoraAdapters> lora_;
+  // Rank 0: the checkpoint the running stage started from (the previous stage's end; "" for the
+  // first stage), recorded in every checkpoint so that a resumed stage finds the same KL reference.
+  std::string stage_start_dir_, last_checkpoint_;
   int64_t policy_version_ = 0;  // optimiser steps so far, over all stages
 
   // Rank 0.
@@ -573,6 +578,9 @@ void Job::run_trainer() {
     policy::load_checkpoint_weights(resume_->dir, *model_, lora_.get());
     step_ = resume_->job_step;
     policy_version_ = resume_->policy_version;
+    stage_start_dir_ = resume_->stage_done         ? resume_->dir
+                       : resume_->stage_start.empty() ? std::string()
+                                                      : (fs::path(run_dir_) / "checkpoints" / resume_->stage_start).string();
     first_stage = resume_->stage + (resume_->stage_done ? 1 : 0);
     // A stage's end: its successor starts from these generator states (mid-stage: after the
     // stage's trainer is made, where the uninterrupted run stood).
@@ -718,7 +726,9 @@ bool is_stage_end_checkpoint(const fs::path& dir, size_t* stage = nullptr) {
 policy::CausalLm Job::stage_start_model(size_t index) {
   std::string dir = job_.model;
   if (index > 0) {
-    if (is_coordinator()) {
+    if (is_coordinator() && !stage_start_dir_.empty()) {
+      dir = stage_start_dir_;
+    } else if (is_coordinator()) {  // a checkpoint that did not record it: the newest end of the stage before
       const fs::path root = fs::path(run_dir_) / "checkpoints";
       dir.clear();
       std::error_code ec;
@@ -800,7 +810,9 @@ void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t sta
                                           {"plan", in_flight->plan},
                                           {"trainers", in_flight_parts}};
     }
+    contents.user_state["stage_start"] = stage_start_dir_.empty() ? "" : fs::path(stage_start_dir_).filename().string();
     const fs::path dir = policy::save_checkpoint(root, contents);
+    last_checkpoint_ = dir.string();
     // Keep the newest `keep` finished ones (a DONE marker; not re-hashed here: resume checks them).
     std::vector<fs::path> dirs;
     for (const auto& entry : fs::directory_iterator(root)) {
@@ -844,6 +856,7 @@ bool Job::stop_agreed(const std::string& stage_name) {
 
 void Job::finish_stage(size_t index, const StageConfig& stage, Trainer& trainer) {
   save_checkpoint(stage, trainer, index, 0, true, nullptr);
+  stage_start_dir_ = last_checkpoint_;  // the next stage starts from it (rank 0)
 }
 
 void Job::start_stage_clock(int64_t first_step) {
@@ -1170,6 +1183,12 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
     std::string outcome_text;
     StepRow row;
     std::vector<RolloutRow> rollout_rows_out;
+    struct StepText {
+      const char* store;
+      int64_t id;
+      std::string text;
+    };
+    std::vector<StepText> texts;  // rank 0: written after the step's rows
     double evaluate_seconds = 0;
     if (is_coordinator()) {
       const int64_t n = groups * group_size;
@@ -1286,13 +1305,13 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         }
         if (included[static_cast<size_t>(i)]) counted.push_back(rewards[static_cast<size_t>(i)]);
         // Texts keyed by rollout id.
-        writer_->put_text("prompts", id, plan_item["prompt"].get<std::string>());
-        writer_->put_text("completions", id, by_index[static_cast<size_t>(i)]["text"].get<std::string>());
-        if (!parsed[static_cast<size_t>(i)].program_text.empty()) writer_->put_text("programs", id, parsed[static_cast<size_t>(i)].program_text);
+        texts.push_back({"prompts", id, plan_item["prompt"].get<std::string>()});
+        texts.push_back({"completions", id, by_index[static_cast<size_t>(i)]["text"].get<std::string>()});
+        if (!parsed[static_cast<size_t>(i)].program_text.empty()) texts.push_back({"programs", id, parsed[static_cast<size_t>(i)].program_text});
         std::string log = v.message;
         if (!v.compile_log.empty()) log += "\n--- compile log\n" + v.compile_log;
         if (!v.worker_log.empty()) log += "\n--- worker log\n" + v.worker_log;
-        writer_->put_text("logs", id, log);
+        texts.push_back({"logs", id, std::move(log)});
         if (v.ok() && std::isfinite(v.speedup) && v.speedup > 0) {
           exemplars_->add({id, step_, r.task, parsed[static_cast<size_t>(i)].program_text, v.speedup,
                            parse_ids(r.exemplar_ids, "plan")});
@@ -1373,7 +1392,10 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       row.trainer_wait_seconds = trainer_wait;
       row.restart = restart_;
       row.seconds_step = seconds_since(last_step_end_);
+      // Rows before their texts: a process that dies between the two (HDF5 flushes its files at
+      // exit) leaves texts of no id beyond the rows, and a restart numbers new rollouts from the rows.
       writer_->append("rollouts", rollout_rows(rollout_rows_out));
+      for (const StepText& t : texts) writer_->put_text(t.store, t.id, t.text);
       writer_->append("steps", step_rows({row}));
       writer_->flush();
       last_step_end_ = Clock::now();
