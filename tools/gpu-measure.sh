@@ -23,6 +23,12 @@
 #       then `crl report` of both side by side (step report): issue #17's baseline table from real
 #       files. Each judging step may need a call of its own: a file found in results/gpu-measure/
 #       (copied back from an earlier call's archive, and carried) is used instead of judging again.
+#   tools/gpu-measure.sh job                  (one GPU, share_gpu) builds crl, makes a Qwen2-0.5B-shaped
+#       random model (`crl init-model`, bf16), runs stage crl for 5 steps on 4 level-1 tasks with
+#       G = 8 (1 trainer, 1 evaluator on the same GPU; the first step's ReLU group is 8 planted
+#       correct programs, so the evaluator has work) with max_staleness 0, then 1, and prints per
+#       step the time split (generate, evaluate, train), generation tokens/s and each role's idle
+#       fraction (tools/bench/job_step_split.py), into $OUT/job-measure.json.
 # ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
 # warm machine whose build tree survived), so one measurement can span two device calls.
 set -uo pipefail
@@ -147,8 +153,54 @@ report)
   step report 120 "$BUILD_DIR/apps/crl/crl" report "$LOGS/seed_cuda_eager_h200.h5" "$LOGS/seed_cuda_cuda_graph_h200.h5" \
     --out "$LOGS/report_seed_cuda"
   ;;
+job)
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
+  job_dir="$LOGS/job"
+  mkdir -p "$job_dir/planted"
+  cat docs/program-format.md jobs/suite/level1/*.crl > "$job_dir/corpus.txt"
+  # Qwen2-0.5B's layers, widths and heads, but not its vocabulary: the suite's text trains a tokenizer
+  # of about 1700 entries (of the 8000 asked), and a random model with more embedding rows than the
+  # tokenizer has ids samples ids it cannot decode. So lm_head is ~90x smaller than Qwen2-0.5B's.
+  step job_model 300 "$BUILD_DIR/apps/crl/crl" init-model --out "$job_dir/model" --force --corpus "$job_dir/corpus.txt" \
+    --vocab-size 8000 --hidden 896 --intermediate 4864 --layers 24 --heads 14 --kv-heads 2 \
+    --max-positions 32768 --rope-theta 1000000 --dtype bfloat16 --seed 1
+  # The reference's own host section is a correct candidate (it must not carry the spec).
+  sed -n '/^\/\/ crl:host/,$p' jobs/suite/level1/019_relu.crl > "$job_dir/planted/relu.crl"
+  for staleness in 0 1; do
+    {
+      echo "name: gpu-measure-staleness$staleness"
+      echo "seed: 1"
+      echo "model: $job_dir/model"
+      echo "prompt_format: raw"
+      echo "backend: cuda"
+      echo "dtype: bf16"
+      echo "roles: {trainers: 1}"
+      echo "share_gpu: true"
+      echo "tasks: {ids: [level1/019_relu, level1/020_leaky_relu, level1/021_sigmoid, level1/022_tanh]}"
+      echo "eval: {scale: full, trials: 3, time_budget: 1}"
+      echo "generation: {kv_cache_mib: ${JOB_KV_MIB:-4096}}"
+      echo "stages:"
+      echo "  - kind: crl"
+      echo "    steps: 5"
+      echo "    batch: 4"
+      echo "    G: 8"
+      echo "    lr: 1.0e-6"
+      echo "    max_staleness: $staleness"
+      echo "    sampling: {temperature: 1.0, max_new_tokens: ${JOB_MAX_NEW_TOKENS:-512}}"
+      echo "    planted:"
+      for i in 1 2 3 4 5 6 7 8; do echo "      - {task: level1/019_relu, file: $job_dir/planted/relu.crl}"; done
+    } > "$job_dir/staleness$staleness.yaml"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 step "job_staleness$staleness" 420 \
+      mpirun --allow-run-as-root -np 2 "$BUILD_DIR/apps/crl/crl" run "$job_dir/staleness$staleness.yaml" \
+      --run-dir "$job_dir/run$staleness"
+  done
+  step job_split 60 python3 tools/bench/job_step_split.py "staleness0=$job_dir/run0/results.h5" \
+    "staleness1=$job_dir/run1/results.h5" --out "$OUT/job-measure.json"
+  rm -rf "$job_dir/model" "$job_dir"/run*/checkpoints  # GBs: keep the archive small
+  tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
+  ;;
 *)
-  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate | report" >&2
+  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate | report | job" >&2
   exit 2
   ;;
 esac

@@ -71,6 +71,10 @@ CommandResult run_command(const std::vector<std::string>& argv, const CommandOpt
   }
   if (pid == 0) {
     setpgid(0, 0);
+    // A job's stop signal (Slurm's scancel --signal reaches every process of the step) must not
+    // kill a compile mid-step: the caller ends its children itself (timeouts kill the group).
+    signal(SIGUSR1, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     const int devnull = open("/dev/null", O_RDONLY);

@@ -78,6 +78,10 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
   }
   if (pid_ == 0) {
     setpgid(0, 0);
+    // A job's stop signal is for the ranks, not their workers: Slurm's scancel --signal reaches
+    // every process of the step. The evaluator ends its workers itself (ignoring survives execve).
+    signal(SIGUSR1, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(125);  // the evaluator died before prctl took effect
     // Move the channel ends above 4 first, so the dup2s below cannot clobber one another.

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <fstream>
 #include <numeric>
@@ -47,7 +48,9 @@
 #include "machine/gpu_names.h"
 #include "policy/checkpoint.h"
 #include "policy/config.h"
+#include "policy/engine.h"
 #include "policy/generate.h"
+#include "policy/lora.h"
 #include "policy/model.h"
 #include "policy/tokenizer.h"
 #include "program/program_text.h"
@@ -160,6 +163,7 @@ struct Rollout {
   int64_t group = 0, sample = 0;
   std::vector<int64_t> completion_ids;
   std::string text;
+  std::vector<float> logprobs;  // the generating policy's, per completion token (empty: planted)
 };
 
 // Where a resumed run starts: the checkpoint and what the job put in its user state.
@@ -171,6 +175,8 @@ struct ResumePoint {
   int64_t job_step = 0;        // the job's step counter: steps done
   int64_t policy_version = 0;
   nlohmann::json normalizer;   // the crl stage's reward window (null elsewhere)
+  nlohmann::json in_flight;    // staleness 1: the generated, unjudged next step (null: none)
+  std::string stage_start;     // the checkpoint its stage started from ("" for the first stage)
   int64_t steps_rows = 0, rollouts_rows = 0;  // rows of /steps and /rollouts it covers
 
   static ResumePoint from_json(const std::string& dir, const nlohmann::json& user_state) {
@@ -184,6 +190,8 @@ struct ResumePoint {
       r.job_step = user_state.at("job_step").get<int64_t>();
       r.policy_version = user_state.at("policy_version").get<int64_t>();
       r.normalizer = user_state.at("normalizer");
+      r.in_flight = user_state.value("in_flight", nlohmann::json());
+      r.stage_start = user_state.value("stage_start", std::string());
       r.steps_rows = user_state.at("rows").at("steps").get<int64_t>();
       r.rollouts_rows = user_state.at("rows").at("rollouts").get<int64_t>();
       if (r.stage_steps < 0 || r.job_step < 0 || r.steps_rows < 0 || r.rollouts_rows < 0) throw InputError("negative counts");
@@ -210,12 +218,34 @@ class Job {
 
   void run_sft_stage(size_t index, const StageConfig& stage);
   void run_generating_stage(size_t index, const StageConfig& stage);
+  // One trainer's rollouts of a step as generated, before evaluation.
+  struct GeneratedStep {
+    int64_t job_step = 0, local_step = 0;
+    int64_t policy_version = 0;  // optimiser steps of the policy that generated them
+    nlohmann::json plan;         // every group's task, prompt and exemplar ids (all trainers alike)
+    std::vector<std::vector<int64_t>> group_prompts;  // prompt ids of this trainer's groups
+    std::vector<Rollout> mine;   // this trainer's groups' rollouts
+    double seconds = 0;          // generation wall time on this trainer
+    Clock::time_point finished = Clock::now();
+  };
+  // Rank 0 draws the step's tasks and exemplars and renders the prompts; collective over the trainers.
+  nlohmann::json make_plan(const StageConfig& stage, int64_t job_step);
+  std::vector<std::vector<int64_t>> my_group_prompts(const nlohmann::json& plan, int64_t groups) const;
+  // This trainer's groups of the plan through the generation engine, planted completions in (no
+  // MPI: rank 0 runs it beside its dispatch when steps overlap).
+  GeneratedStep generate_step(const StageConfig& stage, nlohmann::json plan, int64_t job_step, int64_t local_step);
+  nlohmann::json in_flight_part(const GeneratedStep& g) const;
+  GeneratedStep in_flight_from_checkpoint(const ResumePoint& resume, const StageConfig& stage) const;
   std::unique_ptr<Trainer> make_trainer(const StageConfig& stage, int64_t optimiser_steps);
+  // The weights stage `index` started from (the KL reference): the job's model for the first
+  // stage, else the checkpoint the stage before it ended with (never pruned), resumed or not.
+  policy::CausalLm stage_start_model(size_t index);
   void finish_stage(size_t index, const StageConfig& stage, Trainer& trainer);
   // Collective over the trainers: rank 0 writes the checkpoint (every trainer's generator states
   // gathered into it), the others wait until its DONE marker is written.
+  // `in_flight`: a step generated but not yet judged (staleness 1), kept in the checkpoint.
   void save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index, int64_t stage_steps, bool stage_done,
-                       const RewardNormalizer* normalizer);
+                       const RewardNormalizer* normalizer, const GeneratedStep* in_flight = nullptr);
   // At a step boundary: whether any rank (a trainer, or an evaluator's note to rank 0) received a
   // stop signal; collective over the trainers, so all of them agree. Sets stop_message_.
   bool stop_agreed(const std::string& stage_name);
@@ -235,8 +265,14 @@ class Job {
     const std::vector<int64_t>* completion;
     bool train;
     double advantage;
+    const std::vector<float>* generating_logp = nullptr;  // per completion token (null: none)
   };
-  std::vector<MicroBatch> micro_batches(const std::vector<Sequence>& sequences, std::vector<torch::Tensor>* advantages) const;
+  // `generating_logp` (optional): per micro-batch [B, S] fp32, the generating policy's log-prob of
+  // each completion token at its column (as next_token_log_probs places them), and `has_generating_logp`
+  // [B] bool, which rows have them.
+  std::vector<MicroBatch> micro_batches(const std::vector<Sequence>& sequences, std::vector<torch::Tensor>* advantages,
+                                        std::vector<torch::Tensor>* generating_logp = nullptr,
+                                        std::vector<torch::Tensor>* has_generating_logp = nullptr) const;
   std::string weights_sha256();
   std::string stop_message_;  // set when the ranks agreed to stop
   std::optional<ResumePoint> resume_;
@@ -246,6 +282,7 @@ class Job {
   // Marks the start of a stage (or of its resumed part) for log_step's rate and ETA.
   void start_stage_clock(int64_t first_step);
   Clock::time_point stage_start_ = Clock::now();
+  Clock::time_point last_step_end_ = Clock::now();  // rank 0: when the last /steps row was written
   int64_t stage_first_step_ = 0;
   std::unique_ptr<RankWatch> watch_;  // trainers: the node's ranks (rank_watch.h)
 
@@ -264,6 +301,15 @@ class Job {
   std::optional<policy::ModelConfig> model_config_;
   std::optional<policy::Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_;
+  // One engine for the job's life: its KV pool (and CUDA graphs) persist; it reads the model's
+  // parameters in place, so every optimiser step (in-place AdamW update) is what it samples next.
+  std::unique_ptr<policy::GenerationEngine> engine_;
+  // LoRA (job key `lora`): attached to model_ for the job's life, so training, generation and the
+  // checkpoints all see the adapted model; null for full fine-tuning.
+  std::unique_ptr<policy::LoraAdapters> lora_;
+  // Rank 0: the checkpoint the running stage started from (the previous stage's end; "" for the
+  // first stage), recorded in every checkpoint so that a resumed stage finds the same KL reference.
+  std::string stage_start_dir_, last_checkpoint_;
   int64_t policy_version_ = 0;  // optimiser steps so far, over all stages
 
   // Rank 0.
@@ -493,10 +539,29 @@ void Job::run_trainer() {
     torch::set_num_threads(core_share(roles_.local_size));
   }
   comm_ = dist::make_communicator(roles_.role_comm, device_);
+  // LibTorch seeds its default generators at random per process; the job's draws (LoRA dropout)
+  // must follow the job's seed, so that a run repeats and a resumed run equals an uninterrupted one.
+  torch::manual_seed(job_.seed * 0x9E3779B97F4A7C15ull + 0x7261696E ^ static_cast<uint64_t>(roles_.role_rank));
   model_config_ = policy::load_model_config(fs::path(job_.model) / "config.json");
   model_.emplace(policy::load_causal_lm(job_.model, policy::parse_dtype(job_.dtype), device_));
   tokenizer_.emplace(policy::Tokenizer::from_file(fs::path(job_.model) / "tokenizer.json"));
   if (job_.prompt_format == PromptFormat::kChat) chat_.emplace(ChatTemplate::from_model_dir(job_.model));
+  if (job_.lora.enabled) {
+    policy::LoraConfig lora;
+    lora.rank = job_.lora.rank;
+    lora.alpha = job_.lora.alpha;
+    lora.dropout = job_.lora.dropout;
+    lora.target_modules = job_.lora.targets;
+    lora.validate();
+    // Every trainer draws the same A (the Trainer broadcasts rank 0's adapters anyway).
+    lora_ = std::make_unique<policy::LoraAdapters>(*model_, lora, job_.seed * 0x9E3779B97F4A7C15ull + 0x4C6F5241ull);
+  }
+  if (std::any_of(job_.stages.begin(), job_.stages.end(), [](const StageConfig& s) { return s.kind != StageKind::kSft; })) {
+    policy::EngineOptions engine;
+    engine.kv_cache_bytes = job_.generation.kv_cache_bytes(job_.backend);
+    engine.max_running = job_.generation.max_running;
+    engine_ = std::make_unique<policy::GenerationEngine>(*model_, engine);
+  }
   if (is_coordinator()) {
     // The exemplar database is the results file's: rebuilt from it (superseded rows left out).
     exemplars_.emplace(resume_ ? ExemplarDatabase::from_results(results::ResultsReader(writer_->path()), 0.25) : ExemplarDatabase(0.25));
@@ -504,9 +569,16 @@ void Job::run_trainer() {
   }
   size_t first_stage = 0;
   if (resume_) {
-    policy::load_checkpoint_weights(resume_->dir, *model_, nullptr);
+    if (policy::read_checkpoint_state(resume_->dir).lora != (lora_ != nullptr)) {
+      throw InputError(fmt::format("{}: the checkpoint {} LoRA adapters, but {} {} the key 'lora'", resume_->dir,
+                                   lora_ ? "holds no" : "holds", job_.path, lora_ ? "has" : "lacks"));
+    }
+    policy::load_checkpoint_weights(resume_->dir, *model_, lora_.get());
     step_ = resume_->job_step;
     policy_version_ = resume_->policy_version;
+    stage_start_dir_ = resume_->stage_done         ? resume_->dir
+                       : resume_->stage_start.empty() ? std::string()
+                                                      : (fs::path(run_dir_) / "checkpoints" / resume_->stage_start).string();
     first_stage = resume_->stage + (resume_->stage_done ? 1 : 0);
     // A stage's end: its successor starts from these generator states (mid-stage: after the
     // stage's trainer is made, where the uninterrupted run stood).
@@ -551,6 +623,13 @@ std::string Job::weights_sha256() {
     hash.field(name);
     hash.field(std::string_view(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.nbytes())));
   }
+  if (lora_) {
+    for (const auto& [name, tensor] : lora_->named_parameters()) {
+      const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
+      hash.field(name);
+      hash.field(std::string_view(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.nbytes())));
+    }
+  }
   return hash.hex();
 }
 
@@ -570,8 +649,9 @@ std::string Job::render_prompt(const Task& task, const std::vector<PromptExempla
   return build_prompt({instructions_, task.id, task.text, exemplars, true});
 }
 
-std::vector<MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequences,
-                                                   std::vector<torch::Tensor>* advantages) const {
+std::vector<MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequences, std::vector<torch::Tensor>* advantages,
+                                           std::vector<torch::Tensor>* generating_logp,
+                                           std::vector<torch::Tensor>* has_generating_logp) const {
   constexpr size_t kPerMicroBatch = 4;
   const int64_t pad = model_config_->pad_token_id.value_or(model_config_->eos_token_ids.empty() ? 0 : model_config_->eos_token_ids[0]);
   std::vector<MicroBatch> out;
@@ -586,6 +666,8 @@ std::vector<MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequence
     torch::Tensor padding = torch::zeros({rows, width}, torch::kInt64);
     torch::Tensor loss = torch::zeros({rows, width}, torch::kInt64);
     torch::Tensor adv = torch::zeros({rows}, torch::kFloat32);
+    torch::Tensor gen_logp = torch::zeros({rows, width}, torch::kFloat32);
+    torch::Tensor has_gen = torch::zeros({rows}, torch::kBool);
     for (size_t i = start; i < end; ++i) {
       const Sequence& s = sequences[i];
       const int64_t r = static_cast<int64_t>(i - start);
@@ -604,9 +686,18 @@ std::vector<MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequence
         ++c;
       }
       adv[r] = static_cast<float>(s.advantage);
+      if (s.generating_logp != nullptr) {
+        if (s.generating_logp->size() != s.completion->size()) throw Error("a rollout's log-probs do not match its tokens");
+        auto g = gen_logp.accessor<float, 2>();
+        const int64_t p0 = static_cast<int64_t>(s.prompt->size());
+        for (size_t j = 0; j < s.generating_logp->size(); ++j) g[r][p0 + static_cast<int64_t>(j)] = (*s.generating_logp)[j];
+        has_gen[r] = true;
+      }
     }
     out.push_back({ids.to(device_), padding.to(device_), loss.to(device_)});
     if (advantages != nullptr) advantages->push_back(adv.to(device_));
+    if (generating_logp != nullptr) generating_logp->push_back(gen_logp.to(device_));
+    if (has_generating_logp != nullptr) has_generating_logp->push_back(has_gen.to(device_));
   }
   return out;
 }
@@ -614,7 +705,48 @@ std::vector<MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequence
 std::unique_ptr<Trainer> Job::make_trainer(const StageConfig& stage, int64_t optimiser_steps) {
   TrainerOptions options;
   options.schedule = LrSchedule{stage.lr, std::min(stage.warmup, optimiser_steps), std::max<int64_t>(1, optimiser_steps), 0.1};
-  return std::make_unique<Trainer>(*model_, options, *comm_);
+  return std::make_unique<Trainer>(*model_, options, *comm_, lora_.get());
+}
+
+// Whether `dir` is a finished checkpoint written at a stage's end (trainer_state.json says so).
+bool is_stage_end_checkpoint(const fs::path& dir, size_t* stage = nullptr) {
+  if (!fs::exists(dir / "DONE")) return false;
+  try {
+    const nlohmann::json user = policy::read_checkpoint_state(dir).user_state;
+    if (!user.value("stage_done", false)) return false;
+    if (stage) *stage = user.at("stage").get<size_t>();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+policy::CausalLm Job::stage_start_model(size_t index) {
+  std::string dir = job_.model;
+  if (index > 0) {
+    if (is_coordinator() && !stage_start_dir_.empty()) {
+      dir = stage_start_dir_;
+    } else if (is_coordinator()) {  // a checkpoint that did not record it: the newest end of the stage before
+      const fs::path root = fs::path(run_dir_) / "checkpoints";
+      dir.clear();
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(root, ec)) {
+        size_t stage = 0;
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("step-", 0) == 0 && is_stage_end_checkpoint(entry.path(), &stage) && stage + 1 == index &&
+            entry.path().string() > dir) {
+          dir = entry.path().string();
+        }
+      }
+      if (dir.empty()) {
+        throw InputError(fmt::format("{}: no checkpoint of the end of stage {}, which stage {}'s KL reference is; was it deleted?",
+                                     root.string(), index, index + 1));
+      }
+    }
+    broadcast_text(roles_.role_comm, 0, dir);
+  }
+  if (is_coordinator()) spdlog::info("stage {}: KL reference: the weights it started from, {}", index + 1, dir);
+  return policy::load_causal_lm(dir, policy::parse_dtype(job_.dtype), device_);
 }
 
 std::string generator_states_text() {
@@ -645,12 +777,17 @@ policy::NamedTensors generator_states_from_text(const std::string& text, int ran
 }
 
 void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index, int64_t stage_steps, bool stage_done,
-                          const RewardNormalizer* normalizer) {
+                          const RewardNormalizer* normalizer, const GeneratedStep* in_flight) {
   const std::vector<std::string> states = gather_texts(roles_.role_comm, 0, generator_states_text());
+  // Every trainer alike has a step in flight or none (the same control flow).
+  const std::vector<std::string> in_flight_parts =
+      in_flight ? gather_texts(roles_.role_comm, 0, in_flight_part(*in_flight).dump()) : std::vector<std::string>();
   if (is_coordinator()) {
     const fs::path root = fs::path(run_dir_) / "checkpoints";
     policy::CheckpointContents contents;
     contents.model = &*model_;
+    contents.lora = lora_.get();  // LoRA: the PEFT adapter beside the merged model
+    contents.base_model = job_.model;
     contents.optimizer = &trainer.optimizer();
     contents.schedule = trainer.options().schedule.to_json();
     contents.step = step_;
@@ -665,7 +802,15 @@ void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t sta
                            {"normalizer", normalizer ? normalizer->to_json() : nlohmann::json()},
                            {"rows", {{"steps", writer_->rows("steps")}, {"rollouts", writer_->rows("rollouts")}}},
                            {"restart", restart_}};
+    if (in_flight) {
+      contents.user_state["in_flight"] = {{"job_step", in_flight->job_step},
+                                          {"local_step", in_flight->local_step},
+                                          {"plan", in_flight->plan},
+                                          {"trainers", in_flight_parts}};
+    }
+    contents.user_state["stage_start"] = stage_start_dir_.empty() ? "" : fs::path(stage_start_dir_).filename().string();
     const fs::path dir = policy::save_checkpoint(root, contents);
+    last_checkpoint_ = dir.string();
     // Keep the newest `keep` finished ones (a DONE marker; not re-hashed here: resume checks them).
     std::vector<fs::path> dirs;
     for (const auto& entry : fs::directory_iterator(root)) {
@@ -674,6 +819,7 @@ void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t sta
     std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.filename() > b.filename(); });
     int64_t kept = 0;
     for (const fs::path& d : dirs) {
+      if (d != dir && is_stage_end_checkpoint(d)) continue;  // a later stage's KL reference, and the stage's result
       if (d != dir && (kept >= stage.checkpoint.keep || !fs::exists(d / "DONE"))) {
         std::error_code ec;
         fs::remove_all(d, ec);
@@ -708,10 +854,12 @@ bool Job::stop_agreed(const std::string& stage_name) {
 
 void Job::finish_stage(size_t index, const StageConfig& stage, Trainer& trainer) {
   save_checkpoint(stage, trainer, index, 0, true, nullptr);
+  stage_start_dir_ = last_checkpoint_;  // the next stage starts from it (rank 0)
 }
 
 void Job::start_stage_clock(int64_t first_step) {
   stage_start_ = Clock::now();
+  last_step_end_ = stage_start_;
   stage_first_step_ = first_step;
 }
 
@@ -814,118 +962,231 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
 
 // ---- selftrain and crl -------------------------------------------------------------------------
 
+nlohmann::json Job::make_plan(const StageConfig& stage, int64_t job_step) {
+  std::string plan_text;
+  if (is_coordinator()) {
+    const bool crl = stage.kind == StageKind::kCrl;
+    std::mt19937_64 rng(job_.seed ^ (0xA24BAED4963EE407ull * static_cast<uint64_t>(job_step + 1)));
+    nlohmann::json plan = nlohmann::json::array();
+    for (const Task* task : draw_tasks(tasks_, stage.batch, job_.seed, job_step)) {
+      std::vector<PromptExemplar> shown;
+      std::vector<int64_t> ids;
+      if (crl && stage.exemplars > 0) {
+        for (const Exemplar* e : exemplars_->sample(task->id, static_cast<size_t>(stage.exemplars), stage.tau, rng)) {
+          shown.push_back({e->program, e->speedup});
+          ids.push_back(e->rollout_id);
+        }
+      }
+      plan.push_back({{"task", task->id}, {"prompt", render_prompt(*task, shown)}, {"exemplar_ids", join_ids(ids)}});
+    }
+    plan_text = plan.dump();
+  }
+  broadcast_text(roles_.role_comm, 0, plan_text);
+  return nlohmann::json::parse(plan_text);
+}
+
+std::vector<std::vector<int64_t>> Job::my_group_prompts(const nlohmann::json& plan, int64_t groups) const {
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(groups));
+  for (int64_t g = roles_.role_rank; g < groups; g += roles_.role_size) {
+    out[static_cast<size_t>(g)] = prompt_ids(plan.at(static_cast<size_t>(g)).at("prompt").get<std::string>());
+  }
+  return out;
+}
+
+Job::GeneratedStep Job::generate_step(const StageConfig& stage, nlohmann::json plan, int64_t job_step, int64_t local_step) {
+  const auto start = Clock::now();
+  GeneratedStep out;
+  out.job_step = job_step;
+  out.local_step = local_step;
+  out.policy_version = policy_version_;
+  out.plan = std::move(plan);
+  const int64_t groups = stage.batch, group_size = stage.group;
+  out.group_prompts = my_group_prompts(out.plan, groups);
+  // All of this trainer's groups (g = rank, rank + T, ...) in one engine run: each prompt is
+  // prefilled once for its G samples. Sample keys are the flat index among this trainer's rollouts.
+  std::vector<policy::GenerationRequest> requests;
+  std::vector<int64_t> request_group;
+  const int64_t block_size = policy::EngineOptions{}.block_size;
+  for (int64_t g = roles_.role_rank; g < groups; g += roles_.role_size) {
+    const std::vector<int64_t>& prompt = out.group_prompts[static_cast<size_t>(g)];
+    const auto need = policy::GenerationEngine::block_need(static_cast<int64_t>(prompt.size()), stage.sampling.max_new_tokens, block_size);
+    if (need.prompt_blocks + need.own_blocks > engine_->usable_blocks()) {
+      throw InputError(fmt::format("{}: a prompt of {} tokens with sampling.max_new_tokens {} needs {} KV cache blocks, but "
+                                   "generation.kv_cache_mib holds {}: raise generation.kv_cache_mib (or lower max_new_tokens)",
+                                   job_.path, prompt.size(), stage.sampling.max_new_tokens, need.prompt_blocks + need.own_blocks,
+                                   engine_->usable_blocks()));
+    }
+    requests.push_back({prompt, group_size, static_cast<int64_t>(request_group.size()) * group_size, std::nullopt});
+    request_group.push_back(g);
+  }
+  if (!requests.empty()) {
+    policy::GenerationOptions gen;
+    gen.max_new_tokens = stage.sampling.max_new_tokens;
+    gen.sampling = {stage.sampling.temperature, stage.sampling.top_p, stage.sampling.top_k,
+                    job_.seed * 6364136223846793005ull + static_cast<uint64_t>(job_step) * 1442695040888963407ull +
+                        static_cast<uint64_t>(roles_.role_rank)};
+    gen.stop_token_ids = model_config_->eos_token_ids;
+    gen.pad_token_id = model_config_->pad_token_id.value_or(gen.stop_token_ids.empty() ? 0 : gen.stop_token_ids[0]);
+    const policy::TokenDecoder decode = [&](const std::vector<int64_t>& ids) {
+      const std::vector<int32_t> narrow(ids.begin(), ids.end());
+      return tokenizer_->decode(narrow, /*skip_special_tokens=*/true);
+    };
+    policy::GenerationResult result = engine_->run(requests, gen, decode);
+    size_t i = 0;
+    for (int64_t g : request_group) {
+      for (int64_t s = 0; s < group_size; ++s, ++i) {
+        policy::GeneratedSequence& seq = result.sequences[i];
+        out.mine.push_back({g, s, std::move(seq.tokens), std::move(seq.text), std::move(seq.model_logprobs)});
+      }
+    }
+  }
+  // Planted completions (tests): in the stage's first step, in place of the first samples of the
+  // first group of their task. No policy wrote them: they have no generating log-probs.
+  if (local_step == 0) {
+    std::map<int64_t, int64_t> used;
+    for (const PlantedCompletion& p : stage.planted) {
+      int64_t g = 0;
+      while (g < groups && out.plan[static_cast<size_t>(g)]["task"] != p.task) ++g;
+      if (g == groups) {
+        if (is_coordinator()) spdlog::warn("planted completion {}: task {} is not in the first step's batch", p.file, p.task);
+        continue;
+      }
+      const int64_t s = used[g]++;
+      if (s >= group_size || g % roles_.role_size != roles_.role_rank) continue;
+      for (Rollout& r : out.mine) {
+        if (r.group == g && r.sample == s) {
+          r.text = completion_from_program(read_text_file(p.file, "planted completion"));
+          r.completion_ids = completion_ids(r.text);
+          r.logprobs.clear();
+        }
+      }
+    }
+  }
+  out.seconds = seconds_since(start);
+  out.finished = Clock::now();
+  return out;
+}
+
+// This trainer's share of a generated step, for a checkpoint written while the step is in flight.
+nlohmann::json Job::in_flight_part(const GeneratedStep& g) const {
+  nlohmann::json rollouts = nlohmann::json::array();
+  for (const Rollout& r : g.mine) {
+    rollouts.push_back({{"group", r.group}, {"sample", r.sample}, {"tokens", r.completion_ids}, {"text", r.text}, {"logprobs", r.logprobs}});
+  }
+  return {{"policy_version", g.policy_version}, {"seconds", g.seconds}, {"rollouts", rollouts}};
+}
+
+Job::GeneratedStep Job::in_flight_from_checkpoint(const ResumePoint& resume, const StageConfig& stage) const {
+  const std::string origin = resume.dir + "/trainer_state.json";
+  try {
+    const nlohmann::json& f = resume.in_flight;
+    GeneratedStep out;
+    out.job_step = f.at("job_step").get<int64_t>();
+    out.local_step = f.at("local_step").get<int64_t>();
+    if (out.job_step != resume.job_step || out.local_step != resume.stage_steps) {
+      throw InputError(fmt::format("its in-flight step ({}, stage step {}) is not the next step ({}, stage step {})", out.job_step,
+                                   out.local_step, resume.job_step, resume.stage_steps));
+    }
+    out.plan = f.at("plan");
+    if (!out.plan.is_array() || static_cast<int64_t>(out.plan.size()) != stage.batch) throw InputError("its in-flight plan has the wrong size");
+    const auto& trainers = f.at("trainers");
+    if (!trainers.is_array() || static_cast<int>(trainers.size()) != roles_.role_size) {
+      throw InputError(fmt::format("its in-flight step holds {} trainers' rollouts; this run has {} trainers", trainers.size(), roles_.role_size));
+    }
+    const nlohmann::json part = nlohmann::json::parse(trainers.at(static_cast<size_t>(roles_.role_rank)).get<std::string>());
+    out.policy_version = part.at("policy_version").get<int64_t>();
+    out.seconds = part.at("seconds").get<double>();
+    for (const auto& r : part.at("rollouts")) {
+      Rollout rollout{r.at("group").get<int64_t>(), r.at("sample").get<int64_t>(), r.at("tokens").get<std::vector<int64_t>>(),
+                      r.at("text").get<std::string>(), r.at("logprobs").get<std::vector<float>>()};
+      if (rollout.group < 0 || rollout.group >= stage.batch || rollout.sample < 0 || rollout.sample >= stage.group ||
+          (!rollout.logprobs.empty() && rollout.logprobs.size() != rollout.completion_ids.size())) {
+        throw InputError(fmt::format("in-flight rollout (group {}, sample {}) does not fit the stage", rollout.group, rollout.sample));
+      }
+      out.mine.push_back(std::move(rollout));
+    }
+    out.group_prompts = my_group_prompts(out.plan, stage.batch);
+    out.finished = Clock::now();
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: the in-flight step is unreadable: {}", origin, e.what()));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", origin, e.what()));
+  }
+}
+
 void Job::run_generating_stage(size_t index, const StageConfig& stage) {
   const bool crl = stage.kind == StageKind::kCrl;
+  const bool stale = stage.max_staleness > 0;
   const int64_t updates = crl ? stage.updates_per_batch : 1;
   auto trainer = make_trainer(stage, stage.steps * updates);
   RewardNormalizer normalizer(stage.reward.window, stage.reward.clip);
-  std::optional<policy::CausalLm> reference;  // the initial policy, for the KL penalty
-  if (crl && stage.grpo.kl > 0) reference.emplace(policy::load_causal_lm(job_.model, policy::parse_dtype(job_.dtype), device_));
+  std::optional<policy::CausalLm> reference;  // the policy the stage started from, for the KL penalty
+  if (crl && stage.grpo.kl > 0) reference.emplace(stage_start_model(index));
   const int64_t groups = stage.batch, group_size = stage.group;
   const std::string stage_name = stage_kind_name(stage.kind);
   if (is_coordinator()) exemplars_->set_bucket_width(stage.bucket_width);
   int64_t first = 0;
+  std::optional<GeneratedStep> current;  // the step whose rollouts are generated and not yet judged
   if (const ResumePoint* resume = resuming_stage(index)) {
     first = resume->stage_steps;
     policy::load_checkpoint_optimizer(resume->dir, trainer->optimizer());
     if (!resume->normalizer.is_null()) normalizer.load_json(resume->normalizer, resume->dir + "/trainer_state.json");
     policy::load_checkpoint_generators(resume->dir, roles_.role_rank);
+    // Staleness 1: the checkpoint holds the step that was generated (by the policy before the
+    // last update) while the last step was judged; it is judged now, not generated again.
+    if (!resume->in_flight.is_null()) {
+      current = in_flight_from_checkpoint(*resume, stage);
+      if (is_coordinator()) {
+        spdlog::info("{} step {} generated before the checkpoint (by policy version {}) is judged now, not generated again",
+                     stage_name, current->job_step, current->policy_version);
+      }
+    }
   }
 
   start_stage_clock(first);
+  if (!current && first < stage.steps) current = generate_step(stage, make_plan(stage, step_), step_, first);
   for (int64_t local_step = first; local_step < stage.steps; ++local_step) {
-    // 1. The plan: tasks, exemplars and prompts (rank 0), broadcast to the trainers.
-    std::string plan_text;
-    if (is_coordinator()) {
-      std::mt19937_64 rng(job_.seed ^ (0xA24BAED4963EE407ull * static_cast<uint64_t>(step_ + 1)));
-      nlohmann::json plan = nlohmann::json::array();
-      for (const Task* task : draw_tasks(tasks_, groups, job_.seed, step_)) {
-        std::vector<PromptExemplar> shown;
-        std::vector<int64_t> ids;
-        if (crl && stage.exemplars > 0) {
-          for (const Exemplar* e : exemplars_->sample(task->id, static_cast<size_t>(stage.exemplars), stage.tau, rng)) {
-            shown.push_back({e->program, e->speedup});
-            ids.push_back(e->rollout_id);
-          }
-        }
-        plan.push_back({{"task", task->id}, {"prompt", render_prompt(*task, shown)}, {"exemplar_ids", join_ids(ids)}});
-      }
-      plan_text = plan.dump();
-    }
-    broadcast_text(roles_.role_comm, 0, plan_text);
-    const nlohmann::json plan = nlohmann::json::parse(plan_text);
-
-    // 2. Generation of this trainer's groups (g = rank, rank + T, ...), planted completions in.
-    const auto generate_start = Clock::now();
-    std::vector<std::vector<int64_t>> group_prompts(static_cast<size_t>(groups));
-    std::vector<Rollout> mine;
-    {
-      std::vector<std::vector<int64_t>> batch;
-      std::vector<std::pair<int64_t, int64_t>> where;
-      for (int64_t g = roles_.role_rank; g < groups; g += roles_.role_size) {
-        group_prompts[static_cast<size_t>(g)] = prompt_ids(plan[static_cast<size_t>(g)]["prompt"].get<std::string>());
-        for (int64_t s = 0; s < group_size; ++s) {
-          batch.push_back(group_prompts[static_cast<size_t>(g)]);
-          where.emplace_back(g, s);
-        }
-      }
-      if (!batch.empty()) {
-        policy::GenerationOptions gen;
-        gen.max_new_tokens = stage.sampling.max_new_tokens;
-        gen.sampling = {stage.sampling.temperature, stage.sampling.top_p, stage.sampling.top_k,
-                        job_.seed * 6364136223846793005ull + static_cast<uint64_t>(step_) * 1442695040888963407ull +
-                            static_cast<uint64_t>(roles_.role_rank)};
-        gen.stop_token_ids = model_config_->eos_token_ids;
-        gen.pad_token_id = model_config_->pad_token_id.value_or(gen.stop_token_ids.empty() ? 0 : gen.stop_token_ids[0]);
-        const policy::TokenDecoder decode = [&](const std::vector<int64_t>& ids) {
-          const std::vector<int32_t> narrow(ids.begin(), ids.end());
-          return tokenizer_->decode(narrow, /*skip_special_tokens=*/true);
-        };
-        torch::NoGradGuard no_grad;
-        (*model_)->eval();
-        policy::GenerationResult result = policy::generate(*model_, batch, gen, decode);
-        for (size_t i = 0; i < result.sequences.size(); ++i) {
-          mine.push_back({where[i].first, where[i].second, std::move(result.sequences[i].tokens), std::move(result.sequences[i].text)});
-        }
-      }
-      // Planted completions (tests): in the stage's first step, in place of the first samples of
-      // the first group of their task.
-      if (local_step == 0) {
-        std::map<int64_t, int64_t> used;
-        for (const PlantedCompletion& p : stage.planted) {
-          int64_t g = 0;
-          while (g < groups && plan[static_cast<size_t>(g)]["task"] != p.task) ++g;
-          if (g == groups) {
-            if (is_coordinator()) spdlog::warn("planted completion {}: task {} is not in the first step's batch", p.file, p.task);
-            continue;
-          }
-          const int64_t s = used[g]++;
-          if (s >= group_size || g % roles_.role_size != roles_.role_rank) continue;
-          for (Rollout& r : mine) {
-            if (r.group == g && r.sample == s) {
-              r.text = completion_from_program(read_text_file(p.file, "planted completion"));
-              r.completion_ids = completion_ids(r.text);
-            }
-          }
-        }
-      }
-    }
-    const double generate_seconds = seconds_since(generate_start);
+    // The step's plan and this trainer's rollouts are in `current` (generated at the end of the
+    // previous step, or overlapped with its evaluation); with staleness 1 the next step is
+    // generated while the evaluators judge this one.
+    const bool overlap = stale && local_step + 1 < stage.steps;
+    const nlohmann::json& plan = current->plan;
+    std::vector<Rollout>& mine = current->mine;
     int64_t my_tokens = 0;
     for (const Rollout& r : mine) my_tokens += static_cast<int64_t>(r.completion_ids.size());
     const double tokens_generated = comm_->all_reduce_scalar(static_cast<double>(my_tokens));
-    const double seconds_generate = comm_->all_reduce_scalar(generate_seconds) / roles_.role_size;
+    const double seconds_generate = comm_->all_reduce_scalar(current->seconds) / roles_.role_size;
 
     // 3. Completions to rank 0; parse, evaluate, shape; the outcome back to every trainer.
     nlohmann::json sent = nlohmann::json::array();
     for (const Rollout& r : mine) {
       sent.push_back({{"group", r.group}, {"sample", r.sample}, {"text", r.text}, {"tokens", r.completion_ids.size()}});
     }
-    const auto wait_start = Clock::now();
+    auto wait_start = Clock::now();
     const std::vector<std::string> received = gather_texts(roles_.role_comm, 0, sent.dump());
+    // Staleness 1: the next step's plan (from the exemplars known before this step's verdicts).
+    nlohmann::json next_plan;
+    if (overlap) next_plan = make_plan(stage, step_ + 1);
+    std::optional<GeneratedStep> next;
+    const auto generate_next = [&]() {
+#if CRL_HAVE_CUDA
+      if (device_.is_cuda()) {
+        int count = 0;
+        if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) cudaSetDevice(device_.index());
+      }
+#endif
+      return generate_step(stage, next_plan, step_ + 1, local_step + 1);
+    };
     std::string outcome_text;
     StepRow row;
     std::vector<RolloutRow> rollout_rows_out;
+    struct StepText {
+      const char* store;
+      int64_t id;
+      std::string text;
+    };
+    std::vector<StepText> texts;  // rank 0: written after the step's rows
     double evaluate_seconds = 0;
     if (is_coordinator()) {
       const int64_t n = groups * group_size;
@@ -949,9 +1210,17 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
                           fmt::format("rollout {}", id)});
         }
       }
+      // Rank 0 dispatches on this thread (every MPI call stays here) while its own share of the
+      // next step is generated on another (no MPI there; torch only).
+      std::future<GeneratedStep> pending;
+      if (overlap) pending = std::async(std::launch::async, generate_next);
       const auto evaluate_start = Clock::now();
       std::map<int64_t, DispatchedVerdict> verdicts = dispatcher_->evaluate(work);
       evaluate_seconds = seconds_since(evaluate_start);
+      if (overlap) {
+        next = pending.get();
+        wait_start = next->finished;
+      }
       double busy = 0;
       for (const auto& [id, v] : verdicts) busy += v.seconds;
       // Rewards and which rollouts count.
@@ -1018,7 +1287,7 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         r.completion_tokens = by_index[static_cast<size_t>(i)]["tokens"];
         r.evaluator_rank = evaluator_rank[static_cast<size_t>(i)];
         r.exemplar_ids = plan_item["exemplar_ids"];
-        r.policy_version = policy_version_;
+        r.policy_version = current->policy_version;
         r.restart = restart_;
         rollout_rows_out.push_back(r);
         switch (v.status) {
@@ -1034,13 +1303,13 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         }
         if (included[static_cast<size_t>(i)]) counted.push_back(rewards[static_cast<size_t>(i)]);
         // Texts keyed by rollout id.
-        writer_->put_text("prompts", id, plan_item["prompt"].get<std::string>());
-        writer_->put_text("completions", id, by_index[static_cast<size_t>(i)]["text"].get<std::string>());
-        if (!parsed[static_cast<size_t>(i)].program_text.empty()) writer_->put_text("programs", id, parsed[static_cast<size_t>(i)].program_text);
+        texts.push_back({"prompts", id, plan_item["prompt"].get<std::string>()});
+        texts.push_back({"completions", id, by_index[static_cast<size_t>(i)]["text"].get<std::string>()});
+        if (!parsed[static_cast<size_t>(i)].program_text.empty()) texts.push_back({"programs", id, parsed[static_cast<size_t>(i)].program_text});
         std::string log = v.message;
         if (!v.compile_log.empty()) log += "\n--- compile log\n" + v.compile_log;
         if (!v.worker_log.empty()) log += "\n--- worker log\n" + v.worker_log;
-        writer_->put_text("logs", id, log);
+        texts.push_back({"logs", id, std::move(log)});
         if (v.ok() && std::isfinite(v.speedup) && v.speedup > 0) {
           exemplars_->add({id, step_, r.task, parsed[static_cast<size_t>(i)].program_text, v.speedup,
                            parse_ids(r.exemplar_ids, "plan")});
@@ -1055,6 +1324,9 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       }
       row.seconds_evaluate = evaluate_seconds;
       row.evaluator_busy_fraction = evaluate_seconds > 0 && evaluators_ > 0 ? busy / (evaluate_seconds * evaluators_) : 0;
+    } else if (overlap) {
+      next = generate_next();
+      wait_start = next->finished;
     }
     broadcast_text(roles_.role_comm, 0, outcome_text);
     const double waited = seconds_since(wait_start);
@@ -1069,13 +1341,13 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       std::vector<Sequence> seqs;
       for (const Rollout& r : mine) {
         const size_t i = static_cast<size_t>(r.group * group_size + r.sample);
-        seqs.push_back({&group_prompts[static_cast<size_t>(r.group)], &r.completion_ids, outcome["train"][i].get<bool>(),
-                        outcome["advantages"][i].get<double>()});
+        seqs.push_back({&current->group_prompts[static_cast<size_t>(r.group)], &r.completion_ids, outcome["train"][i].get<bool>(),
+                        outcome["advantages"][i].get<double>(), r.logprobs.empty() ? nullptr : &r.logprobs});
       }
       static const std::vector<int64_t> kDummy = {0, 0};
-      if (seqs.empty()) seqs.push_back({&kDummy, &kDummy, false, 0});  // more trainers than groups
-      std::vector<torch::Tensor> advantages;
-      const auto batches = micro_batches(seqs, &advantages);
+      if (seqs.empty()) seqs.push_back({&kDummy, &kDummy, false, 0, nullptr});  // more trainers than groups
+      std::vector<torch::Tensor> advantages, generating_logp, has_generating_logp;
+      const auto batches = micro_batches(seqs, &advantages, stale ? &generating_logp : nullptr, stale ? &has_generating_logp : nullptr);
       std::vector<torch::Tensor> old_logp, ref_logp;
       if (crl && (updates > 1 || reference)) {
         torch::NoGradGuard no_grad;
@@ -1090,7 +1362,10 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
           const auto& mb = batches[i];
           if (!crl) return sft_loss(logits, mb.input_ids, mb.loss_mask).sum;
           const torch::Tensor logp = next_token_log_probs(logits, mb.input_ids);
-          const torch::Tensor old = updates > 1 ? old_logp[i] : logp.detach();
+          torch::Tensor old = updates > 1 ? old_logp[i] : logp.detach();
+          // Off-policy (staleness 1): the ratio is to the policy that generated the rollout, whose
+          // log-probs the engine returned; rows no policy wrote (planted) keep the on-policy ratio.
+          if (stale) old = torch::where(has_generating_logp[i].unsqueeze(1), generating_logp[i], old);
           return grpo_loss(logp, old, advantages[i], mb.loss_mask, grpo,
                            reference ? std::optional<torch::Tensor>(ref_logp[i]) : std::nullopt).sum;
         });
@@ -1103,7 +1378,7 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
     if (is_coordinator()) {
       row.step = step_;
       row.stage = stage_name;
-      row.policy_version = rollout_rows_out.empty() ? policy_version_ : rollout_rows_out[0].policy_version;
+      row.policy_version = current->policy_version;
       row.loss = stats.loss;
       row.grad_norm = stats.grad_norm;
       row.lr = stats.lr;
@@ -1114,19 +1389,27 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       row.seconds_train = train_seconds;
       row.trainer_wait_seconds = trainer_wait;
       row.restart = restart_;
+      row.seconds_step = seconds_since(last_step_end_);
+      // Rows before their texts: a process that dies between the two (HDF5 flushes its files at
+      // exit) leaves texts of no id beyond the rows, and a restart numbers new rollouts from the rows.
       writer_->append("rollouts", rollout_rows(rollout_rows_out));
+      for (const StepText& t : texts) writer_->put_text(t.store, t.id, t.text);
       writer_->append("steps", step_rows({row}));
       writer_->flush();
+      last_step_end_ = Clock::now();
       log_step(row, local_step + 1, stage.steps, true);
     }
     ++step_;
+    current = std::move(next);  // staleness 1: the step generated meanwhile; else none yet
+    const GeneratedStep* in_flight = current ? &*current : nullptr;
     const bool periodic =
         stage.checkpoint.every > 0 && (local_step + 1) % stage.checkpoint.every == 0 && local_step + 1 < stage.steps;
-    if (periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer);
+    if (periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer, in_flight);
     if (local_step + 1 < stage.steps && stop_agreed(stage_name)) {
-      if (!periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer);
+      if (!periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer, in_flight);
       return;
     }
+    if (!current && local_step + 1 < stage.steps) current = generate_step(stage, make_plan(stage, step_), step_, local_step + 1);
   }
   finish_stage(index, stage, *trainer);
 }

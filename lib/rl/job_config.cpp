@@ -198,11 +198,6 @@ StageConfig read_stage(const YAML::Node& node, size_t index, const std::string& 
     s.checkpoint.keep = c.number<int64_t>("keep", s.checkpoint.keep, 1, 1000);
   }
   s.max_staleness = sec.number<int64_t>("max_staleness", s.max_staleness, 0, 1);
-  if (s.max_staleness != 0) {
-    sec.fail(sec.child("max_staleness"),
-             fmt::format("'{}' is 1: overlapping generation with evaluation is not implemented yet; use 0",
-                         sec.key_path("max_staleness")));
-  }
   if (s.kind == StageKind::kSft) {
     s.data = resolve_path(base_dir, sec.required<std::string>("data"));
     if (s.data.empty()) sec.fail(sec.child("data"), fmt::format("'{}' is empty", sec.key_path("data")));
@@ -234,7 +229,7 @@ JobConfig parse_job_config(const std::string& text, const std::string& origin, c
   if (!root || root.IsNull()) throw InputError(origin + ": the job file is empty");
   const Section sec(root, "", origin,
                     {"name", "seed", "model", "prompt_format", "backend", "dtype", "roles", "share_gpu", "suite",
-                     "instructions", "tasks", "stages", "eval"});
+                     "instructions", "tasks", "stages", "eval", "generation", "lora"});
   JobConfig job;
   job.path = origin;
   job.as_json = yaml_to_json(root);
@@ -265,6 +260,28 @@ JobConfig parse_job_config(const std::string& text, const std::string& origin, c
     job.eval.time_budget = ev.number<double>("time_budget", job.eval.time_budget, 0.0, 3600.0);
     job.eval.call_timeout = ev.number<double>("call_timeout", job.eval.call_timeout, 0.1, 3600.0);
     job.eval.timing = ev.get<bool>("timing", job.eval.timing);
+  }
+  if (sec.has("generation")) {
+    const Section gen(sec.child("generation"), "generation", origin, {"kv_cache_mib", "max_running"});
+    job.generation.kv_cache_mib = gen.number<int64_t>("kv_cache_mib", job.generation.kv_cache_mib, 1, int64_t{1} << 24);
+    job.generation.max_running = gen.number<int64_t>("max_running", job.generation.max_running, 1, 4096);
+  }
+  if (sec.has("lora")) {
+    const Section lora(sec.child("lora"), "lora", origin, {"rank", "alpha", "dropout", "targets"});
+    job.lora.enabled = true;
+    job.lora.rank = lora.number<int64_t>("rank", job.lora.rank, 1, 4096);
+    job.lora.alpha = lora.number<double>("alpha", job.lora.alpha, 1e-6, 1e6);
+    job.lora.dropout = lora.number<double>("dropout", job.lora.dropout, 0.0, 0.99);
+    if (lora.has("targets")) {
+      job.lora.targets = lora.list<std::string>("targets");
+      const std::set<std::string> known{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+      if (job.lora.targets.empty()) lora.fail(lora.child("targets"), "'lora.targets' is empty");
+      for (const std::string& t : job.lora.targets) {
+        if (!known.contains(t)) {
+          lora.fail(lora.child("targets"), fmt::format("'lora.targets' holds '{}'; known: {}", t, fmt::join(known, ", ")));
+        }
+      }
+    }
   }
   const YAML::Node stages = sec.child("stages");
   if (!stages) sec.fail(root, "missing key 'stages' (a list of stages: sft, selftrain, crl)");

@@ -63,6 +63,8 @@ struct StageConfig {
   GrpoConfig grpo;
   std::string data;         // sft: JSONL of {task, completion} or {task, program}
   CheckpointConfig checkpoint;
+  // 0: strictly on-policy (generate, evaluate, train in turn); 1: trainers generate step k+1
+  // while the evaluators judge step k (GRPO's ratio then uses the generating policy's log-probs).
   int64_t max_staleness = 0;
   std::vector<PlantedCompletion> planted;
 };
@@ -81,6 +83,25 @@ struct JobEvalConfig {
   bool timing = true;
 };
 
+// The trainers' generation engine (policy/engine.h), one per trainer for the job's life.
+struct GenerationConfig {
+  int64_t kv_cache_mib = 0;   // the paged KV pool (0: 1024 on cuda, 64 on cpu)
+  int64_t max_running = 256;  // sequences decoded together at most
+  int64_t kv_cache_bytes(const std::string& backend) const {
+    return (kv_cache_mib > 0 ? kv_cache_mib : backend == "cuda" ? 1024 : 64) << 20;
+  }
+};
+
+// LoRA instead of full fine-tuning (policy/lora.h): every stage trains the adapters only, and
+// generation samples through them.
+struct LoraJobConfig {
+  bool enabled = false;
+  int64_t rank = 16;
+  double alpha = 32.0;
+  double dropout = 0.0;
+  std::vector<std::string> targets{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+};
+
 struct JobConfig {
   std::string path;   // the file it came from
   std::string name;
@@ -96,6 +117,8 @@ struct JobConfig {
   TaskSelectionConfig tasks;
   std::vector<StageConfig> stages;
   JobEvalConfig eval;
+  GenerationConfig generation;
+  LoraJobConfig lora;
   nlohmann::json as_json;        // the whole file as JSON, for /meta
 };
 

@@ -20,7 +20,7 @@ const results::TableSchema& steps_schema() {
       {"tokens_trained", ColumnType::int64}, {"seconds_generate", ColumnType::float64},
       {"seconds_evaluate", ColumnType::float64}, {"seconds_train", ColumnType::float64},
       {"evaluator_busy_fraction", ColumnType::float64}, {"trainer_wait_seconds", ColumnType::float64},
-      {"restart", ColumnType::int64},       {"superseded", ColumnType::boolean}};
+      {"seconds_step", ColumnType::float64}, {"restart", ColumnType::int64},       {"superseded", ColumnType::boolean}};
   return schema;
 }
 
@@ -47,7 +47,7 @@ results::RowBatch step_rows(const std::vector<StepRow>& rows) {
                    r.reward_median, r.reward_max, r.n_ok, r.n_compile_error, r.n_runtime_error, r.n_timeout, r.n_crash,
                    r.n_mismatch, r.n_hack, r.n_format_error, r.n_internal_error, r.tokens_generated, r.tokens_trained,
                    r.seconds_generate, r.seconds_evaluate, r.seconds_train, r.evaluator_busy_fraction,
-                   r.trainer_wait_seconds, r.restart, r.superseded});
+                   r.trainer_wait_seconds, r.seconds_step, r.restart, r.superseded});
   }
   return batch;
 }

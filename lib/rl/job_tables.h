@@ -24,6 +24,7 @@ struct StepRow {
   double seconds_generate = 0, seconds_evaluate = 0, seconds_train = 0;
   double evaluator_busy_fraction = 0;  // evaluators' busy seconds / (evaluators x evaluation wall time)
   double trainer_wait_seconds = 0;     // trainers' time waiting for verdicts (summed over trainers)
+  double seconds_step = 0;             // rank 0's wall time since the previous step's row (or the stage's start)
   int64_t restart = 0;                 // 0 for the first run, +1 per resume
   bool superseded = false;             // a resume re-did this step (set on the row when it resumes)
 };

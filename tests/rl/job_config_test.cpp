@@ -117,6 +117,35 @@ TEST(JobConfig, BadValuesNameTheKey) {
             std::string::npos);
 }
 
+TEST(JobConfig, StalenessGenerationAndLoraKeys) {
+  const JobConfig job = parse_job_config(R"(
+name: t
+model: m
+generation: {kv_cache_mib: 32, max_running: 64}
+lora: {rank: 4, alpha: 8, dropout: 0.1, targets: [q_proj, v_proj]}
+stages:
+  - {kind: crl, max_staleness: 1}
+)", "job.yaml", "/base");
+  EXPECT_EQ(job.stages[0].max_staleness, 1);
+  EXPECT_EQ(job.generation.kv_cache_bytes("cpu"), int64_t{32} << 20);
+  EXPECT_EQ(job.generation.max_running, 64);
+  EXPECT_TRUE(job.lora.enabled);
+  EXPECT_EQ(job.lora.rank, 4);
+  EXPECT_DOUBLE_EQ(job.lora.alpha, 8.0);
+  EXPECT_DOUBLE_EQ(job.lora.dropout, 0.1);
+  EXPECT_EQ(job.lora.targets, (std::vector<std::string>{"q_proj", "v_proj"}));
+  // Defaults: no LoRA, a pool sized by backend.
+  const JobConfig plain = parse_job_config(kMinimal, "job.yaml", "/base");
+  EXPECT_FALSE(plain.lora.enabled);
+  EXPECT_EQ(plain.generation.kv_cache_bytes("cpu"), int64_t{64} << 20);
+  EXPECT_EQ(plain.generation.kv_cache_bytes("cuda"), int64_t{1024} << 20);
+  EXPECT_NE(error_of("name: t\nmodel: m\nstages: [{kind: crl, max_staleness: 2}]\n").find("stages[0].max_staleness"), std::string::npos);
+  EXPECT_NE(error_of("name: t\nmodel: m\nlora: {targets: [lm_head]}\nstages: [{kind: crl}]\n").find("lora.targets"), std::string::npos);
+  EXPECT_NE(error_of("name: t\nmodel: m\nlora: {rank: 0}\nstages: [{kind: crl}]\n").find("lora.rank"), std::string::npos);
+  EXPECT_NE(error_of("name: t\nmodel: m\ngeneration: {kv_cache_mb: 3}\nstages: [{kind: crl}]\n").find("generation.kv_cache_mb"),
+            std::string::npos);
+}
+
 TEST(JobConfig, KeysOfAnotherStageKindAreRefused) {
   const std::string e = error_of("name: t\nmodel: m\nstages: [{kind: sft, data: d.jsonl, K: 2}]\n");
   EXPECT_NE(e.find("'stages[0].K' does not apply to a stage of kind sft"), std::string::npos) << e;

@@ -1,7 +1,8 @@
 // Tests of the training step: the fused causal attention path and activation checkpointing give
 // the plain masked pass's logits and gradients (full and LoRA), gradient accumulation equals one
 // large batch, SFT learns, non-finite gradients skip the step, and generation between LoRA steps
-// samples the trained adapters.
+// samples the trained adapters, and a generation engine kept across steps (as the job keeps one per
+// trainer) samples the updated weights and adapters.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -12,6 +13,7 @@
 
 #include "dist/communicator.h"
 #include "policy/config.h"
+#include "policy/engine.h"
 #include "policy/generate.h"
 #include "policy/lora.h"
 #include "policy/model.h"
@@ -330,6 +332,68 @@ TEST(Trainer, GenerationAfterALoraStepUsesTheUpdatedAdapters) {
   }
   EXPECT_GT(largest_base_difference, 1e-2) << "generation sampled the base model";
 }
+
+// The log-probs of `tokens` after `prompt` under the model as it is now (a plain full pass).
+std::vector<float> completion_logprobs(CausalLm& model, const std::vector<int64_t>& prompt, const std::vector<int64_t>& tokens) {
+  std::vector<int64_t> all = prompt;
+  all.insert(all.end(), tokens.begin(), tokens.end());
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const torch::Tensor logp = model->forward(torch::tensor(all, torch::kInt64).unsqueeze(0))[0].to(torch::kFloat32).log_softmax(-1);
+  std::vector<float> out;
+  for (size_t i = 0; i < tokens.size(); ++i) out.push_back(logp[static_cast<int64_t>(prompt.size() + i - 1)][tokens[i]].item<float>());
+  return out;
+}
+
+// The job makes one GenerationEngine per trainer before its first step and keeps it: the engine
+// must sample what the optimiser wrote (full weights, or LoRA adapters), not what it saw first.
+void expect_engine_follows_steps(bool use_lora) {
+  auto comm = dist::make_local_communicator();
+  CausalLm model = tiny_model(21);
+  std::unique_ptr<LoraAdapters> lora;
+  if (use_lora) {
+    LoraConfig config;
+    config.rank = 4;
+    lora = std::make_unique<LoraAdapters>(model, config, 3);
+  }
+  policy::EngineOptions engine_options;
+  engine_options.kv_cache_bytes = 1 << 20;
+  policy::GenerationEngine engine(model, engine_options);
+  TrainerOptions o = test_options(false);
+  o.schedule = LrSchedule{5e-2, 0, 10, 1.0};
+  Trainer trainer(model, o, *comm, lora.get());
+  const std::vector<int64_t> prompt{5, 17, 42, 7, 99};
+  policy::GenerationOptions gen;
+  gen.max_new_tokens = 6;
+  gen.sampling.temperature = 1.0;
+  gen.sampling.seed = 4;
+  const auto sample = [&]() {
+    const policy::GenerationResult r = engine.run({{prompt, 2, std::nullopt, std::nullopt}}, gen);
+    EXPECT_EQ(r.sequences.size(), 2u);
+    return r.sequences;
+  };
+  const auto before = sample();
+  const Batch b = make_batch(2, 10, 8);
+  const std::vector<MicroBatch> mbs{{b.ids, b.padding, b.loss_mask}};
+  for (int i = 0; i < 3; ++i) {
+    trainer.step(mbs, [&](const torch::Tensor& logits, size_t) { return masked_next_token_nll(logits, b.ids, b.loss_mask); });
+  }
+  const auto after = sample();
+  double moved = 0;
+  for (size_t k = 0; k < after.size(); ++k) {
+    // The engine's log-probs are the updated model's, at the tokens it drew...
+    const std::vector<float> now = completion_logprobs(model, prompt, after[k].tokens);
+    ASSERT_EQ(now.size(), after[k].model_logprobs.size());
+    for (size_t i = 0; i < now.size(); ++i) EXPECT_NEAR(after[k].model_logprobs[i], now[i], 1e-4) << "sample " << k << " token " << i;
+    // ...and the model before the steps gave the tokens drawn then other log-probs.
+    const std::vector<float> then = completion_logprobs(model, prompt, before[k].tokens);
+    for (size_t i = 0; i < then.size(); ++i) moved = std::max(moved, std::abs(static_cast<double>(then[i] - before[k].model_logprobs[i])));
+  }
+  EXPECT_GT(moved, 1e-2) << "the steps did not change what the engine samples";
+}
+
+TEST(Trainer, AnEngineKeptAcrossStepsSamplesTheUpdatedWeights) { expect_engine_follows_steps(false); }
+TEST(Trainer, AnEngineKeptAcrossStepsSamplesTheUpdatedAdapters) { expect_engine_follows_steps(true); }
 
 }  // namespace
 }  // namespace crl::rl

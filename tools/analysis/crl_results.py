@@ -64,7 +64,7 @@ STEP_COLUMNS = {
     "n_hack": "int64", "n_format_error": "int64", "n_internal_error": "int64",
     "tokens_generated": "int64", "tokens_trained": "int64", "seconds_generate": "float64",
     "seconds_evaluate": "float64", "seconds_train": "float64", "evaluator_busy_fraction": "float64",
-    "trainer_wait_seconds": "float64", "restart": "int64", "superseded": "bool",
+    "trainer_wait_seconds": "float64", "seconds_step": "float64", "restart": "int64", "superseded": "bool",
 }
 ROLLOUT_COLUMNS = {
     "rollout_id": "int64", "step": "int64", "stage": "string", "task": "string", "group": "int64",
