@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <string_view>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -28,6 +29,19 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kDone = "DONE";
+// The LoRA adapter's own folder: PEFT loads it from there, and transformers, given the checkpoint
+// folder, loads the merged model alone (an adapter_config.json beside model.safetensors makes it
+// apply the adapter once more, on weights that already hold it).
+constexpr const char* kAdapterDir = "adapter";
+
+// A file the DONE manifest may name: a plain name in the checkpoint, or one in its adapter folder
+// (never a path that leaves the checkpoint).
+bool is_manifest_name(const std::string& name) {
+  const auto plain = [](std::string_view part) { return !part.empty() && part[0] != '.' && part.find('/') == std::string_view::npos; };
+  const auto slash = name.find('/');
+  if (slash == std::string::npos) return plain(name);
+  return std::string_view(name).substr(0, slash) == kAdapterDir && plain(std::string_view(name).substr(slash + 1));
+}
 // The DONE manifest and trainer_state.json are small; anything larger is not crl's.
 constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;
 
@@ -98,8 +112,8 @@ CheckpointCheck check_one(const fs::path& dir) {
     manifest = nlohmann::json::parse(read_file(done, "checkpoint DONE marker", kMaxJsonBytes));
     for (const auto& [name, hash] : manifest.at("sha256").items()) {
       const fs::path file = dir / name;
-      if (name.find('/') != std::string::npos || name.empty() || name[0] == '.') {
-        check.problem = fmt::format("{}: file name \"{}\" is not a plain name", done.string(), name);
+      if (!is_manifest_name(name)) {
+        check.problem = fmt::format("{}: file name \"{}\" is not a plain name (or adapter/<plain name>)", done.string(), name);
         return check;
       }
       if (!fs::exists(file)) {
@@ -152,10 +166,13 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
     add_file("model.safetensors");
   }
   if (contents.lora != nullptr) {
-    write_file_atomically(temp_dir / "adapter_config.json", contents.lora->adapter_config(contents.base_model).dump(2));
-    add_file("adapter_config.json");
-    write_safetensors(temp_dir / "adapter_model.safetensors", contents.lora->named_parameters(), {{"format", "pt"}});
-    add_file("adapter_model.safetensors");
+    fs::create_directory(temp_dir / kAdapterDir, ec);
+    if (ec) throw IoError(fmt::format("{}: cannot create: {}", (temp_dir / kAdapterDir).string(), ec.message()));
+    const fs::path adapter = fs::path(kAdapterDir);
+    write_file_atomically(temp_dir / adapter / "adapter_config.json", contents.lora->adapter_config(contents.base_model).dump(2));
+    add_file((adapter / "adapter_config.json").string());
+    write_safetensors(temp_dir / adapter / "adapter_model.safetensors", contents.lora->named_parameters(), {{"format", "pt"}});
+    add_file((adapter / "adapter_model.safetensors").string());
   }
   write_safetensors(temp_dir / "optimizer.safetensors", contents.optimizer->state_tensors());
   add_file("optimizer.safetensors");
@@ -245,7 +262,9 @@ CheckpointState read_checkpoint_state(const fs::path& dir) {
 void load_checkpoint_weights(const fs::path& dir, CausalLm& model, LoraAdapters* lora) {
   torch::NoGradGuard no_grad;
   if (lora != nullptr) {
-    const fs::path file = dir / "adapter_model.safetensors";
+    // Checkpoints before the adapter had its own folder kept it beside the model.
+    fs::path file = dir / kAdapterDir / "adapter_model.safetensors";
+    if (!fs::exists(file) && fs::exists(dir / "adapter_model.safetensors")) file = dir / "adapter_model.safetensors";
     lora->load_adapter_tensors(SafetensorsCheckpoint(file).load_all(), file.string());
   } else {
     const fs::path file = dir / "model.safetensors";

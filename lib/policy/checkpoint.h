@@ -2,8 +2,9 @@
 //
 //   ROOT/step-00000042/
 //     config.json, model.safetensors       Hugging Face model (full fine-tuning, or LoRA merged)
-//     adapter_config.json,                 LoRA only: PEFT adapter (PEFT tensor names)
-//     adapter_model.safetensors
+//     adapter/adapter_config.json,         LoRA only: PEFT adapter (PEFT tensor names), in a folder
+//     adapter/adapter_model.safetensors    of its own: transformers loads ROOT/step-N as the merged
+//                                          model, peft loads ROOT/step-N/adapter onto the base
 //     optimizer.safetensors                AdamW fp32 masters and moments, step
 //     rng.safetensors                      CPU (and CUDA) generator states: this process's
 //                                          ("cpu", "cuda:0"), or every rank's ("rank1.cpu")

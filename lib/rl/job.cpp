@@ -786,7 +786,7 @@ void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t sta
     const fs::path root = fs::path(run_dir_) / "checkpoints";
     policy::CheckpointContents contents;
     contents.model = &*model_;
-    contents.lora = lora_.get();  // LoRA: the PEFT adapter beside the merged model
+    contents.lora = lora_.get();  // LoRA: the PEFT adapter (in adapter/) beside the merged model
     contents.base_model = job_.model;
     contents.optimizer = &trainer.optimizer();
     contents.schedule = trainer.options().schedule.to_json();

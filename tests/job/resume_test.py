@@ -221,16 +221,14 @@ def check_peft_loads(python, checkpoint, base):
     """peft loads the checkpoint's adapter onto the base model and computes what the checkpoint's
     merged model (the adapted model crl trained) computes."""
     code = (
-        "import sys, torch, transformers, peft, safetensors.torch\n"
+        "import sys, torch, transformers, peft\n"
         "ids = torch.tensor([[5, 17, 42, 7, 99, 3, 11]])\n"
         "base = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32).eval()\n"
         "with torch.no_grad():\n"
         "    plain = base(ids).logits\n"
-        "m = peft.PeftModel.from_pretrained(base, sys.argv[1]).eval()\n"
-        # the merged weights into the base architecture (from_pretrained on the checkpoint folder
-        # would apply its adapter_config.json once more)
-        "merged = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[2], dtype=torch.float32).eval()\n"
-        "merged.load_state_dict(safetensors.torch.load_file(sys.argv[1] + '/model.safetensors'), strict=False)\n"
+        "m = peft.PeftModel.from_pretrained(base, sys.argv[1] + '/adapter').eval()\n"
+        # the checkpoint folder as transformers loads it: the merged model (the adapter has its own folder)
+        "merged = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()\n"
         "with torch.no_grad():\n"
         "    a, b = m(ids).logits, merged(ids).logits\n"
         "d, moved = (a - b).abs().max().item(), (a - plain).abs().max().item()\n"
@@ -302,7 +300,7 @@ def main():
     unfinished = os.path.join(root, "step-%08d" % (second_stop + 2))
     shutil.copytree(newest, unfinished)
     os.remove(os.path.join(unfinished, "DONE"))
-    weights = os.path.join(newest, "adapter_model.safetensors")
+    weights = os.path.join(newest, "adapter", "adapter_model.safetensors")
     with open(weights, "r+b") as f:
         f.seek(os.path.getsize(weights) - 3)
         byte = f.read(1)

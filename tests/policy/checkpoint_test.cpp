@@ -151,10 +151,12 @@ TEST(Checkpoint, LoraWritesPeftAdapterAndMergedModelAndResumesAdapters) {
   CheckpointContents c = contents(model, opt, 2, &lora);
   c.base_model = "tiny";
   const fs::path dir = save_checkpoint(root, c);
-  for (const char* name : {"adapter_config.json", "adapter_model.safetensors", "config.json", "model.safetensors"}) {
+  for (const char* name : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors", "config.json", "model.safetensors"}) {
     EXPECT_TRUE(fs::exists(dir / name)) << name;
   }
-  SafetensorsCheckpoint adapter(dir / "adapter_model.safetensors");
+  // Nothing of the adapter beside the merged model: transformers would apply it once more.
+  EXPECT_FALSE(fs::exists(dir / "adapter_config.json"));
+  SafetensorsCheckpoint adapter(dir / "adapter" / "adapter_model.safetensors");
   EXPECT_TRUE(adapter.contains("base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"));
   SafetensorsCheckpoint merged(dir / "model.safetensors");
   const std::string q = "model.layers.0.self_attn.q_proj.weight";
@@ -248,11 +250,20 @@ TEST(Checkpoint, PeftLoadsTheAdapterOntoTheBaseModel) {
       "base = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)\n"
       "m = peft.PeftModel.from_pretrained(base, sys.argv[2]).eval()\n"
       "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
-  const std::vector<double> theirs = python_logits(python, script, {base_dir.string(), adapter_dir.string()});
+  const std::vector<double> theirs = python_logits(python, script, {base_dir.string(), (adapter_dir / "adapter").string()});
   ASSERT_EQ(theirs.size(), 8u);
   const torch::Tensor base_logits = base->forward(ids).detach();
   EXPECT_FALSE(torch::allclose(ours, base_logits, 1e-3, 1e-3));  // the adapters change the output
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(theirs[i], ours[0][4][i].item<double>(), 1e-4) << i;
+  // transformers given the checkpoint folder itself loads the merged model: the adapted model once
+  // (with peft installed, an adapter_config.json there made it add the adapter a second time).
+  const std::string merged_script =
+      "import sys, torch, transformers\n"
+      "m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()\n"
+      "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
+  const std::vector<double> merged = python_logits(python, merged_script, {adapter_dir.string()});
+  ASSERT_EQ(merged.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(merged[i], ours[0][4][i].item<double>(), 1e-4) << i;
   fs::remove_all(root);
 }
 
