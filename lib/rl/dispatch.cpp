@@ -24,8 +24,16 @@ void send_text(MPI_Comm comm, int dest, int tag, const std::string& text) {
 }
 
 std::string receive_text(MPI_Comm comm, int source, int tag, int* from) {
+  // Polled with a growing sleep (50 us to 2 ms), not MPI_Probe: Open MPI's blocking probe spins a
+  // core for as long as it waits (a quarter of a CPU on the trainer rank, taken from the evaluator's
+  // workers on a 2-core machine), and a message here answers seconds of work, so 2 ms is nothing.
   MPI_Status status;
-  CRL_MPI_CHECK(MPI_Probe(source, tag, comm, &status));
+  for (auto pause = std::chrono::microseconds(50);; pause = std::min(pause * 2, std::chrono::microseconds(2000))) {
+    int pending = 0;
+    CRL_MPI_CHECK(MPI_Iprobe(source, tag, comm, &pending, &status));
+    if (pending) break;
+    std::this_thread::sleep_for(pause);
+  }
   int count = 0;
   CRL_MPI_CHECK(MPI_Get_count(&status, MPI_CHAR, &count));
   if (count < 0 || count > kMaxMessageBytes) {
