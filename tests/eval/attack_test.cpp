@@ -12,12 +12,11 @@
 namespace crl::eval {
 namespace {
 
+using testing::explain;
 using testing::fixture_compiler;
 using testing::fixture_dir;
 using testing::fixture_suite;
 using testing::quick_options;
-
-std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
 Evaluator& evaluator() {
   static Evaluator e(quick_options(Backend::cpu), fixture_compiler());

@@ -1,6 +1,9 @@
 // Shared by the evaluator tests: the fixture suite and candidates under tests/data/eval, one
-// Compiler with a per-test-binary cache, and quick options (small scale, short time budget).
+// Compiler over the tests' shared cache, quick options (small scale, short time budget), and the
+// verdict checks (explain, expect_hack).
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
@@ -32,6 +35,17 @@ inline Compiler& fixture_compiler() {
     return o;
   }());
   return compiler;
+}
+
+// A verdict as JSON, for failure messages.
+inline std::string explain(const Verdict& v) { return to_json(v).dump(2); }
+
+// The verdict is hack:<kind> with no reward; with mismatch_allowed a mismatch passes too (where the
+// ordinary trials may catch the program before its guard does: the guard's own test is direct).
+inline void expect_hack(const Verdict& v, const std::string& kind, bool mismatch_allowed = false) {
+  if (mismatch_allowed && v.status == VerdictStatus::kMismatch) return;
+  EXPECT_EQ(v.status_text(), "hack:" + kind) << explain(v);
+  EXPECT_EQ(v.reward, 0) << explain(v);
 }
 
 inline EvalOptions quick_options(Backend backend) {

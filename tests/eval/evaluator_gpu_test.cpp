@@ -14,6 +14,7 @@
 namespace crl::eval {
 namespace {
 
+using testing::explain;
 using testing::fixture_compiler;
 using testing::fixture_suite;
 using testing::quick_options;
@@ -34,8 +35,6 @@ class GpuEvaluatorTest : public ::testing::Test {
     return evaluator().evaluate(fixture_suite().find("level1/019_relu"), relu_candidate(fixture), fixture);
   }
 };
-
-std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
 TEST_F(GpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithANarrowCiContainingOne) {
   const Verdict v = evaluate("same_as_reference");

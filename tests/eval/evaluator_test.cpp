@@ -13,6 +13,7 @@
 namespace crl::eval {
 namespace {
 
+using testing::explain;
 using testing::fixture_compiler;
 using testing::fixture_suite;
 using testing::quick_options;
@@ -28,8 +29,6 @@ class CpuEvaluatorTest : public ::testing::Test {
     return evaluator().evaluate(fixture_suite().find("level1/019_relu"), relu_candidate(fixture), fixture);
   }
 };
-
-std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
 // A 95% interval misses the true value one time in twenty by construction, and CI runs this next
 // to other tests on 2 cores: the interval must contain 1.00 in one of two independent

@@ -13,14 +13,14 @@
 namespace crl::eval {
 namespace {
 
+using testing::explain;
+using testing::expect_hack;
 using testing::fixture_compiler;
 using testing::fixture_dir;
 using testing::fixture_suite;
 using testing::quick_options;
 
 bool have_gpu() { return cuda_device_visible(); }
-
-std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
 class GpuGuardFixturesTest : public ::testing::Test {
  protected:
@@ -40,10 +40,6 @@ class GpuGuardFixturesTest : public ::testing::Test {
     Evaluator& e = remeasure_everything ? remeasuring : plain;
     return e.evaluate(fixture_suite().find(task), load_program_file(fixture_dir() + "/hacks/" + file + ".cuda.crl"),
                       file);
-  }
-  static void expect_hack(const Verdict& v, const std::string& kind, bool mismatch_allowed = false) {
-    if (mismatch_allowed && v.status == VerdictStatus::kMismatch) return;
-    EXPECT_EQ(v.status_text(), "hack:" + kind) << explain(v);
   }
   static void expect_ok(const Verdict& v) { EXPECT_TRUE(v.ok()) << explain(v); }
 };

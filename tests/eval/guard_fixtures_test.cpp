@@ -14,12 +14,12 @@
 namespace crl::eval {
 namespace {
 
+using testing::explain;
+using testing::expect_hack;
 using testing::fixture_compiler;
 using testing::fixture_dir;
 using testing::fixture_suite;
 using testing::quick_options;
-
-std::string explain(const Verdict& v) { return to_json(v).dump(2); }
 
 Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = false,
                          const std::string& task = "level1/019_relu") {
@@ -34,12 +34,6 @@ Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = fa
       fixture_compiler());
   Evaluator& e = remeasure_everything ? remeasuring : plain;
   return e.evaluate(fixture_suite().find(task), load_program_file(fixture_dir() + "/hacks/" + file + ".cpu.crl"), file);
-}
-
-void expect_hack(const Verdict& v, const std::string& kind, bool mismatch_allowed = false) {
-  if (mismatch_allowed && v.status == VerdictStatus::kMismatch) return;
-  EXPECT_EQ(v.status_text(), "hack:" + kind) << explain(v);
-  EXPECT_EQ(v.reward, 0);
 }
 
 TEST(GuardFixturesTest, DeferredWorkThreadStillAliveIsAHack) {
