@@ -1,6 +1,7 @@
 // The worker-side guard probes called directly, with simulated candidates on the CPU: work that a
 // candidate leaves running when forward returns (a thread standing in for another CUDA stream)
-// must be seen by the deferred-work probe, which therefore must not wait for the device first.
+// must be seen by the deferred-work probe, which therefore must not wait for the device first; and
+// aliasing, input mutation and an output cache must each fire their own probe's check.
 #include <gtest/gtest.h>
 #include <ATen/ATen.h>
 
@@ -85,6 +86,82 @@ TEST(GuardProbe, ForwardThatFinishesItsWorkPassesEveryCheck) {
   // poisoned free memory.
   EXPECT_EQ(reply.header.at("groups").size(), 3u);
   EXPECT_EQ(reply.tensors.size(), 3u);
+}
+
+// The simulated hacks' probes: nothing is left running, so nothing to settle.
+const nlohmann::json kHackRequest = {{"seeds", {11, 12}}, {"settle_seconds", 0.0}, {"output_bytes", {4096 * 4}}};
+
+Message probe(const CandidateForward& candidate) {
+  return run_guard_probes(kHackRequest, relu_spec(), "small", at::Device(at::kCPU), candidate);
+}
+
+// The check named `name`, which must exist; `failed` says whether it must have failed.
+void expect_check(const Message& reply, const std::string& name, bool failed, const std::string& kind) {
+  const nlohmann::json* check = find_check(reply, name);
+  if (check == nullptr) {
+    ADD_FAILURE() << "no check '" << name << "' in " << reply.header.dump(2);
+    return;
+  }
+  EXPECT_EQ(check->at("passed").get<bool>(), !failed) << check->dump();
+  EXPECT_EQ(check->at("kind"), kind) << check->dump();
+}
+
+// Simulated hacks, one per probe: each probe's own check must fire on the hack it names, so a guard
+// test cannot pass only because the ordinary trials caught its fixture first (the end-to-end
+// fixture tests accept "hack or mismatch").
+TEST(GuardProbeHacks, OutputSharingItsInputsMemoryIsAliasing) {
+  // relu computed in place would also mutate the input; a view of the input, written nowhere, is
+  // aliasing alone.
+  const Message reply = probe([](const std::vector<at::Tensor>& args, bool) {
+    return std::vector<at::Tensor>{args.at(0).view({-1})};
+  });
+  expect_check(reply, "aliasing", /*failed=*/true, "aliasing");
+  expect_check(reply, "input mutation", /*failed=*/false, "input_mutation");
+}
+
+TEST(GuardProbeHacks, OutputsSharingEachOthersMemoryIsAliasing) {
+  const Message reply = probe([](const std::vector<at::Tensor>& args, bool) {
+    const at::Tensor y = at::relu(args.at(0));
+    return std::vector<at::Tensor>{y, y.view({-1})};
+  });
+  expect_check(reply, "aliasing", /*failed=*/true, "aliasing");
+}
+
+TEST(GuardProbeHacks, ReluInPlaceOnTheInputIsInputMutation) {
+  const Message reply = probe([](const std::vector<at::Tensor>& args, bool) {
+    at::Tensor x = args.at(0);
+    x.relu_();
+    return std::vector<at::Tensor>{x.clone()};
+  });
+  expect_check(reply, "input mutation", /*failed=*/true, "input_mutation");
+  expect_check(reply, "aliasing", /*failed=*/false, "aliasing");
+}
+
+TEST(GuardProbeHacks, TheSameOutputReturnedAgainIsAnOutputCache) {
+  // Computes once and hands back the same tensor on every later call, whatever its inputs.
+  at::Tensor cached;
+  const Message reply = probe([&](const std::vector<at::Tensor>& args, bool) {
+    if (!cached.defined()) cached = at::relu(args.at(0));
+    return std::vector<at::Tensor>{cached};
+  });
+  expect_check(reply, "output reuse", /*failed=*/true, "output_cache");
+  // The judge then compares the same-addresses group with the reference's outputs for seed B: the
+  // cache returned seed A's values there.
+  const auto& groups = reply.header.at("groups");
+  ASSERT_GE(groups.size(), 1u) << reply.header.dump(2);
+  EXPECT_EQ(groups[0].at("kind"), "output_cache");
+  EXPECT_EQ(groups[0].at("seed_index"), 1);
+  ASSERT_GE(reply.tensors.size(), 1u);
+  EXPECT_TRUE(at::equal(reply.tensors[0].values, cached));
+}
+
+TEST(GuardProbeHacks, AnHonestForwardFailsNoneOfThem) {
+  const Message reply = probe([](const std::vector<at::Tensor>& args, bool) {
+    return std::vector<at::Tensor>{at::relu(args.at(0))};
+  });
+  expect_check(reply, "aliasing", false, "aliasing");
+  expect_check(reply, "input mutation", false, "input_mutation");
+  expect_check(reply, "output reuse", false, "output_cache");
 }
 
 }  // namespace
