@@ -17,6 +17,7 @@
 #include "policy/lora.h"
 #include "policy/model.h"
 #include "policy/sampling.h"
+#include "policy/tiny_model.h"
 
 namespace crl::policy {
 namespace {
@@ -368,12 +369,7 @@ TEST(Generate, LoraIsActiveAndMatchesTheTrainingForward) {
   LoraConfig config;
   config.rank = 4;
   LoraAdapters lora(model, config, 3);
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& [name, tensor] : lora.named_parameters()) {
-      if (name.find("lora_B") != std::string::npos) tensor.normal_(0.0, 0.5);
-    }
-  }
+  testing::randomize_lora_b(lora, 0.5);
   const auto adapted = generate(model, kPrompts, options);
   bool changed = false;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
@@ -383,9 +379,15 @@ TEST(Generate, LoraIsActiveAndMatchesTheTrainingForward) {
     model->train();
     const torch::Tensor log_probs = full_forward_log_probs(model, kPrompts[i], seq.tokens);
     model->eval();
+    // The decode step (one row against the cache) and the training forward (the whole sequence)
+    // sum their products in different orders: with B drawn at 0.5 the logits are large, and
+    // MKL's SSE4.2 kernels (what it picks on some CI CPUs) put the two 1e-4 apart, so the chosen
+    // token is checked to be the training forward's best up to that, not bitwise its argmax.
+    constexpr float kTolerance = 5e-4f;
     for (size_t t = 0; t < seq.tokens.size(); ++t) {
-      EXPECT_EQ(log_probs[t].argmax().item<int64_t>(), seq.tokens[t]) << "prompt " << i << " step " << t;
-      EXPECT_NEAR(seq.model_logprobs[t], log_probs[t][seq.tokens[t]].item<float>(), 1e-5);
+      const float chosen = log_probs[t][seq.tokens[t]].item<float>();
+      EXPECT_GE(chosen, log_probs[t].max().item<float>() - kTolerance) << "prompt " << i << " step " << t;
+      EXPECT_NEAR(seq.model_logprobs[t], chosen, kTolerance) << "prompt " << i << " step " << t;
     }
   }
   EXPECT_TRUE(changed) << "LoRA made no difference: is it applied in generation?";
