@@ -1,4 +1,5 @@
-// read_file: open, check it is a regular file within the size bound, read it in one go.
+// read_file: open, check it is a regular file within the size bound, read it in one go;
+// read_input_file: the same for files the user named.
 #include "core/read_file.h"
 
 #include <fcntl.h>
@@ -39,6 +40,14 @@ std::string read_file(const std::filesystem::path& path, const std::string& what
   }
   bytes.resize(done);
   return bytes;
+}
+
+std::string read_input_file(const std::filesystem::path& path, const std::string& what, uint64_t max_bytes) {
+  try {
+    return read_file(path, what, max_bytes);
+  } catch (const IoError& e) {
+    throw InputError(e.what());
+  }
 }
 
 }  // namespace crl

@@ -14,4 +14,9 @@ namespace crl {
 std::string read_file(const std::filesystem::path& path, const std::string& what,
                       uint64_t max_bytes = uint64_t{4} << 30);
 
+// read_file for a file the user named (a job file, or a file a job file names): one that is missing
+// or unreadable is bad input, so the same message comes as an InputError (crl's exit 3).
+std::string read_input_file(const std::filesystem::path& path, const std::string& what,
+                            uint64_t max_bytes = uint64_t{1} << 30);
+
 }  // namespace crl

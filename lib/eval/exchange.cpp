@@ -17,6 +17,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+
+#include "compile/cuda_check.h"
 #endif
 
 namespace crl::eval {
@@ -54,10 +56,6 @@ void unhex(const std::string& text, void* out, size_t bytes) {
   };
   auto* p = static_cast<unsigned char*>(out);
   for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(value(text[2 * i]) * 16 + value(text[2 * i + 1]));
-}
-
-void cuda_ok(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) throw Error(fmt::format("{}: {}", what, cudaGetErrorString(err)));
 }
 
 // The extent of the allocation holding `pointer` (the driver's cuMemGetAddressRange, looked up at
@@ -260,7 +258,7 @@ std::vector<TensorRef> batch_call_refs(const nlohmann::json& described, size_t c
 std::string ipc_handle_of(void* allocation_base) {
 #if CRL_HAVE_CUDA
   cudaIpcMemHandle_t handle;
-  cuda_ok(cudaIpcGetMemHandle(&handle, allocation_base), "cudaIpcGetMemHandle");
+  CRL_CUDA_CHECK(cudaIpcGetMemHandle(&handle, allocation_base));
   return hex(&handle, sizeof handle);
 #else
   (void)allocation_base;

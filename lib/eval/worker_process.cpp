@@ -13,10 +13,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 #include <thread>
 
+#include "core/read_file.h"
 #include "eval/verdict.h"
 
 namespace crl::eval {
@@ -225,10 +225,9 @@ Message WorkerProcess::request(const Message& request, std::chrono::milliseconds
 }
 
 std::string WorkerProcess::log(size_t max_bytes) const {
-  std::ifstream in(options_.log_path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return truncate_log(text.str(), max_bytes);
+  // The log's size is bounded by the worker's file-size limit; a worker that never started left none.
+  if (!std::filesystem::exists(options_.log_path)) return "";
+  return truncate_log(read_file(options_.log_path, "worker log"), max_bytes);
 }
 
 }  // namespace crl::eval

@@ -3,8 +3,9 @@
 
 #include <cuda_bf16.h>
 
-#include <stdexcept>
 #include <string>
+
+#include "core/error.h"
 
 namespace crl::policy::cuda {
 namespace {
@@ -70,9 +71,13 @@ __global__ void silu_mul_kernel(const T* gate, const T* up, T* out, int64_t n) {
   store(out, i, __fmul_rn(silu, load(up, i)));
 }
 
+// A failed launch, as every CUDA error in crl: an ApiError naming the call, rank and host
+// (compile/cuda_check.h's macro is the same, but policy sits below compile).
 void check(const char* what) {
   const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess) {
+    ::crl::throw_api_error("CUDA", what, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e), __FILE__, __LINE__);
+  }
 }
 
 unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }

@@ -4,10 +4,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/read_file.h"
 #include "core/hash.h"
 
 namespace crl::rl {
@@ -79,16 +78,16 @@ ChatTemplate ChatTemplate::from_text(const std::string& chat_template, const std
       origin, first_line, hash));
 }
 
+// tokenizer_config.json holds the template and the added tokens: a few hundred KB at most.
+constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
+
 ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& model_dir) {
   const std::filesystem::path path = model_dir / "tokenizer_config.json";
-  std::ifstream in(path);
-  if (!in) {
+  if (!std::filesystem::exists(path)) {
     throw InputError(fmt::format("{}: missing, so the model has no chat template; use `prompt_format: raw` for a base "
                                  "model", path.string()));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto config = nlohmann::json::parse(text.str(), nullptr, false);
+  const auto config = nlohmann::json::parse(read_file(path, "tokenizer config", kMaxConfigBytes), nullptr, false);
   if (!config.is_object()) throw InputError(fmt::format("{}: not a JSON object", path.string()));
   if (!config.contains("chat_template") || !config["chat_template"].is_string()) {
     throw InputError(fmt::format("{}: no 'chat_template' string (a list of named templates is not supported); use "

@@ -26,17 +26,16 @@
 #include <functional>
 #include <future>
 #include <map>
-#include <fstream>
 #include <numeric>
 #include <optional>
 #include <random>
-#include <sstream>
 
 #include <unistd.h>
 
 #include "compile/compiler.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/read_file.h"
 #include "core/hash.h"
 #include "dist/mpi_check.h"
 #include "core/process_env.h"
@@ -117,14 +116,6 @@ std::vector<std::string> gather_texts(MPI_Comm comm, int root, const std::string
 }
 
 // ---- what every rank knows ---------------------------------------------------------------------
-
-std::string read_text_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot read the {}", path, what));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) {
   for (const std::string& id : job.tasks.ids) suite.find(id);  // unknown ids: InputError naming the suite
@@ -338,7 +329,7 @@ void Job::start() {
   evaluators_ = world_size - job_.trainers;
   suite_.emplace(Suite::load(resolve_suite_dir(job_.suite)));
   tasks_ = select_tasks(*suite_, job_);
-  instructions_ = read_text_file(job_.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job_.instructions,
+  instructions_ = read_input_file(job_.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job_.instructions,
                                  "prompt instructions");
   run_dir_ = options_.run_dir.empty() ? "runs/" + job_.name : options_.run_dir;
   find_resume_point();
@@ -1055,7 +1046,7 @@ Job::GeneratedStep Job::generate_step(const StageConfig& stage, nlohmann::json p
       if (s >= group_size || g % roles_.role_size != roles_.role_rank) continue;
       for (Rollout& r : out.mine) {
         if (r.group == g && r.sample == s) {
-          r.text = completion_from_program(read_text_file(p.file, "planted completion"));
+          r.text = completion_from_program(read_input_file(p.file, "planted completion"));
           r.completion_ids = completion_ids(r.text);
           r.logprobs.clear();
         }
