@@ -14,6 +14,7 @@
 
 #include "apps/crl/commands.h"
 #include "core/error.h"
+#include "core/read_file.h"
 #include "policy/engine.h"
 #include "policy/generate.h"
 #include "policy/model.h"
@@ -119,11 +120,10 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
 std::vector<int64_t> generation_config_eos(const std::filesystem::path& dir) {
   std::vector<int64_t> ids;
   const auto file = dir / "generation_config.json";
-  std::ifstream in(file);
-  if (!in) return ids;
+  if (!std::filesystem::exists(file)) return ids;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(read_file(file, "generation config", uint64_t{1} << 20));
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }
@@ -182,10 +182,7 @@ int run_generate(const GenerateArgs& args) {
   if (model->config().pad_token_id) options.pad_token_id = *model->config().pad_token_id;
   TokenDecoder decode;
   if (tokenizer) {
-    decode = [&tokenizer](const std::vector<int64_t>& ids) {
-      const std::vector<int32_t> narrow(ids.begin(), ids.end());
-      return tokenizer->decode(narrow);
-    };
+    decode = [&tokenizer](const std::vector<int64_t>& ids) { return tokenizer->decode_sampled(ids); };
   }
   // The KV budget: --kv-cache-gb, or every distinct prompt and every sample at its limit (the
   // engine then runs everything at once, up to its max_running sequences).

@@ -748,6 +748,16 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return utf8_lossy(decode_bytes(ids, skip_special_tokens));
 }
 
+std::string Tokenizer::decode_sampled(std::span<const int64_t> ids, bool skip_special_tokens) const {
+  std::vector<int32_t> known;
+  known.reserve(ids.size());
+  for (const int64_t id : ids) {
+    if (id >= static_cast<int64_t>(impl_->id_to_token.size())) continue;  // a padding row of the embedding
+    known.push_back(id < 0 ? -1 : static_cast<int32_t>(id));
+  }
+  return decode(known, skip_special_tokens);
+}
+
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->id_to_token.size()); }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {

@@ -54,6 +54,11 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
   // The raw bytes of `ids` (may end inside a UTF-8 sequence: for streaming output).
   std::string decode_bytes(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
+  // The text of ids a model sampled. A model's embedding often has more rows than its tokenizer
+  // has tokens (Qwen2: 151936 for 151646, padded for the hardware), and sampling can pick one:
+  // such ids have no text and decode to nothing, as in Hugging Face's decode. Negative ids and
+  // holes inside the vocabulary are still an InputError.
+  std::string decode_sampled(std::span<const int64_t> ids, bool skip_special_tokens = false) const;
 
   // Number of ids: one more than the largest id of the model vocabulary and added tokens.
   int32_t vocab_size() const;

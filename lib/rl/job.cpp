@@ -1019,8 +1019,7 @@ Job::GeneratedStep Job::generate_step(const StageConfig& stage, nlohmann::json p
     gen.stop_token_ids = model_config_->eos_token_ids;
     gen.pad_token_id = model_config_->pad_token_id.value_or(gen.stop_token_ids.empty() ? 0 : gen.stop_token_ids[0]);
     const policy::TokenDecoder decode = [&](const std::vector<int64_t>& ids) {
-      const std::vector<int32_t> narrow(ids.begin(), ids.end());
-      return tokenizer_->decode(narrow, /*skip_special_tokens=*/true);
+      return tokenizer_->decode_sampled(ids, /*skip_special_tokens=*/true);
     };
     policy::GenerationResult result = engine_->run(requests, gen, decode);
     size_t i = 0;

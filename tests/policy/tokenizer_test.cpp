@@ -169,6 +169,20 @@ TEST(TokenizerTest, RejectsBadInput) {
   EXPECT_THROW(Tokenizer::from_file(kGoldenDir + "/missing.json"), IoError);
 }
 
+// A real Qwen2 checkpoint's embedding has 290 rows past its tokenizer's last id: a sampled one
+// decodes to nothing (as in Hugging Face), where decode() refuses it.
+TEST(TokenizerTest, SampledIdsPastTheVocabularyDecodeToNothing) {
+  const Tokenizer tok = Tokenizer::from_file(kGoldenDir + "/qwen2_like/tokenizer.json");
+  const auto ids32 = tok.encode("int main", false);
+  std::vector<int64_t> ids(ids32.begin(), ids32.end());
+  const std::string text = tok.decode_sampled(ids);
+  EXPECT_EQ(text, "int main");
+  ids.insert(ids.begin() + 1, tok.vocab_size());
+  ids.push_back(tok.vocab_size() + 289);
+  EXPECT_EQ(tok.decode_sampled(ids), text);
+  EXPECT_THROW(tok.decode_sampled(std::vector<int64_t>{-1}), InputError);
+}
+
 TEST(TokenizerTest, RefusesWhatItDoesNotImplement) {
   nlohmann::json base = read_json(kGoldenDir + "/qwen2_like/tokenizer.json");
   const auto expect_refusal = [](const nlohmann::json& j, const std::string& field) {
