@@ -67,6 +67,7 @@
 #include "rl/sft_data.h"
 #include "rl/stop_request.h"
 #include "rl/train_step.h"
+#include "rl/verdict_reuse.h"
 #include "suite/suite.h"
 
 #if CRL_HAVE_CUDA
@@ -306,6 +307,7 @@ class Job {
   // Rank 0.
   std::unique_ptr<results::ResultsWriter> writer_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  VerdictReuse verdict_reuse_;  // eval.reuse_verdicts: programs judged before, for this run of the job
   std::optional<ExemplarDatabase> exemplars_;
   int64_t next_rollout_id_ = 0;
   int64_t step_ = 0;  // the job's step counter, over all stages
@@ -1205,7 +1207,16 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       std::future<GeneratedStep> pending;
       if (overlap) pending = std::async(std::launch::async, generate_next);
       const auto evaluate_start = Clock::now();
-      std::map<int64_t, DispatchedVerdict> verdicts = dispatcher_->evaluate(work);
+      std::map<int64_t, DispatchedVerdict> verdicts;
+      if (job_.eval.reuse_verdicts) {
+        const size_t programs = work.size();
+        verdicts = verdict_reuse_.evaluate(std::move(work), step_, [&](const std::vector<WorkItem>& w) { return dispatcher_->evaluate(w); });
+        if (verdict_reuse_.reused_last() > 0) {
+          spdlog::info("step {}: {} of {} programs judged before (eval.reuse_verdicts)", step_, verdict_reuse_.reused_last(), programs);
+        }
+      } else {
+        verdicts = dispatcher_->evaluate(work);
+      }
       evaluate_seconds = seconds_since(evaluate_start);
       if (overlap) {
         next = pending.get();

@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <set>
 
 #include "core/error.h"
+#include "core/read_file.h"
 #include "core/yaml_file.h"
 
 namespace crl::rl {
@@ -254,12 +253,14 @@ JobConfig parse_job_config(const std::string& text, const std::string& origin, c
     job.tasks.categories = tasks.list<std::string>("categories");
   }
   if (sec.has("eval")) {
-    const Section ev(sec.child("eval"), "eval", origin, {"scale", "trials", "time_budget", "call_timeout", "timing"});
+    const Section ev(sec.child("eval"), "eval", origin, {"scale", "trials", "time_budget", "call_timeout", "timing",
+                                                             "reuse_verdicts"});
     job.eval.scale = ev.choice("scale", job.eval.scale, {"small", "full"});
     job.eval.trials = ev.number<int>("trials", job.eval.trials, 1, 1000);
     job.eval.time_budget = ev.number<double>("time_budget", job.eval.time_budget, 0.0, 3600.0);
     job.eval.call_timeout = ev.number<double>("call_timeout", job.eval.call_timeout, 0.1, 3600.0);
     job.eval.timing = ev.get<bool>("timing", job.eval.timing);
+    job.eval.reuse_verdicts = ev.get<bool>("reuse_verdicts", job.eval.reuse_verdicts);
   }
   if (sec.has("generation")) {
     const Section gen(sec.child("generation"), "generation", origin, {"kv_cache_mib", "max_running"});
@@ -350,12 +351,8 @@ void require_unchanged_job(const nlohmann::json& before, const nlohmann::json& a
 }
 
 JobConfig load_job_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot read the job file", path));
-  std::stringstream text;
-  text << in.rdbuf();
   const std::string base = fs::path(path).parent_path().string();
-  return parse_job_config(text.str(), path, base.empty() ? "." : base);
+  return parse_job_config(read_input_file(path, "job file"), path, base.empty() ? "." : base);
 }
 
 }  // namespace crl::rl

@@ -81,6 +81,12 @@ struct JobEvalConfig {
   double time_budget = 2.0;     // seconds of timing per candidate
   double call_timeout = 30.0;   // seconds one correctness trial may take
   bool timing = true;
+  // A program the policy writes again for the same task takes the verdict it had (rank 0 keeps
+  // them for the job's run): a policy that has learned a program writes it again and again, and
+  // judging each copy anew costs the evaluators and gives equal programs unequal rewards (timing
+  // noise) that GRPO would learn from. Verdicts that may depend on the moment (internal errors,
+  // timeouts) are judged again.
+  bool reuse_verdicts = true;
 };
 
 // The trainers' generation engine (policy/engine.h), one per trainer for the job's life.

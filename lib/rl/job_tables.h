@@ -42,7 +42,7 @@ struct RolloutRow {
   std::string scale;   // the evaluation's input scale ("small" or "full"), for the roofline
   double reward = 0, normalized_reward = 0, advantage = 0;
   int64_t completion_tokens = 0;
-  int64_t evaluator_rank = -1;  // world rank of the evaluator (-1: not evaluated)
+  int64_t evaluator_rank = -1;  // world rank of the evaluator (-1: not evaluated, or a reused verdict)
   std::string exemplar_ids;     // comma-separated rollout ids shown in the prompt
   int64_t policy_version = 0;
   int64_t restart = 0;
