@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-
 #include "core/error.h"
 #include "core/read_file.h"
 #include "core/hash.h"
