@@ -4,6 +4,8 @@
 // only, sandboxed before anything else runs (lib/eval/sandbox.h); DIR is the only folder it may
 // write, and it reads only its libraries' and the toolchain's folders and the PATHs given.
 // Requests arrive on fd 3, replies leave on fd 4; stdout and stderr are the evaluator's log file.
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,6 +100,13 @@ int main(int argc, char** argv) {
                  "(usage: crl-worker --channel 3,4 --role judge|candidate [--sandbox DIR])\n");
     return 2;
   }
+  // Every worker's allocator in one fixed state, whatever it ran before: glibc's dynamic thresholds
+  // would otherwise move with each process's history (a freed mmap raises the mmap threshold, the
+  // trim threshold follows), so the reference's timing worker, which ran only a warm-up batch, and
+  // a candidate's worker, which ran trials and guards, served the same outputs one from fresh
+  // mmapped pages and the other from warm heap pages.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   // The evaluator starts workers with a clean environment; a preloaded or audited library could
   // still interpose on the worker's calls, so a worker that finds one refuses to run.
   for (const char* name : {"LD_PRELOAD", "LD_AUDIT"}) {
