@@ -236,7 +236,9 @@ ProgramOutput decode_tensor(const std::string& bytes, const ChannelLimits& limit
   }
   // Allocated only now that the bytes are known to be there.
   ProgramOutput out{at::empty(checked.shape, at::TensorOptions().dtype(checked.dtype)), checked.device};
-  std::memcpy(out.values.data_ptr(), bytes.data() + sizeof h, h.data_bytes);
+  // An empty tensor has no storage (data_ptr null), and memcpy's pointers must not be null even
+  // for 0 bytes (UBSan's finding, fuzz_worker_channel).
+  if (h.data_bytes > 0) std::memcpy(out.values.data_ptr(), bytes.data() + sizeof h, h.data_bytes);
   return out;
 }
 
