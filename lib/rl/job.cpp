@@ -1211,8 +1211,9 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       if (job_.eval.reuse_verdicts) {
         const size_t programs = work.size();
         verdicts = verdict_reuse_.evaluate(std::move(work), step_, [&](const std::vector<WorkItem>& w) { return dispatcher_->evaluate(w); });
-        if (verdict_reuse_.reused_last() > 0) {
-          spdlog::info("step {}: {} of {} programs judged before (eval.reuse_verdicts)", step_, verdict_reuse_.reused_last(), programs);
+        if (verdict_reuse_.reused_last() + verdict_reuse_.audits_last() > 0) {
+          spdlog::info("step {}: {} of {} programs judged before (eval.reuse_verdicts), {} of them judged again as audits",
+                       step_, verdict_reuse_.reused_last() + verdict_reuse_.audits_last(), programs, verdict_reuse_.audits_last());
         }
       } else {
         verdicts = dispatcher_->evaluate(work);

@@ -1,6 +1,7 @@
 // VerdictReuse (eval.reuse_verdicts) with a stand-in judge: each distinct program of a task is
 // judged once, copies take its verdict and name the rollout judged, the same text for another task
-// is judged anew, and internal errors and timeouts are judged again.
+// is judged anew, internal errors and timeouts are judged again, and audits (the 1st, 2nd, 4th, ...
+// copy of an ok verdict) replace the kept verdict with a failure they find.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -61,15 +62,52 @@ TEST(VerdictReuse, EqualProgramsInAStepAreJudgedOnceAndCopiesNameTheOneJudged) {
   EXPECT_EQ(reuse.programs(), 3u);
 }
 
-TEST(VerdictReuse, AProgramJudgedInAnEarlierStepIsNotJudgedAgain) {
+TEST(VerdictReuse, AProgramJudgedBeforeIsJudgedAgainOnlyAtItsPowerOfTwoCopies) {
   VerdictReuse reuse;
   CountingJudge judge;
   reuse.evaluate({item(1, "t", "A")}, 0, std::ref(judge));
-  const auto v = reuse.evaluate({item(2, "t", "A"), item(3, "t", "C")}, 1, std::ref(judge));
-  EXPECT_EQ(judge.judged, (std::vector<int64_t>{1, 3}));
-  EXPECT_EQ(v.at(2).verdict.speedup, 1);  // the first judgement's
-  EXPECT_EQ(v.at(2).verdict.message.rfind("the verdict of rollout 1 (step 0)", 0), 0u) << v.at(2).verdict.message;
-  EXPECT_EQ(reuse.reused_last(), 1u);
+  std::map<int64_t, DispatchedVerdict> v;
+  for (int64_t copy = 1; copy <= 9; ++copy) {  // rollouts 101..109, one per step, and a new program
+    auto step = reuse.evaluate({item(100 + copy, "t", "A"), item(200 + copy, "t", "C" + std::to_string(copy))}, copy,
+                               std::ref(judge));
+    v.merge(step);
+  }
+  // Copies 1, 2, 4 and 8 are audits; the new programs are each judged once.
+  EXPECT_EQ(judge.judged, (std::vector<int64_t>{1, 101, 201, 102, 202, 203, 104, 204, 205, 206, 207, 108, 208, 209}));
+  EXPECT_EQ(v.at(103).verdict.speedup, 1);  // the first judgement's
+  EXPECT_EQ(v.at(103).evaluator_rank, -1);
+  EXPECT_EQ(v.at(103).verdict.message.rfind("the verdict of rollout 1 (step 0)", 0), 0u) << v.at(103).verdict.message;
+  // A passing audit keeps the kept speedup (equal programs, equal rewards) and its evaluator's time.
+  EXPECT_EQ(v.at(104).verdict.speedup, 1);
+  EXPECT_EQ(v.at(104).evaluator_rank, 3);
+  EXPECT_EQ(v.at(104).seconds, 1.5);
+  EXPECT_EQ(v.at(104).verdict.message.rfind("audited again (ok); the verdict of rollout 1 (step 0)", 0), 0u)
+      << v.at(104).verdict.message;
+  EXPECT_EQ(reuse.reused_last(), 1u);  // the last step: rollout 109, a plain copy
+  EXPECT_EQ(reuse.audits_last(), 0u);
+}
+
+TEST(VerdictReuse, AnAuditThatFindsAHackReplacesTheKeptVerdictForEveryCopy) {
+  VerdictReuse reuse;
+  CountingJudge judge;
+  reuse.evaluate({item(1, "t", "A")}, 0, std::ref(judge));  // escaped the guards: ok
+  judge.status = eval::VerdictStatus::kHack;                // caught when judged again
+  // Copies 1 and 2 (both audits) and copy 3 (not one) in the same step.
+  const auto v = reuse.evaluate({item(2, "t", "A"), item(3, "t", "A"), item(4, "t", "A")}, 1, std::ref(judge));
+  EXPECT_EQ(judge.judged, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(reuse.audits_last(), 2u);
+  EXPECT_EQ(v.at(2).verdict.status, eval::VerdictStatus::kHack);
+  EXPECT_EQ(v.at(2).evaluator_rank, 3);  // its own judgement, logs and all
+  EXPECT_EQ(v.at(2).verdict.worker_log, "the worker's log");
+  EXPECT_EQ(v.at(3).verdict.status, eval::VerdictStatus::kHack);
+  EXPECT_EQ(v.at(4).verdict.status, eval::VerdictStatus::kHack);  // the same step's copy takes the failure
+  EXPECT_EQ(v.at(4).verdict.message.rfind("the verdict of rollout 2 (step 1)", 0), 0u) << v.at(4).verdict.message;
+  // Later copies take the failure and are never audited again (a failure is kept).
+  judge.status = eval::VerdictStatus::kOk;
+  for (int64_t id = 5; id < 12; ++id) {
+    EXPECT_EQ(reuse.evaluate({item(id, "t", "A")}, id, std::ref(judge)).at(id).verdict.status, eval::VerdictStatus::kHack);
+  }
+  EXPECT_EQ(judge.judged.size(), 3u);
 }
 
 TEST(VerdictReuse, InternalErrorsAndTimeoutsAreJudgedAgain) {
@@ -99,7 +137,11 @@ TEST(VerdictReuse, BeyondItsBoundItJudgesNewProgramsWithoutKeepingThem) {
   reuse.evaluate({item(1, "t", "A"), item(2, "t", "B"), item(3, "t", "C")}, 0, std::ref(judge));
   EXPECT_EQ(reuse.programs(), 2u);
   reuse.evaluate({item(4, "t", "C"), item(5, "t", "A")}, 1, std::ref(judge));
-  EXPECT_EQ(judge.judged, (std::vector<int64_t>{1, 2, 3, 4}));  // C was not kept, A was
+  EXPECT_EQ(judge.judged, (std::vector<int64_t>{1, 2, 3, 4, 5}));  // C was not kept; A was (5: its first audit)
+  reuse.evaluate({item(6, "t", "C"), item(7, "t", "A")}, 2, std::ref(judge));
+  EXPECT_EQ(judge.judged.back(), 7);  // A's second copy: an audit too
+  reuse.evaluate({item(8, "t", "A")}, 3, std::ref(judge));
+  EXPECT_EQ(judge.judged.back(), 7);  // its third: a copy
 }
 
 }  // namespace
