@@ -14,9 +14,9 @@ nothing). 3 standard errors leave a non-learning run about a 0.1% chance to pass
 floor keeps a run with almost no spread (every reward 0) from passing on a tiny SE. The first
 window is one step because the policy learns within two: a window of the first steps already
 holds much of the rise.
-Measured (2026-12-01, idle 2-core machine, one run of the job as committed): stage 3's reward 1.029
-at its first step (16 rollouts), 1.804 over its last four (64), standard error 0.190: 4.1 standard
-errors; 1-3 format errors of 16 per step; 2.7 min for the whole job.
+Measured (2026-12-01, 2-core machine): before reused verdicts were audited, 1.029 at stage 3's first
+step (16 rollouts), 1.804 over its last four (64), standard error 0.190 (4.1 SE), 2.7 min; with the
+audits, 1.077 -> 1.860 idle (5.9 min) and 1.126 -> 1.991 in a parallel ctest (398 s).
 Also: --set with a key the job file lacks is refused (exit 3) naming it.
 Usage: default_job_test.py --crl build/apps/crl/crl --work DIR
 """
@@ -32,7 +32,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MARGIN_SE = 3.0
 MIN_RISE = 0.2
-# No shortening: with each program judged once (eval.reuse_verdicts) the whole job takes ~3 min,
+# No shortening: with each program judged once (eval.reuse_verdicts) the whole job takes ~6 min,
 # and fewer RL steps leave too little of the rise to clear 3 standard errors (12 steps: ~3.0).
 SHORT = []
 LAST_STEPS = 4  # crl steps at the end compared with the first
