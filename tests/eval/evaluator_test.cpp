@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <iostream>
 
 #include "eval_fixtures.h"
 

@@ -1,7 +1,9 @@
 // The reference judged against itself on the CPU backend: ok, with a 95% interval that contains 1.
-// Its own binary, run with nothing beside it (RUN_SERIAL): the interval is a claim about the timer,
-// and other tests compiling on the same two cores make the two halves of a pair run under different
-// loads (at ctest -j2 beside a compile, three evaluations in a row gave 1.05..1.23-like intervals).
+// Its own binary, run with nothing beside it (RUN_SERIAL): the interval is a claim about the timer
+// on a quiet machine (beside a compile on the same two cores a pair's halves run under different
+// loads). It caught a real bias: the candidate's worker, warmed by trials and guards, allocated its
+// outputs from warm heap pages and the reference's from fresh mmapped ones, 3-10% apart, until
+// crl-worker fixed glibc's thresholds (apps/crl-worker/main.cpp).
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -12,14 +14,11 @@ namespace crl::eval {
 namespace {
 
 using testing::explain;
-using testing::fixture_compiler;
-using testing::fixture_suite;
-using testing::quick_options;
-using testing::relu_candidate;
 
 Verdict judge_reference_against_itself() {
-  static Evaluator evaluator(quick_options(Backend::cpu), fixture_compiler());
-  return evaluator.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate("same_as_reference"), "same_as_reference");
+  static Evaluator evaluator(testing::quick_options(Backend::cpu), testing::fixture_compiler());
+  return evaluator.evaluate(testing::fixture_suite().find("level1/019_relu"), testing::relu_candidate("same_as_reference"),
+                            "same_as_reference");
 }
 
 // A 95% interval misses the true value one time in twenty by construction: it must contain 1.00 in

@@ -191,6 +191,24 @@ std::vector<double> python_logits(const fs::path& python, const std::string& scr
   return values;
 }
 
+// The test ids' last-position logits (the first 8) of the model `m` a script built, as python_logits reads them.
+constexpr const char* kPrintLogits =
+    "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
+
+// What transformers computes for the test ids from a checkpoint folder it loads by itself.
+std::vector<double> transformers_logits(const fs::path& python, const fs::path& folder) {
+  const std::string script = std::string("import sys, torch, transformers\n"
+                                         "m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()\n") +
+                             kPrintLogits;
+  return python_logits(python, script, {folder.string()});
+}
+
+// Their 8 logits are crl's `ours` [1, 5, V] at the last position.
+void expect_same_logits(const std::vector<double>& theirs, const torch::Tensor& ours) {
+  ASSERT_EQ(theirs.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(theirs[i], ours[0][4][i].item<double>(), 1e-4) << i;
+}
+
 TEST(Checkpoint, TransformersLoadsTheSavedModel) {
   const fs::path python = golden_python();
   if (python.empty()) GTEST_SKIP() << "no golden Python with transformers in ~/.local/share/crl/golden-venv";
@@ -203,13 +221,7 @@ TEST(Checkpoint, TransformersLoadsTheSavedModel) {
   const fs::path dir = save_checkpoint(root, contents(model, opt));
   const torch::Tensor ids = torch::tensor({{3, 14, 15, 92, 65}}, torch::kInt64);
   const torch::Tensor ours = model->forward(ids).detach();
-  const std::string script =
-      "import sys, torch, transformers\n"
-      "m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)\n"
-      "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
-  const std::vector<double> theirs = python_logits(python, script, {dir.string()});
-  ASSERT_EQ(theirs.size(), 8u);
-  for (int i = 0; i < 8; ++i) EXPECT_NEAR(theirs[i], ours[0][4][i].item<double>(), 1e-4) << i;
+  expect_same_logits(transformers_logits(python, dir), ours);
   fs::remove_all(root);
 }
 
@@ -245,25 +257,16 @@ TEST(Checkpoint, PeftLoadsTheAdapterOntoTheBaseModel) {
   model->eval();
   const torch::Tensor ids = torch::tensor({{3, 14, 15, 92, 65}}, torch::kInt64);
   const torch::Tensor ours = model->forward(ids).detach();
-  const std::string script =
-      "import sys, torch, transformers, peft\n"
-      "base = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)\n"
-      "m = peft.PeftModel.from_pretrained(base, sys.argv[2]).eval()\n"
-      "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
-  const std::vector<double> theirs = python_logits(python, script, {base_dir.string(), (adapter_dir / "adapter").string()});
-  ASSERT_EQ(theirs.size(), 8u);
+  const std::string script = std::string("import sys, torch, transformers, peft\n"
+                                         "base = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)\n"
+                                         "m = peft.PeftModel.from_pretrained(base, sys.argv[2]).eval()\n") +
+                             kPrintLogits;
   const torch::Tensor base_logits = base->forward(ids).detach();
   EXPECT_FALSE(torch::allclose(ours, base_logits, 1e-3, 1e-3));  // the adapters change the output
-  for (int i = 0; i < 8; ++i) EXPECT_NEAR(theirs[i], ours[0][4][i].item<double>(), 1e-4) << i;
+  expect_same_logits(python_logits(python, script, {base_dir.string(), (adapter_dir / "adapter").string()}), ours);
   // transformers given the checkpoint folder itself loads the merged model: the adapted model once
   // (with peft installed, an adapter_config.json there made it add the adapter a second time).
-  const std::string merged_script =
-      "import sys, torch, transformers\n"
-      "m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()\n"
-      "print('LOGITS', ' '.join(f'{v:.6f}' for v in m(torch.tensor([[3,14,15,92,65]])).logits[0, -1, :8].tolist()))\n";
-  const std::vector<double> merged = python_logits(python, merged_script, {adapter_dir.string()});
-  ASSERT_EQ(merged.size(), 8u);
-  for (int i = 0; i < 8; ++i) EXPECT_NEAR(merged[i], ours[0][4][i].item<double>(), 1e-4) << i;
+  expect_same_logits(transformers_logits(python, adapter_dir), ours);
   fs::remove_all(root);
 }
 
