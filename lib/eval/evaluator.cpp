@@ -94,6 +94,13 @@ std::variant<Message, WorkerFailure> ask(WorkerProcess& worker, const Message& r
     if (seconds != nullptr) *seconds = seconds_since(start);
     if (reply.header.value("ok", false)) return reply;
     const std::string error = reply.header.value("error", std::string("(no message)"));
+    if (reply.header.value("sticky", false)) {
+      // A sticky CUDA error: the worker exits after this reply (crl-worker's main), and the next
+      // request goes to a fresh one. Waiting here makes the verdict say so and frees the GPU now.
+      worker.await_exit(std::chrono::seconds(5));
+      return WorkerFailure{VerdictStatus::kRuntimeError,
+                           fmt::format("{}: {}; the worker {}", during, error, worker.exit().describe())};
+    }
     return WorkerFailure{VerdictStatus::kRuntimeError, fmt::format("{}: {}", during, error)};
   } catch (const ChannelTimeout&) {
     return WorkerFailure{VerdictStatus::kTimeout,

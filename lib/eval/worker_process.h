@@ -60,6 +60,9 @@ class WorkerProcess {
   void kill();
   // Asks it to quit, waits up to `grace`, then kills it.
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+  // Waits up to `grace` for a worker that said it will exit (its device context is lost), then
+  // kills it; exit() then says how it ended.
+  void await_exit(std::chrono::milliseconds grace) { reap(grace); }
   // Stops every thread of the worker (SIGSTOP to its group) and waits until it has stopped: a frozen
   // worker runs nothing on the CPU and submits nothing to a GPU, while the judge measures the
   // reference or reads the worker's outputs. request() thaws it first.

@@ -72,6 +72,8 @@ TEST_F(GpuEvaluatorTest, IllegalMemoryAccessIsARuntimeErrorAndTheWorkerIsReplace
   const Verdict v = evaluate("illegal_address");
   EXPECT_EQ(v.status, VerdictStatus::kRuntimeError) << explain(v);
   EXPECT_NE(v.message.find("illegal"), std::string::npos) << v.message;
+  // The sticky error's path: the worker said its context is lost and exited with code 4.
+  EXPECT_NE(v.message.find("the device context is lost; the worker exited with code 4"), std::string::npos) << v.message;
   EXPECT_EQ(evaluate("device_loop").status, VerdictStatus::kOk);
 }
 
