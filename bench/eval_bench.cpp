@@ -151,13 +151,16 @@ void BM_GroupOfSixteen(benchmark::State& state) {
 BENCHMARK(BM_GroupOfSixteen)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 // One candidate judged 5 times by one evaluator: the spread of its speedup, (max - min) / median.
+// Second argument 1: the candidate timed in a fresh worker (EvalOptions::fresh_timing_worker).
 void BM_Repeatability(benchmark::State& state) {
   const Backend backend = bench_backend();
   ScratchDir cache("crl-bench-eval-cache-");
   CompilerOptions co;
   co.cache_dir = cache.path();
   Compiler compiler(co);
-  Evaluator evaluator(bench_options(backend), compiler);
+  EvalOptions options = bench_options(backend);
+  options.fresh_timing_worker = state.range(1) == 1;
+  Evaluator evaluator(options, compiler);
   const std::string name = state.range(0) == 0 ? "same_as_reference" : "device_loop";
   const ProgramText program = load_program_file(kFixtures + "/relu/" + name + ".crl");
   std::vector<double> speedups;
@@ -177,13 +180,22 @@ void BM_Repeatability(benchmark::State& state) {
   }
   const double mid = median(speedups);
   state.counters["speedup_median"] = mid;
+  state.counters["speedup_min"] = *std::min_element(speedups.begin(), speedups.end());
+  state.counters["speedup_max"] = *std::max_element(speedups.begin(), speedups.end());
   state.counters["speedup_spread_pct"] =
       100.0 * (*std::max_element(speedups.begin(), speedups.end()) - *std::min_element(speedups.begin(), speedups.end())) / mid;
   state.counters["ci_half_width_pct"] = 100.0 * median(half_widths);
   state.counters["reference_us"] = reference_us;
-  state.SetLabel(fmt::format("{}, {} backend", name, backend_name(backend)));
+  state.SetLabel(fmt::format("{}, {} backend{}", name, backend_name(backend), options.fresh_timing_worker ? ", fresh timing worker" : ""));
 }
-BENCHMARK(BM_Repeatability)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_Repeatability)
+    ->Args({0, 0})
+    ->Args({0, 1})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
 
 // Comparing one output with the reference's (the check every trial and guard makes), for a
 // float32 output of the fixture's full-scale size (4096 x 16384, 256 MiB), matching everywhere.

@@ -371,15 +371,18 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     v.steps.push_back({std::move(name), passed, std::move(detail), seconds_since(since)});
   };
   std::unique_ptr<WorkerProcess> worker;
+  std::unique_ptr<WorkerProcess> timing_worker;  // options_.fresh_timing_worker: started early, loaded at timing
+  std::string earlier_worker_logs;               // of the workers this evaluation replaced
   auto finish = [&](VerdictStatus status, std::string message) {
     v.status = status;
     v.message = std::move(message);
     v.reward = status == VerdictStatus::kOk ? reward_from_speedup(v.speedup) : 0.0;
     if (worker) {
       if (worker->running()) worker->stop();
-      v.worker_log = worker->log(options_.max_log_bytes);
+      v.worker_log = earlier_worker_logs + worker->log(options_.max_log_bytes);
       worker.reset();
     }
+    timing_worker.reset();
     if (judge_ && judge_->judge && judge_->judge->running()) {
       (void)ask(*judge_->judge, Message{{{"op", "release"}}, {}}, options_.call_timeout_seconds, "releasing");
     }
@@ -457,9 +460,29 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   t = Clock::now();
   worker = std::move(spare_);
   if (!worker || !worker->running()) worker = start_candidate_worker(fmt::format("candidate-{}.log", workers_started_++));
+  // Started now, so that it loads LibTorch while the trials and guards run.
+  if (options_.fresh_timing_worker && options_.timing) {
+    timing_worker = start_candidate_worker(fmt::format("timing-{}.log", workers_started_++));
+  }
   auto fail = [&](const WorkerFailure& f) {
     if (worker) worker->kill();
     return finish(f.status, f.message);
+  };
+  // Replaces the candidate's worker with a fresh one (`next` when given, else a new one) that has
+  // loaded the candidate and mapped the arena, and nothing else.
+  auto replace_worker = [&](std::unique_ptr<WorkerProcess> next, const std::string& log_name,
+                            const std::string& purpose) -> std::optional<WorkerFailure> {
+    worker->stop();
+    earlier_worker_logs += worker->log(options_.max_log_bytes);
+    worker = next && next->running() ? std::move(next) : start_candidate_worker(fmt::format("{}-{}.log", log_name, workers_started_++));
+    auto reloaded = ask(*worker, Message{load_request(task, compiled.library_path, "candidate_library", options_.gpu_memory_fraction), {}},
+                        options_.load_timeout_seconds, purpose + ": loading");
+    if (std::holds_alternative<Message>(reloaded)) {
+      reloaded = ask(*worker, Message{{{"op", "arena"}, {"layout", to_json(js.layout)}, {"ipc_handle", js.arena_ipc_handle}}, {}},
+                     options_.load_timeout_seconds, purpose + ": mapping the arena");
+    }
+    if (auto* f = std::get_if<WorkerFailure>(&reloaded)) return *f;
+    return std::nullopt;
   };
   {
     auto loaded = ask(*worker, Message{load_request(task, compiled.library_path, "candidate_library", options_.gpu_memory_fraction), {}},
@@ -884,6 +907,16 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     return finish(status, m.failure);
   };
   t = Clock::now();
+  if (options_.fresh_timing_worker) {
+    // The candidate's timed calls then run in a process with the history of the reference's timing
+    // worker (loaded, arena mapped, one warm-up batch), not one that ran the trials and guards.
+    if (auto f = replace_worker(std::move(timing_worker), "timing", "timing in a fresh worker")) {
+      step("timing worker", false, f->message, t);
+      return fail(*f);
+    }
+    step("timing worker", true, "a fresh worker, loaded and mapped (eval.fresh_timing_worker)", t);
+    t = Clock::now();
+  }
   const Measured m = measure(*worker, js.layout.slots, options_.min_timed_pairs, options_.time_budget_seconds, "timing");
   if (auto failed = measurement_failed(m, "timing")) return *failed;
   v.reference_time = summarize_times(m.reference_us);
@@ -929,15 +962,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   if (options_.hack_guards && v.speedup > options_.remeasure_above_speedup) {
     for (int attempt = 1; attempt <= 2; ++attempt) {
       t = Clock::now();
-      worker->stop();
-      worker = start_candidate_worker(fmt::format("remeasure-{}.log", workers_started_++));
-      auto reloaded = ask(*worker, Message{load_request(task, compiled.library_path, "candidate_library", options_.gpu_memory_fraction), {}},
-                          options_.load_timeout_seconds, "re-measuring: loading");
-      if (std::holds_alternative<Message>(reloaded)) {
-        reloaded = ask(*worker, Message{{{"op", "arena"}, {"layout", to_json(js.layout)}, {"ipc_handle", js.arena_ipc_handle}}, {}},
-                       options_.load_timeout_seconds, "re-measuring: mapping the arena");
-      }
-      if (auto* f = std::get_if<WorkerFailure>(&reloaded)) {
+      if (auto f = replace_worker(nullptr, "remeasure", "re-measuring")) {
         step("guard: re-measure", false, f->message, t);
         return fail(*f);
       }

@@ -48,6 +48,9 @@ struct EvalOptions {
   double guard_settle_seconds = 0.05;   // wait before outputs are looked at again (deferred work)
   double remeasure_above_speedup = 3;   // speedups above this are re-measured in a fresh worker, by
   double remeasure_max_disagreement = 1.5;  // single calls; intervals more than this apart: a hack
+  // The candidate's timed calls in a fresh worker (started during the trials) instead of the one
+  // that ran its trials and guards, so that both timing workers have the same history.
+  bool fresh_timing_worker = false;
   // The judge (docs/evaluation.md).
   bool sandbox = true;                  // seccomp and Landlock around the candidate's worker
   uint64_t arena_bytes = uint64_t{16} << 30;        // the candidate's input slots, at most

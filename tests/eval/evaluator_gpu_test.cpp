@@ -46,6 +46,21 @@ TEST_F(GpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithANarrowCiContainingOn
             << v.steps.back().detail << "\n";
 }
 
+// The same with the candidate timed in a fresh worker (EvalOptions::fresh_timing_worker): a worker
+// with the reference's timing worker's history, not one that ran the trials and guards.
+TEST_F(GpuEvaluatorTest, InAFreshTimingWorkerTheReferenceAsItsOwnCandidateHasANarrowCiContainingOne) {
+  EvalOptions o = quick_options(Backend::cuda);
+  o.fresh_timing_worker = true;
+  Evaluator e(o, fixture_compiler());
+  const Verdict v = e.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate("same_as_reference"), "fresh");
+  ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  std::cout << "reference vs itself, fresh timing worker: " << v.message << ", " << v.reference_time.median_us << " us, "
+            << v.candidate_time.median_us << " us\n";
+  EXPECT_LE(v.speedup_ci_low, 1.0) << explain(v);
+  EXPECT_GE(v.speedup_ci_high, 1.0) << explain(v);
+  EXPECT_LT((v.speedup_ci_high - v.speedup_ci_low) / 2 / v.speedup, 0.02) << explain(v);
+}
+
 // Baseline cuda_graph: the reference's timing worker replays each slot's call as a captured graph.
 TEST_F(GpuEvaluatorTest, TheReferenceReplayedAsACudaGraphIsABaseline) {
   EvalOptions o = quick_options(Backend::cuda);
