@@ -41,6 +41,16 @@ LOGS=$(mktemp -d /tmp/gpu-measure.XXXXXX)
 mkdir -p "$OUT"
 if [ -f "$OUT/gpu-measure.tgz" ]; then tar xzf "$OUT/gpu-measure.tgz" -C "$LOGS"; fi
 BUILD_DIR=${CRL_BUILD_DIR:-build-gpu}
+# clang++ for programs' host sections (lib/compile/toolchain.h: clang_can_compile_host), absent
+# from the GPU image: Debian 12's clang-14 and its libraries, carried as .debs (`apt-get download
+# clang-14 libclang-cpp14 libllvm14 libclang-common-14-dev libz3-4` into .carry/clang-debs). The
+# compiler falls back to g++ by itself when the probe fails there; CRL_HOST_CXX=g++ forces g++.
+if [ -d .carry/clang-debs ]; then
+  mkdir -p .carry/prefix
+  for deb in .carry/clang-debs/*.deb; do dpkg -x "$deb" .carry/prefix; done
+  export PATH="$PWD/.carry/prefix/usr/lib/llvm-14/bin:$PATH"
+  export LD_LIBRARY_PATH="$PWD/.carry/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 if [ -d .carry/debs ]; then  # utf8proc is not installed there (see tools/gpu-build.sh)
   mkdir -p .carry/prefix
   for deb in .carry/debs/*.deb; do dpkg -x "$deb" .carry/prefix; done

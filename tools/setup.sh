@@ -14,7 +14,7 @@ SUDO=""
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev
-  clang libclang-rt-dev)  # clang and its fuzzer runtime: tools/fuzz.sh
+  clang libclang-rt-dev)  # clang: programs' host sections (2-4x faster compiles than g++), the fuzzers (tools/fuzz.sh)
 # A one-node local Slurm for slurm/*.sbatch and the tests labelled slurm: tools/slurm-local.sh.
 APT_PACKAGES+=(slurm-wlm munge)
 # Headless Chromium opens `crl report`'s page in tests/report (Ubuntu's chromium is a snap stub: skipped there).

@@ -139,7 +139,8 @@ struct Compiler::Impl {
   CompilerOptions options;
   Toolchain toolchain;
   std::unique_ptr<CompileCache> cache;
-  std::string cxx_version, nvcc_version;
+  std::string cxx_version, host_cxx_version, nvcc_version;
+  bool host_is_clang = false;  // clang++ compiles the host sections (toolchain.h: clang_can_compile_host)
   std::mutex pch_mutex;
   std::map<Backend, std::string> pch_header;  // backend -> prelude header path (its .gch beside it)
   std::mutex inflight_mutex;
@@ -221,7 +222,7 @@ struct Compiler::Impl {
   std::string pch_key(Backend backend) const {
     Sha256 h;
     h.field("crl-prelude-pch/1").field(prelude_header_source(backend)).field(join(host_flags(backend)));
-    h.field(toolchain.cxx).field(cxx_version).field(toolchain.torch_version);
+    h.field(toolchain.host_cxx).field(host_cxx_version).field(toolchain.torch_version);
     return h.hex();
   }
 
@@ -239,6 +240,7 @@ struct Compiler::Impl {
     h.field(request.program.device.present ? std::to_string(request.program.device.first_line) : "-");
     h.field(request.program.device.text);
     h.field(toolchain.cxx).field(cxx_version).field(toolchain.torch_version).field(toolchain.torch_include_dir);
+    h.field(toolchain.host_cxx).field(host_cxx_version);
     h.field(join(host_flags(backend))).field(join(link_flags(backend, names(request, "cublas"), names(request, "cudnn"))));
     if (backend == Backend::cuda) {
       require_nvcc();
@@ -264,6 +266,9 @@ struct Compiler::Impl {
     return run_command(argv, o);
   }
 
+  // g++ finds header.gch beside the header it is told to include; clang++ is given its .pch.
+  std::string pch_file(const std::string& header) const { return header + (host_is_clang ? ".pch" : ".gch"); }
+
   // Builds the backend's precompiled prelude once per node: under a lock, into a temporary file
   // renamed into place, so concurrent processes neither race nor read a half-written .gch.
   std::string ensure_pch(Backend backend) {
@@ -271,24 +276,26 @@ struct Compiler::Impl {
     if (const auto it = pch_header.find(backend); it != pch_header.end()) return it->second;
     const std::string dir = cache->pch_dir(pch_key(backend));
     const std::string header = dir + "/crl_prelude.h";
-    const std::string gch = header + ".gch";
+    const std::string gch = pch_file(header);
     fs::create_directories(dir);
     if (!fs::exists(gch)) {
       FileLock lock(dir + "/build.lock");
       if (!fs::exists(gch)) {
         write_text(header, prelude_header_source(backend));
         const std::string tmp = fmt::format("{}.tmp{}", gch, static_cast<long>(getpid()));
-        std::vector<std::string> argv = {toolchain.cxx};
+        std::vector<std::string> argv = {toolchain.host_cxx};
         for (auto& f : host_flags(backend)) argv.push_back(f);
         for (const auto& f : {"-x", "c++-header", header.c_str(), "-o", tmp.c_str()}) argv.push_back(f);
+        if (host_is_clang) argv.push_back("-fpch-instantiate-templates");
         // The prelude takes tens of seconds; a program's short timeout must not fail it.
         const CommandResult r = run_tool(argv, dir, std::max(options.timeout_seconds, 1800.0));
         if (!r.ok()) {
           std::error_code ec;
           fs::remove(tmp, ec);
-          throw Error(fmt::format("building the {} precompiled prelude failed ({}):\n{}\n{}", backend_name(backend),
-                                  r.timed_out ? "timed out" : fmt::format("exit {}", r.exit_code), join(argv),
-                                  r.output.substr(0, 8000)));
+          throw Error(fmt::format("building the {} precompiled prelude failed ({}){}:\n{}\n{}", backend_name(backend),
+                                  r.timed_out ? "timed out" : fmt::format("exit {}", r.exit_code),
+                                  host_is_clang ? " with clang++ (CRL_HOST_CXX=g++ compiles host sections with g++)" : "",
+                                  join(argv), r.output.substr(0, 8000)));
         }
         fs::rename(tmp, gch);
       }
@@ -323,12 +330,14 @@ struct Compiler::Impl {
       const std::string device_file = dir + (backend == Backend::cuda ? "/device.cu" : "/device.cpp");
       if (!device_text.empty()) write_text(device_file, device_text);
 
-      std::vector<std::string> host_argv = {toolchain.cxx};
+      std::vector<std::string> host_argv = {toolchain.host_cxx};
       for (auto& f : host_flags(backend)) host_argv.push_back(f);
-      for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch, std::string("-c"), host_cpp,
-                            std::string("-o"), dir + "/host.o"}) {
-        host_argv.push_back(f);
+      if (host_is_clang) {
+        for (const auto& f : {std::string("-include-pch"), pch_file(pch)}) host_argv.push_back(f);
+      } else {
+        for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) host_argv.push_back(f);
       }
+      for (const auto& f : {std::string("-c"), host_cpp, std::string("-o"), dir + "/host.o"}) host_argv.push_back(f);
       std::future<CommandResult> device_run;
       if (!device_text.empty()) {
         std::vector<std::string> device_argv = {backend == Backend::cuda ? toolchain.nvcc : toolchain.cxx};
@@ -425,6 +434,22 @@ struct Compiler::Impl {
   }
 };
 
+// The host sections' compiler: CompilerOptions::host_cxx, else $CRL_HOST_CXX, else ("auto")
+// clang++ when it can stand in for cxx here, else cxx itself.
+static std::string choose_host_cxx(const CompilerOptions& options, const std::string& cxx) {
+  std::string wanted = options.host_cxx;
+  if (wanted.empty()) {
+    if (const char* env = std::getenv("CRL_HOST_CXX"); env != nullptr) wanted = env;
+  }
+  if (wanted.empty() || wanted == "auto") {
+    const std::string clang = find_on_path("clang++");
+    return !clang.empty() && clang_can_compile_host(clang, cxx, options.cache_dir) ? clang : cxx;
+  }
+  const std::string found = find_on_path(wanted);
+  if (found.empty()) throw InputError(fmt::format("the host compiler '{}' (CRL_HOST_CXX or host_cxx) is not on PATH", wanted));
+  return found;
+}
+
 Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
   d.options = std::move(options);
@@ -445,6 +470,9 @@ Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
   d.cache->remove_stale_build_dirs(std::chrono::hours(6));
   d.use_gold = gold_links_cxx(d.toolchain.cxx, d.options.cache_dir);
   d.cxx_version = compiler_version(d.toolchain.cxx, d.options.cache_dir);
+  d.toolchain.host_cxx = choose_host_cxx(d.options, d.toolchain.cxx);
+  d.host_cxx_version = compiler_version(d.toolchain.host_cxx, d.options.cache_dir);
+  d.host_is_clang = d.host_cxx_version.find("clang") != std::string::npos;  // "c++" may be either
   if (!d.toolchain.nvcc.empty()) d.nvcc_version = compiler_version(d.toolchain.nvcc, d.options.cache_dir);
   d.node_slots = std::make_unique<NodeSlots>(
       d.options.node_slots_dir.empty() ? default_node_slots_dir() : d.options.node_slots_dir,

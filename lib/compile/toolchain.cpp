@@ -130,6 +130,35 @@ bool gold_links_cxx(const std::string& cxx, const std::string& cache_dir) {
   return answer == "yes";
 }
 
+bool clang_can_compile_host(const std::string& clangxx, const std::string& cxx, const std::string& cache_dir) {
+  const std::string answer = memoised_for_compiler(clangxx, "host-for-" + sha256_hex(cxx).substr(0, 16), cache_dir, [&](const std::string& real) {
+    std::error_code ec;
+    const fs::path dir = fs::path(cache_dir) / "toolchains" / fmt::format("clang-probe-{}", static_cast<long>(getpid()));
+    fs::create_directories(dir, ec);
+    // The standard headers LibTorch's use: a clang too old for this libstdc++ fails on some of them.
+    if (std::ofstream out(dir / "probe.h"); out) {
+      for (const char* header : {"algorithm", "array", "atomic", "chrono", "complex", "functional", "iostream", "map",
+                                 "memory", "mutex", "optional", "sstream", "string", "tuple", "type_traits",
+                                 "unordered_map", "variant", "vector"}) {
+        out << "#include <" << header << ">\n";
+      }
+    }
+    if (std::ofstream out(dir / "probe.cpp"); out) {
+      out << "std::string crl_probe() { std::vector<std::string> v(2, std::string(64, 'x')); return v[0] + v[1]; }\n";
+    }
+    const auto run = [&](std::vector<std::string> argv) {
+      return run_command(argv, {.timeout = std::chrono::seconds(120), .working_dir = dir.string()}).ok();
+    };
+    const bool works =
+        run({real, "-std=c++20", "-fPIC", "-x", "c++-header", "probe.h", "-fpch-instantiate-templates", "-o", "probe.h.pch"}) &&
+        run({real, "-std=c++20", "-fPIC", "-include-pch", "probe.h.pch", "-c", "probe.cpp", "-o", "probe.o"}) &&
+        run({cxx, "-shared", "-Wl,-z,defs", "probe.o", "-o", "probe.so"});
+    fs::remove_all(dir, ec);
+    return std::string(works ? "yes" : "no");
+  });
+  return answer == "yes";
+}
+
 const std::string& cpu_fingerprint() {
   static const std::string fingerprint = [] {
     std::ifstream in("/proc/cpuinfo");

@@ -7,7 +7,8 @@
 namespace crl {
 
 struct Toolchain {
-  std::string cxx;                 // g++ (absolute path)
+  std::string cxx;                 // g++ (absolute path): device sections of the CPU backend, links
+  std::string host_cxx;            // host sections and the prelude: clang++ where it works, else cxx
   std::string nvcc;                // "" when absent
   std::string torch_include_dir;
   std::string torch_library_dir;
@@ -26,6 +27,13 @@ std::string compiler_version(const std::string& compiler, const std::string& cac
 // Whether `cxx -fuse-ld=gold` links a C++ shared library here (gold links against LibTorch's
 // large libraries about twice as fast as bfd). Memoised like compiler_version.
 bool gold_links_cxx(const std::string& cxx, const std::string& cache_dir);
+
+// Whether `clangxx` can stand in for `cxx` on host sections: it builds a precompiled header with
+// its templates instantiated (-fpch-instantiate-templates, clang 11 and later), and an object it
+// compiles against that header links with `cxx` into a C++ shared library. g++ re-instantiates
+// the prelude's pending templates (ATen's) in every program, about 2 s of each host compile;
+// clang does that once, in the header. Memoised like compiler_version.
+bool clang_can_compile_host(const std::string& clangxx, const std::string& cxx, const std::string& cache_dir);
 
 // A hash of this CPU's model and feature flags (code built with -march=native is only valid on
 // CPUs like it, so the CPU backend's cache key carries it). Memoised.

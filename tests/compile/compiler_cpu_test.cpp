@@ -13,6 +13,7 @@
 #include "compile/compile_cache.h"
 #include "compile/compiler.h"
 #include "compile/loaded_program.h"
+#include "compile/toolchain.h"
 #include "compile_test_util.h"
 #include "core/error.h"
 #include "core/subprocess.h"
@@ -23,6 +24,7 @@ namespace crl {
 namespace {
 
 using testing::request_for;
+using testing::test_cache_dir;
 using testing::test_options;
 using testing::unique_tag;
 
@@ -195,6 +197,7 @@ std::string slow_fake_compiler() {
 TEST(CompilerCpu, TimedOutCompilesAreRememberedForTheirTimeLimit) {
   CompilerOptions options = test_options(1);
   options.cxx = slow_fake_compiler();
+  options.host_cxx = options.cxx;  // the host section is the one that never finishes
   options.timeout_seconds = 1;
   Compiler compiler(options);
   compiler.prepare(Backend::cpu);  // the prelude (built here on a fresh cache) has its own timeout
@@ -220,6 +223,42 @@ TEST(CompilerCpu, TimedOutCompilesAreRememberedForTheirTimeLimit) {
   EXPECT_FALSE(longer.cache_hit);
   EXPECT_NE(longer.log.find("[crl: host compile timed out]"), std::string::npos) << longer.log;
   EXPECT_GE(longer.seconds, 2);
+}
+
+// Host sections compile with clang++ where it can stand in for g++ (its precompiled prelude keeps
+// ATen's instantiated templates, which g++ redoes in every program), or with g++ when told: both
+// give a working library, under different cache keys.
+TEST(CompilerCpu, HostSectionsCompileWithClangOrGccUnderTheirOwnKeys) {
+  if (find_on_path("clang++").empty()) GTEST_SKIP() << "clang++ is not on PATH (tools/setup.sh installs it)";
+  const std::string text = relu_reference(unique_tag());
+  std::vector<std::string> keys;
+  for (const std::string host : {"clang++", "g++"}) {
+    CompilerOptions options = test_options(1);
+    options.host_cxx = host;
+    Compiler compiler(options);
+    const CompileResult result = compiler.compile(request_for(text, 1, Backend::cpu));
+    ASSERT_TRUE(result.ok) << host << ": " << result.log;
+    EXPECT_FALSE(result.cache_hit) << host;
+    const LoadedProgram loaded(result.library_path);
+    EXPECT_EQ(loaded.abi_version(), program_abi_version()) << host;
+    keys.push_back(result.key);
+  }
+  EXPECT_NE(keys[0], keys[1]);
+  // Left to choose, the compiler takes clang++ here (the probe passes on this machine).
+  EXPECT_TRUE(clang_can_compile_host(find_on_path("clang++"), find_on_path("g++"), test_cache_dir()));
+  CompilerOptions automatic = test_options(1);
+  automatic.host_cxx = "auto";
+  Compiler chooser(automatic);
+  const CompileResult chosen = chooser.compile(request_for(text, 1, Backend::cpu));
+  EXPECT_TRUE(chosen.cache_hit);
+  EXPECT_EQ(chosen.key, keys[0]);
+}
+
+TEST(CompilerCpu, AHostCompilerThatCannotStandInIsNotChosen) {
+  EXPECT_FALSE(clang_can_compile_host("/bin/false", find_on_path("g++"), test_cache_dir()));
+  CompilerOptions options = test_options(1);
+  options.host_cxx = "no-such-compiler-" + unique_tag();
+  EXPECT_THROW(Compiler{options}, InputError);
 }
 
 TEST(CompilerCpu, DeviceErrorsNameTheCrlFileLine) {
