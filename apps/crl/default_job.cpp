@@ -212,7 +212,7 @@ int run_default_job(const DefaultRunOptions& options, const std::string& self) {
   std::vector<std::string> overrides;
   if (cuda_device_visible()) {
     const size_t gpus = probe_machine().gpus.size();
-    overrides = {"backend=cuda", "stages.0.data=data/seed/cuda.jsonl"};
+    overrides = {"backend=cuda", "stages.0.data=data/seed/cuda_default.jsonl"};
     if (gpus < static_cast<size_t>(options.ranks)) overrides.push_back("share_gpu=true");
     spdlog::info("{} GPU(s) visible: the default job runs on the CUDA backend", gpus);
   }

@@ -4,7 +4,7 @@
 jobs/data/seed/cpu_raw.jsonl holds every CPU program tools/seed/make_seed.py writes; cpu.jsonl is
 `crl data validate`'s output on them (the job's SFT data: each program with its speedup measured on
 the CPU backend). This test checks:
-  - cpu_raw.jsonl and cuda.jsonl are exactly what make_seed.py writes (not edited by hand), and
+  - cpu_raw.jsonl, cuda.jsonl and cuda_default.jsonl are exactly what make_seed.py writes (not edited by hand), and
     cpu.jsonl's programs are among them;
   - cpu_raw.jsonl covers at least 30 tasks of all three levels and 8 categories, each with at least
     3 programs, and a CUDA program for each;
@@ -69,6 +69,8 @@ def main():
     cuda = read_jsonl(os.path.join(SEED, "cuda.jsonl"))
     if read_jsonl(os.path.join(args.work, "cuda.jsonl")) != cuda:
         fail("jobs/data/seed/cuda.jsonl differs from tools/seed/make_seed.py's output: regenerate it")
+    if read_jsonl(os.path.join(args.work, "cuda_default.jsonl")) != read_jsonl(os.path.join(SEED, "cuda_default.jsonl")):
+        fail("jobs/data/seed/cuda_default.jsonl differs from tools/seed/make_seed.py's output: regenerate it")
     programs = {(r["id"], r["task"]): r["completion"] for r in raw}
     for r in validated:
         if programs.get((r["id"], r["task"])) != r["completion"]:

@@ -12,7 +12,8 @@ plan, the program in one fenced block; lib/rl/prompt.cpp).
 
 (14 tasks' programs were measured later, with --time-budget 1, and merged in cpu_raw.jsonl's
 order.) cpu_default.jsonl is cpu.jsonl's lines of the default job's tasks (jobs/default.yaml's
-tasks.ids), its SFT data.
+tasks.ids), its SFT data; cuda_default.jsonl (written here) is cuda.jsonl's lines of those tasks,
+the SFT data of the default job on a GPU (a one-block kernel, the ATen call, the full-grid kernel).
 
 cpu.jsonl (validate's output: {task, completion, speedup, id}) is what the job trains on; its
 speedups were measured on the CPU backend at small scale with one intra-op thread, as each rank of
@@ -26,6 +27,7 @@ reference's threads wait on each other and the speedups mean nothing). cuda.json
 import argparse
 import json
 import os
+import re
 
 
 def completion(analysis, plan, program):
@@ -114,6 +116,9 @@ at::Tensor forward(const at::Tensor& {arg}) {{
   launch_map(in.data_ptr<float>(), y.data_ptr<float>(), in.numel(), at::cuda::getCurrentCUDAStream());
   return y;
 }}"""
+    # The GPU's naive program: one block of threads strides over the whole tensor (a few percent of
+    # the H200's SMs busy), so the GPU default job's policy has a slow program to move away from.
+    cuda_naive = cuda.replace("map_kernel<<<1056, 256, 0, stream>>>", "map_kernel<<<1, 256, 0, stream>>>")
     return [
         ("naive", naive, "the reference is one ATen call per element-wise operation, each a full pass over memory.",
          "a plain loop over the elements, column by column."),
@@ -121,7 +126,9 @@ at::Tensor forward(const at::Tensor& {arg}) {{
          f"compute it as {aten}."),
         ("fused", fused, "every ATen call of the reference is a separate pass with its own temporary.",
          "one fused OpenMP SIMD pass over contiguous memory, no temporaries."),
-    ], ("cuda", cuda, "the reference launches one kernel per operation.", "one fused grid-stride kernel.")
+    ], [("cuda_naive", cuda_naive, "the reference is a library call; a kernel of its own is simpler to follow.",
+          "one block of threads striding over every element."),
+        ("cuda", cuda, "the reference launches one kernel per operation.", "one fused grid-stride kernel.")]
 
 
 # ---- reductions over dim 1 of [batch, dim1, dim2] ----------------------------------------------
@@ -771,22 +778,34 @@ def portable(program):
     return "// crl:device" not in program and "data_ptr" not in program and "accessor" not in program
 
 
+def default_job_tasks():
+    """jobs/default.yaml's tasks.ids (one flow list on one line: read without a YAML library)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "jobs", "default.yaml")
+    for line in open(path):
+        match = re.match(r"\s*ids:\s*\[(.*)\]", line)
+        if match:
+            return [t.strip() for t in match.group(1).split(",")]
+    raise SystemExit(f"{path}: no tasks.ids line")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="folder for cpu_raw.jsonl and cuda.jsonl")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     cpu, cuda = [], []
-    for task, variants, cuda_variant in all_tasks():
+    for task, variants, cuda_variants in all_tasks():
         name = task.split("/")[1]
-        kind, program, analysis, plan = cuda_variant
-        cuda.append({"task": task, "completion": completion(analysis, plan, program), "id": f"{name}.{kind}", "backend": "cuda"})
+        for kind, program, analysis, plan in cuda_variants if isinstance(cuda_variants, list) else [cuda_variants]:
+            cuda.append({"task": task, "completion": completion(analysis, plan, program), "id": f"{name}.{kind}", "backend": "cuda"})
         for kind, program, analysis, plan in variants:
             row = {"task": task, "completion": completion(analysis, plan, program), "id": f"{name}.{kind}", "backend": "cpu"}
             cpu.append(row)
             if portable(program):
                 cuda.append(dict(row, backend="any"))
-    for name, rows in (("cpu_raw.jsonl", cpu), ("cuda.jsonl", cuda)):
+    default_tasks = default_job_tasks()
+    cuda_default = [row for row in cuda if row["task"] in default_tasks]
+    for name, rows in (("cpu_raw.jsonl", cpu), ("cuda.jsonl", cuda), ("cuda_default.jsonl", cuda_default)):
         with open(os.path.join(args.out, name), "w") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
