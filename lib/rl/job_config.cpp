@@ -24,6 +24,8 @@ class Section {
       : node_(std::move(node)), path_(std::move(path)), origin_(origin) {
     if (!node_.IsMap()) fail(node_, "must be a mapping");
     for (const auto& item : node_) {
+      // A key that is itself a list or mapping (YAML's `? [a, b]: 1`) has no name to check.
+      if (!item.first.IsScalar()) fail(item.first, "keys must be plain names, not lists or mappings");
       const std::string key = item.first.as<std::string>();
       if (!seen_.insert(key).second) fail(item.first, fmt::format("key '{}' appears twice", key));
       if (!known.contains(key)) {
@@ -109,7 +111,11 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Map: {
       nlohmann::json j = nlohmann::json::object();
-      for (const auto& item : node) j[item.first.as<std::string>()] = yaml_to_json(item.second);
+      for (const auto& item : node) {
+        // parse_job_config turns this into bad input at the key's line.
+        if (!item.first.IsScalar()) throw YAML::Exception(item.first.Mark(), "keys must be plain names, not lists or mappings");
+        j[item.first.as<std::string>()] = yaml_to_json(item.second);
+      }
       return j;
     }
     case YAML::NodeType::Sequence: {
@@ -223,7 +229,19 @@ std::string stage_kind_name(StageKind kind) {
   return "?";
 }
 
+static JobConfig parse_job_config_checked(const std::string& text, const std::string& origin, const std::string& base_dir);
+
+// What yaml-cpp throws past the checks below (a conversion of a node the checks did not foresee)
+// is still bad input in the job file, never a crash (fuzz_job_config found one).
 JobConfig parse_job_config(const std::string& text, const std::string& origin, const std::string& base_dir) {
+  try {
+    return parse_job_config_checked(text, origin, base_dir);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}:{}: {}", origin, e.mark.is_null() ? 0 : e.mark.line + 1, e.msg));
+  }
+}
+
+static JobConfig parse_job_config_checked(const std::string& text, const std::string& origin, const std::string& base_dir) {
   const YAML::Node root = parse_yaml(text, origin);
   if (!root || root.IsNull()) throw InputError(origin + ": the job file is empty");
   const Section sec(root, "", origin,

@@ -104,6 +104,20 @@ TEST(JobConfig, UnknownKeysAreRefusedWithTheirPath) {
   EXPECT_NE(nested.find("job.yaml:4"), std::string::npos) << nested;
 }
 
+// fuzz_job_config's finding: a key that is a list (YAML's `? - a`) escaped as a yaml-cpp conversion
+// error; anywhere in the file it is bad input with the line it is on.
+TEST(JobConfig, KeysThatAreListsOrMappingsAreBadInput) {
+  const std::string top = error_of("name: t\n? - a\n: 1\nmodel: m\nstages: [{kind: crl}]\n");
+  EXPECT_NE(top.find("keys must be plain names"), std::string::npos) << top;
+  EXPECT_NE(top.find("job.yaml:2"), std::string::npos) << top;
+  const std::string nested = error_of("name: t\nmodel: m\nstages: [{kind: crl, sampling: {[a, b]: 1}}]\n");
+  EXPECT_NE(nested.find("keys must be plain names"), std::string::npos) << nested;
+  std::ifstream regression(std::string(CRL_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_job_config/regression-list-as-key");
+  const std::string fuzzed((std::istreambuf_iterator<char>(regression)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(fuzzed.empty());
+  EXPECT_NE(error_of(fuzzed), "");
+}
+
 TEST(JobConfig, BadValuesNameTheKey) {
   EXPECT_NE(error_of("name: t\nstages: [{kind: crl}]\n").find("missing key 'model'"), std::string::npos);
   EXPECT_NE(error_of("name: t\nmodel: m\nstages: [{kind: ppo}]\n").find("stages[0].kind"), std::string::npos);
