@@ -142,7 +142,7 @@ struct Compiler::Impl {
   std::string cxx_version, host_cxx_version, nvcc_version;
   bool host_is_clang = false;  // clang++ compiles the host sections (toolchain.h: clang_can_compile_host)
   std::mutex pch_mutex;
-  std::map<Backend, std::string> pch_header;  // backend -> prelude header path (its .gch beside it)
+  std::map<Backend, std::string> pch_header;  // backend -> prelude header path (its .gch or .pch beside it)
   std::mutex inflight_mutex;
   std::map<std::string, std::vector<std::promise<CompileResult>>> inflight;  // key -> waiting duplicates
   std::unique_ptr<ThreadPool> pool;
