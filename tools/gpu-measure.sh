@@ -209,6 +209,7 @@ job)
   step job_split 60 python3 tools/bench/job_step_split.py "staleness0=$job_dir/run0/results.h5" \
     "staleness1=$job_dir/run1/results.h5" --out "$OUT/job-measure.json"
   for staleness in 0 1; do cp "$job_dir/run$staleness/results.h5" "$LOGS/job_run$staleness.h5" 2>/dev/null; done
+  rm -rf "$job_dir"  # GBs of model and checkpoints on a machine that stays warm between calls
   tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
   ;;
 *)

@@ -914,7 +914,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       step("timing worker", false, f->message, t);
       return fail(*f);
     }
-    step("timing worker", true, "a fresh worker, loaded and mapped (eval.fresh_timing_worker)", t);
+    step("timing worker", true, "a fresh worker, loaded and mapped (EvalOptions::fresh_timing_worker)", t);
     t = Clock::now();
   }
   const Measured m = measure(*worker, js.layout.slots, options_.min_timed_pairs, options_.time_budget_seconds, "timing");

@@ -24,8 +24,6 @@ class Section {
       : node_(std::move(node)), path_(std::move(path)), origin_(origin) {
     if (!node_.IsMap()) fail(node_, "must be a mapping");
     for (const auto& item : node_) {
-      // A key that is itself a list or mapping (YAML's `? [a, b]: 1`) has no name to check.
-      if (!item.first.IsScalar()) fail(item.first, "keys must be plain names, not lists or mappings");
       const std::string key = item.first.as<std::string>();
       if (!seen_.insert(key).second) fail(item.first, fmt::format("key '{}' appears twice", key));
       if (!known.contains(key)) {
@@ -112,7 +110,8 @@ nlohmann::json yaml_to_json(const YAML::Node& node) {
     case YAML::NodeType::Map: {
       nlohmann::json j = nlohmann::json::object();
       for (const auto& item : node) {
-        // parse_job_config turns this into bad input at the key's line.
+        // A key that is itself a list or mapping (YAML's `? [a, b]: 1`) has no name; parse_job_config
+        // turns this into bad input at the key's line.
         if (!item.first.IsScalar()) throw YAML::Exception(item.first.Mark(), "keys must be plain names, not lists or mappings");
         j[item.first.as<std::string>()] = yaml_to_json(item.second);
       }
@@ -244,12 +243,12 @@ JobConfig parse_job_config(const std::string& text, const std::string& origin, c
 static JobConfig parse_job_config_checked(const std::string& text, const std::string& origin, const std::string& base_dir) {
   const YAML::Node root = parse_yaml(text, origin);
   if (!root || root.IsNull()) throw InputError(origin + ": the job file is empty");
+  JobConfig job;
+  job.as_json = yaml_to_json(root);  // first: it refuses keys that are lists or mappings, anywhere
   const Section sec(root, "", origin,
                     {"name", "seed", "model", "prompt_format", "backend", "dtype", "roles", "share_gpu", "suite",
                      "instructions", "tasks", "stages", "eval", "generation", "lora"});
-  JobConfig job;
   job.path = origin;
-  job.as_json = yaml_to_json(root);
   job.name = sec.required<std::string>("name");
   if (job.name.empty()) sec.fail(sec.child("name"), "'name' is empty");
   job.seed = sec.get<uint64_t>("seed", job.seed);

@@ -31,11 +31,10 @@ bool reusable(eval::VerdictStatus s) {
   return s != eval::VerdictStatus::kInternalError && s != eval::VerdictStatus::kTimeout;
 }
 
-}  // namespace
+// The key of a program for a task.
+std::string key_of(const std::string& task, const std::string& program) { return Sha256().field(task).field(program).hex(); }
 
-std::string VerdictReuse::key_of(const std::string& task, const std::string& program) {
-  return Sha256().field(task).field(program).hex();
-}
+}  // namespace
 
 std::map<int64_t, DispatchedVerdict> VerdictReuse::evaluate(std::vector<WorkItem> work, int64_t step, const Judge& judge) {
   std::map<int64_t, DispatchedVerdict> verdicts;

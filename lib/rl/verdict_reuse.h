@@ -40,8 +40,6 @@ class VerdictReuse {
   size_t reused_last() const { return reused_last_; }   // items of the last call that took a copy
   size_t audits_last() const { return audits_last_; }   // items of the last call judged as audits
 
-  // The key of a program for a task.
-  static std::string key_of(const std::string& task, const std::string& program);
 
  private:
   struct Judged {

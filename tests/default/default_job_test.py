@@ -16,7 +16,8 @@ window is one step because the policy learns within two: a window of the first s
 holds much of the rise.
 Measured (2026-12-01, 2-core machine): before reused verdicts were audited, 1.029 at stage 3's first
 step (16 rollouts), 1.804 over its last four (64), standard error 0.190 (4.1 SE), 2.7 min; with the
-audits, 1.077 -> 1.860 idle (5.9 min) and 1.126 -> 1.991 in a parallel ctest (398 s).
+audits, 1.077 -> 1.860 idle (5.9 min) and 1.126 -> 1.991 in a parallel ctest (398 s). 2026-12-02, host
+sections by clang++: 0.51 -> 2.16 idle (5.3 min), 0.529 -> 2.255 (SE 0.188) in a fresh clone's ctest.
 Also: --set with a key the job file lacks is refused (exit 3) naming it.
 Usage: default_job_test.py --crl build/apps/crl/crl --work DIR
 """

@@ -226,8 +226,8 @@ at::Tensor forward(const at::Tensor& x) {{
         ("aten", other, "the reference reduces a strided dimension.", f"compute it as {aten}."),
         ("fused", fused, "the reduced dimension is strided, but the last one is contiguous.",
          "per batch, accumulate whole contiguous rows with OpenMP SIMD, one read of the input."),
-    ], ("cuda", cuda, "one output per thread reads a column; neighbouring threads read neighbouring floats.",
-        "one thread per output, coalesced loads along the last dimension.")
+    ], [("cuda", cuda, "one output per thread reads a column; neighbouring threads read neighbouring floats.",
+        "one thread per output, coalesced loads along the last dimension.")]
 
 
 # ---- losses: a scalar mean over [batch, dim] ---------------------------------------------------
@@ -312,14 +312,14 @@ at::Tensor forward(const at::Tensor& predictions, const at::Tensor& targets) {{
         ("aten", other, "the reference is several ATen passes.", f"use the fused ATen loss: {aten}."),
         ("fused", fused, "the reference makes temporaries for every element-wise step before the mean.",
          "one OpenMP SIMD reduction pass over both inputs, no temporaries."),
-    ], ("cuda", cuda, "the reference runs one kernel per step and a reduction.",
-        "one grid-stride kernel: per-block shared-memory sums, one atomic add per block.")
+    ], [("cuda", cuda, "the reference runs one kernel per step and a reduction.",
+        "one grid-stride kernel: per-block shared-memory sums, one atomic add per block.")]
 
 
 # ---- small models and special cases ------------------------------------------------------------
 
 def special_programs():
-    """(task, [(kind, program, analysis, plan)], cuda) for the tasks that fit no family."""
+    """(task, [(kind, program, analysis, plan)], [cuda variants]) for the tasks that fit no family."""
     out = []
     # C = diag(A) @ B as a row scaling.
     out.append(("level1/012_diag_matmul", [
@@ -349,7 +349,7 @@ at::Tensor forward(const at::Tensor& A, const at::Tensor& B) {
   scale_rows_cpu(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), b.size(0), b.size(1));
   return c;
 }""", "diag(A) @ B only scales the rows of B.", "scale each contiguous row by A[i] with OpenMP SIMD."),
-    ], ("cuda", """
+    ], [("cuda", """
 // crl:device
 __global__ void scale_rows_kernel(const float* a, const float* b, float* c, int64_t n, int64_t m) {
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n * m; k += (int64_t)gridDim.x * blockDim.x) {
@@ -366,7 +366,7 @@ at::Tensor forward(const at::Tensor& A, const at::Tensor& B) {
   at::Tensor c = at::empty_like(b);
   scale_rows(a.data_ptr<float>(), b.data_ptr<float>(), c.data_ptr<float>(), b.size(0), b.size(1), at::cuda::getCurrentCUDAStream());
   return c;
-}""", "diag(A) @ B only scales the rows of B.", "one grid-stride kernel scaling each element by its row's A.")))
+}""", "diag(A) @ B only scales the rows of B.", "one grid-stride kernel scaling each element by its row's A.")]))
 
     # RMSNorm over the channel dimension of [batch, features, dim1, dim2].
     out.append(("level1/036_rms_norm", [
@@ -421,7 +421,7 @@ at::Tensor forward(const at::Tensor& x) {
   return y;
 }""", "the reference makes five passes; the channel dimension is strided.",
          "two fused passes per batch: sum squares of contiguous rows, then scale, with OpenMP SIMD."),
-    ], ("cuda", """
+    ], [("cuda", """
 // crl:device
 __global__ void rms_norm_kernel(const float* x, float* y, int64_t batch, int64_t c, int64_t s) {
   const int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -443,7 +443,7 @@ at::Tensor forward(const at::Tensor& x) {
   at::Tensor y = at::empty_like(xc);
   rms_norm(xc.data_ptr<float>(), y.data_ptr<float>(), x.size(0), x.size(1), x.size(2) * x.size(3), at::cuda::getCurrentCUDAStream());
   return y;
-}""", "the reference makes five passes.", "one thread per position, coalesced over positions, two reads of x.")))
+}""", "the reference makes five passes.", "one thread per position, coalesced over positions, two reads of x.")]))
 
     # LayerNorm over the last three dims.
     out.append(("level1/040_layer_norm", [
@@ -485,7 +485,7 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const at::Tens
   layer_norm_cpu(xc.data_ptr<float>(), wc.data_ptr<float>(), bc.data_ptr<float>(), y.data_ptr<float>(), x.size(0), wc.numel());
   return y;
 }""", "a normalised row is contiguous.", "one OpenMP pass per row for sum and sum of squares, one for the output."),
-    ], ("cuda", """
+    ], [("cuda", """
 // crl:device
 __global__ void layer_norm_kernel(const float* x, const float* w, const float* b, float* y, int64_t n) {
   __shared__ float s1[256], s2[256];
@@ -519,7 +519,7 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const at::Tens
   layer_norm(xc.data_ptr<float>(), wc.data_ptr<float>(), bc.data_ptr<float>(), y.data_ptr<float>(), x.size(0), wc.numel(),
              at::cuda::getCurrentCUDAStream());
   return y;
-}""", "one row per block fits the reduction.", "one block per row: shared-memory sums, then the affine output.")))
+}""", "one row per block fits the reduction.", "one block per row: shared-memory sums, then the affine output.")]))
     return out
 
 
@@ -638,8 +638,8 @@ at::Tensor forward({params}) {{
         ("aten", other, *other_text),
         ("fused", fused, "each epilogue step of the reference is a pass over the GEMM's output.",
          "an OpenMP loop over rows, SIMD dot products, the epilogue applied in registers."),
-    ], ("cuda", cuda, "the epilogue steps are separate kernels after cuBLAS.",
-        "cuBLAS for the GEMM (addmm), then one fused epilogue kernel.")
+    ], [("cuda", cuda, "the epilogue steps are separate kernels after cuBLAS.",
+        "cuBLAS for the GEMM (addmm), then one fused epilogue kernel.")]
 
 
 # ---- level 3: small models ---------------------------------------------------------------------
@@ -700,8 +700,8 @@ at::Tensor forward(
         ("naive", naive, "three GEMMs with bias and ReLU.", "one matrix-vector product per row and layer."),
         ("aten", other, "each layer's linear and ReLU allocate separately.", "at::addmm with the bias folded in and ReLU in place."),
         ("fused", fused, "each layer allocates its output and the ReLU's.", "addmm_out into preallocated buffers, ReLU in place."),
-    ], ("cuda", cuda, "each layer is a cuBLAS GEMM plus separate bias and ReLU kernels.",
-        "cuBLAS addmm with the bias folded in, then an in-place ReLU kernel.")
+    ], [("cuda", cuda, "each layer is a cuBLAS GEMM plus separate bias and ReLU kernels.",
+        "cuBLAS addmm with the bias folded in, then an in-place ReLU kernel.")]
 
 
 RNN_ARGS = ("const at::Tensor& x, const at::Tensor& initial_hidden, const at::Tensor& i2h_weight,\n"
@@ -755,7 +755,7 @@ at::Tensor forward(
         ("aten", other, "the concatenation copies x and the hidden state.",
          "no concatenation: two addmm calls on the weight's column blocks, tanh in place."),
         ("fused", fused, "the bias add and tanh allocate separately.", "addmm with the bias folded in, tanh in place."),
-    ], ("cuda", cuda, "the cell is two cuBLAS GEMMs plus element-wise kernels.", "addmm with the bias folded in, an in-place tanh kernel.")
+    ], [("cuda", cuda, "the cell is two cuBLAS GEMMs plus element-wise kernels.", "addmm with the bias folded in, an in-place tanh kernel.")]
 
 
 def all_tasks():
@@ -796,7 +796,7 @@ def main():
     cpu, cuda = [], []
     for task, variants, cuda_variants in all_tasks():
         name = task.split("/")[1]
-        for kind, program, analysis, plan in cuda_variants if isinstance(cuda_variants, list) else [cuda_variants]:
+        for kind, program, analysis, plan in cuda_variants:
             cuda.append({"task": task, "completion": completion(analysis, plan, program), "id": f"{name}.{kind}", "backend": "cuda"})
         for kind, program, analysis, plan in variants:
             row = {"task": task, "completion": completion(analysis, plan, program), "id": f"{name}.{kind}", "backend": "cpu"}
