@@ -34,6 +34,7 @@ class JudgeSession {
   };
   eval::Message load(const nlohmann::json& request);
   eval::Message reference(const nlohmann::json& request);
+  eval::Message call_time(const nlohmann::json& request);
   eval::Message batch_copy(const nlohmann::json& request);
   eval::Message arena(const nlohmann::json& request);
   eval::Message fill(const nlohmann::json& request);

@@ -160,6 +160,7 @@ struct Evaluator::JudgeState {
   int region_fd = -1;
   void* region = nullptr;
   uint64_t region_bytes = 0;
+  double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
   std::mt19937_64 rng;
   ~JudgeState() {
     if (reference_worker) reference_worker->stop();
@@ -181,6 +182,7 @@ Evaluator::Evaluator(EvalOptions options, Compiler& compiler) : options_(std::mo
   if (options_.trials < 1) throw InputError(fmt::format("trials must be at least 1 (got {})", options_.trials));
   if (options_.time_budget_seconds < 0) throw InputError("the time budget must not be negative");
   if (options_.max_slots < 1) throw InputError("max_slots must be at least 1");
+  if (options_.max_batch_calls < 1) throw InputError("max_batch_calls must be at least 1");
   worker_executable_ = options_.worker_executable.empty() ? find_worker_executable() : options_.worker_executable;
   if (options_.cpu_address_space_limit == 0) {
     options_.cpu_address_space_limit = physical_memory_bytes() / 2 + (uint64_t{16} << 30);
@@ -305,13 +307,22 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
                        "reference run with samples scaled apart");
     state->spread = r.value("spread_inputs", 0) > 0;
   }
-  // Slots per timed batch: enough distinct inputs to exceed the caches (256 MiB), within the arena's budget.
-  const ArenaLayout one = arena_layout(arguments, 1);
-  int slots = static_cast<int>(std::clamp<uint64_t>((uint64_t{256} << 20) / std::max<uint64_t>(one.slot_bytes, 1) + 1, 1,
-                                                    static_cast<uint64_t>(options_.max_slots)));
-  slots = std::max<int>(1, std::min<int>(slots, static_cast<int>(options_.arena_bytes / std::max<uint64_t>(one.slot_bytes, 1))));
-  state->layout = arena_layout(arguments, slots);
+  // Slots per timed batch: enough distinct inputs to exceed the caches (256 MiB) and enough calls to
+  // last min_batch_us, within the arena's and the held outputs' budgets.
   for (int64_t b : state->output_bytes) state->region_bytes += (static_cast<uint64_t>(b) + 255) / 256 * 256;
+  const ArenaLayout one = arena_layout(arguments, 1);
+  const double min_batch_us = options_.min_batch_us >= 0 ? options_.min_batch_us : cpu ? 0.0 : 5000.0;
+  if (min_batch_us > 0) {
+    state->reference_call_us = get(Message{{{"op", "call_time"}, {"seed", state->seeds[0]}, {"repeats", 3}}, {}},
+                                   "timing the reference's call").value("call_us", 0.0);
+  }
+  const uint64_t for_caches = (uint64_t{256} << 20) / std::max<uint64_t>(one.slot_bytes, 1) + 1;
+  const uint64_t for_duration = static_cast<uint64_t>(std::ceil(min_batch_us / std::max(state->reference_call_us, 1.0)));
+  uint64_t slots = std::max<uint64_t>({std::min<uint64_t>(for_caches, static_cast<uint64_t>(options_.max_slots)),
+                                       std::min<uint64_t>(for_duration, static_cast<uint64_t>(options_.max_batch_calls)), 1});
+  slots = std::min(slots, options_.arena_bytes / std::max<uint64_t>(one.slot_bytes, 1));
+  slots = std::min(slots, options_.batch_output_bytes / std::max<uint64_t>(state->region_bytes, 1));
+  state->layout = arena_layout(arguments, static_cast<int>(std::max<uint64_t>(slots, 1)));
   if (cpu) {
     if (ftruncate(state->arena_fd, static_cast<off_t>(state->layout.total_bytes())) != 0 ||
         ftruncate(state->reference_arena_fd, static_cast<off_t>(state->layout.total_bytes())) != 0 ||
@@ -411,9 +422,10 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   WorkerProcess& judge = *js.judge;
   step("judge", true,
        fmt::format("reference held for {} trial seeds{} from secret {} (crl eval --seed {} replays this evaluation); "
-                   "{} input slots per timed batch",
+                   "{} input slots per timed batch{}",
                    js.seeds.size(), js.edge_seeds.empty() ? "" : fmt::format(" and {} edge trials", js.edge_seeds.size()),
-                   js.secret, js.secret, js.layout.slots),
+                   js.secret, js.secret, js.layout.slots,
+                   js.reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", js.reference_call_us) : ""),
        t);
   // The judge failing mid-evaluation is crl's failure too.
   auto judge_ask = [&](const nlohmann::json& header, const std::string& during) -> std::optional<nlohmann::json> {
@@ -687,7 +699,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   // 6. Timing: pairs of batches (one call per slot, fresh secret inputs for every pair, a copy
   //    for each program), the reference's in its own timing worker, the candidate's in its worker,
   //    each while the other is frozen and the GPU idle; both measured by this process's clock
-  //    around the request, less the round trip of an empty request to the judge.
+  //    around the request, less a request's fixed cost (overhead() below).
   struct Measured {
     std::vector<double> reference_us, candidate_us;
     SpeedupEstimate estimate;
@@ -698,17 +710,60 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   };
   auto measure = [&](WorkerProcess& cand_worker, int slots, int min_pairs, double budget, const std::string& purpose) {
     Measured m;
-    // The round trip of an empty request, measured through the judge's channel only: what the
-    // candidate's worker answers is never subtracted from its own time (it could inflate it).
+    // Before each timed batch and the overhead's measurement, with the candidate's worker frozen:
+    // the GPU idle, waited for up to call_timeout (a trainer's step on a shared GPU). Still busy
+    // then, it is another process or work the candidate left running (launched while it was
+    // thawed for an untimed request, made to stop once its own batch begins, so that only the
+    // reference's batch shares the GPU with it): timing on would let that slow the reference, so
+    // the measurement fails as crl's (internal_error: the job leaves it out of the group).
+    auto gpu_idle = [&]() -> bool {
+      if (options_.backend != Backend::cuda) return true;
+      cand_worker.freeze();
+      const auto deadline = Clock::now() + std::chrono::duration<double>(options_.call_timeout_seconds);
+      for (;;) {
+        const auto probe = judge_ask({{"op", "probe"}, {"slack_us", options_.idle_slack_us}}, "probing the GPU");
+        if (!probe) {
+          m.failure = "probing the GPU";
+          return false;
+        }
+        if (probe->value("idle", true)) return true;
+        if (Clock::now() > deadline) {
+          m.failure = fmt::format("{}: the GPU stayed busy for {:.0f} s before a timed batch with the candidate's worker "
+                                  "frozen (idle probe {:.0f} us, {:.0f} us when idle): another process, or work the "
+                                  "candidate left running",
+                                  purpose, options_.call_timeout_seconds, probe->value("probe_us", 0.0),
+                                  probe->value("baseline_us", 0.0));
+          return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    };
+    // A timed request's fixed cost. On the GPU: an empty batch (no calls) of the reference's
+    // timing worker, after the judge's flush and frozen before, as every timed batch (both
+    // programs' batches run the same worker code around their calls, so this is what each pays
+    // besides its calls). On the CPU: an empty request to the judge, frozen before (there the
+    // worker's empty batch made the reference judged against itself miss 1.00 more often on two
+    // cores: 2 of 3 test runs failed against 0 of 4). What the candidate's worker answers is
+    // never subtracted from its own time (it could inflate it).
     auto overhead = [&]() -> std::optional<double> {
       std::vector<double> samples;
       for (int i = 0; i < 7; ++i) {
         double s = 0;
-        judge.freeze();  // as before every timed request: the wake-up is part of the round trip
-        auto r = ask(judge, Message{{{"op", "empty"}}, {}}, options_.call_timeout_seconds, "an empty request", &s);
+        std::variant<Message, WorkerFailure> r;
+        if (options_.backend == Backend::cuda) {
+          if (!gpu_idle()) return std::nullopt;
+          if (!judge_ask({{"op", "flush"}}, "flushing caches")) return std::nullopt;
+          js.reference_worker->freeze();
+          r = ask(*js.reference_worker, Message{{{"op", "time"}, {"slots", nlohmann::json::array()}}, {}},
+                  options_.call_timeout_seconds, "an empty timed batch of the reference's worker", &s);
+        } else {
+          judge.freeze();  // as before every timed request: the wake-up is part of the round trip
+          r = ask(judge, Message{{{"op", "empty"}}, {}}, options_.call_timeout_seconds, "an empty request", &s);
+        }
         if (!std::holds_alternative<Message>(r)) return std::nullopt;
         samples.push_back(s * 1e6);
       }
+      js.reference_worker->freeze();
       return median(samples);
     };
     const auto started = Clock::now();
@@ -741,7 +796,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       cand_worker.freeze();
       const auto round_trip = overhead();
       if (!round_trip) {
-        m.failure = "an empty request to the judge failed";
+        if (m.failure.empty()) m.failure = "an empty timed batch of the reference's worker failed";
         m.internal = true;
         return m;
       }
@@ -763,17 +818,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         nlohmann::json cand_outputs;
         WorkerProcess& ref_worker = *js.reference_worker;
         auto time_reference = [&]() -> bool {
-          cand_worker.freeze();
-          if (options_.backend == Backend::cuda) {
-            // Wait (bounded) for the GPU to be idle: the candidate is frozen and was checked idle
-            // after its last batch, so only another process can keep it busy.
-            for (int tries = 0; tries < 100; ++tries) {
-              const auto probe = judge_ask({{"op", "probe"}, {"slack_us", options_.idle_slack_us}}, "probing the GPU");
-              if (!probe) return false;
-              if (probe->value("idle", true)) break;
-              std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-          }
+          if (!gpu_idle()) return false;
           if (!judge_ask({{"op", "flush"}}, "flushing caches")) return false;
           double s = 0;
           // Frozen like the candidate's worker before its batch, so both timed requests start by
@@ -789,6 +834,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
               ask(ref_worker, Message{{{"op", "release"}}, {}}, options_.call_timeout_seconds, "releasing the reference's outputs"));
         };
         auto time_candidate = [&]() -> std::optional<WorkerFailure> {
+          if (!gpu_idle()) return WorkerFailure{VerdictStatus::kInternalError, m.failure};
           if (!judge_ask({{"op", "flush"}}, "flushing caches")) return WorkerFailure{VerdictStatus::kInternalError, "the judge failed"};
           double s = 0;
           cand_worker.freeze();
@@ -801,7 +847,12 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           return std::nullopt;
         };
         const bool reference_first = js.rng() & 1;
-        if (reference_first && !time_reference()) return m.failure = "timing the reference", m.internal = true, m;
+        const auto reference_failed = [&]() -> Measured& {
+          if (m.failure.empty()) m.failure = "timing the reference";
+          m.internal = true;
+          return m;
+        };
+        if (reference_first && !time_reference()) return reference_failed();
         if (auto f = time_candidate()) {
           m.failure = f->message;
           m.failure_kind = to_string(f->status);
@@ -821,7 +872,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
             return m;
           }
         }
-        if (!reference_first && !time_reference()) return m.failure = "timing the reference", m.internal = true, m;
+        if (!reference_first && !time_reference()) return reference_failed();
         // One slot, chosen after the fact, is checked: outputs against the reference's on the same
         // inputs, and its inputs unchanged (skipping or shortcutting some calls is seen at once).
         const int j = static_cast<int>(js.rng() % static_cast<uint64_t>(slots));

@@ -55,7 +55,16 @@ struct EvalOptions {
   bool sandbox = true;                  // seccomp and Landlock around the candidate's worker
   uint64_t arena_bytes = uint64_t{16} << 30;        // the candidate's input slots, at most
   uint64_t judge_cache_bytes = uint64_t{16} << 30;  // reference outputs the judge keeps per task
-  int max_slots = 64;                   // inputs per timed batch (fresh values in each)
+  int max_slots = 64;                   // inputs per timed batch to exceed the caches (fresh values in each)
+  // A timed batch has enough slots (calls) for the reference's calls to take this long, so that a
+  // request's fixed cost (waking the worker, the GPU's switch between processes' contexts,
+  // describing the outputs) is a small part of what is timed; within max_batch_calls, arena_bytes and
+  // batch_output_bytes. < 0: 5000 on the GPU (there a request's fixed cost was ~400 us, as long as
+  // the calls of a 256 MiB ReLU pair, and moved the speedup of a program against itself by
+  // +-10% from one evaluation to the next), 0 on the CPU.
+  double min_batch_us = -1;
+  int max_batch_calls = 512;            // slots per timed batch for min_batch_us, at most
+  uint64_t batch_output_bytes = uint64_t{4} << 30;  // outputs a timed batch holds (each program's)
   double idle_slack_us = 50;            // the GPU is idle when the probe takes <= 1.5 x baseline + this
   double roofline_margin = 1.25;        // hack:beyond_roofline below the least time / this (GPU only)
   double peak_bytes_per_second = 0;     // the GPU's peaks for the gate; 0: roofline.h's table by

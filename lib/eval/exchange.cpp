@@ -156,7 +156,7 @@ std::vector<TensorRef> tensor_refs_from_json(const nlohmann::json& json, size_t 
   return refs;
 }
 
-TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive) {
+TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, std::unordered_map<void*, std::string>* handles_by_base) {
   TensorRef ref;
   ref.meta = meta_of(tensor);
   ref.device = tensor.is_cuda() ? "cuda" : "cpu";
@@ -181,7 +181,13 @@ TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive) {
     if (held.numel() == 0) held = at::empty({1}, tensor.options());
     base = c10::cuda::CUDACachingAllocator::getBaseAllocation(held.data_ptr(), &segment);
   }
-  ref.ipc_handle = ipc_handle_of(base);
+  if (handles_by_base == nullptr) {
+    ref.ipc_handle = ipc_handle_of(base);
+  } else {
+    auto [known, added] = handles_by_base->try_emplace(base);
+    if (added) known->second = ipc_handle_of(base);
+    ref.ipc_handle = known->second;
+  }
   ref.offset = static_cast<uint64_t>(static_cast<char*>(held.data_ptr()) - static_cast<char*>(base));
   *keep_alive = held;
   return ref;
@@ -194,11 +200,13 @@ nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& output
   nlohmann::json metas = nlohmann::json::array();
   nlohmann::json handles = nlohmann::json::array();
   nlohmann::json calls = nlohmann::json::array();
+  std::unordered_map<void*, std::string> handle_of_base;
+  std::unordered_map<std::string, size_t> index_of_handle;
   for (size_t c = 0; c < outputs_per_call.size(); ++c) {
     nlohmann::json places = nlohmann::json::array();
     for (const auto& out : outputs_per_call[c]) {
       at::Tensor keep;
-      const TensorRef ref = export_tensor(out.contiguous(), &keep);
+      const TensorRef ref = export_tensor(out.contiguous(), &keep, &handle_of_base);
       held->push_back(keep);
       if (c == 0) {
         nlohmann::json m = to_json(ref.meta);
@@ -209,10 +217,9 @@ nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& output
         places.push_back(ref.address);
         continue;
       }
-      size_t index = 0;
-      while (index < handles.size() && handles[index] != ref.ipc_handle) ++index;
-      if (index == handles.size()) handles.push_back(ref.ipc_handle);
-      places.push_back({index, ref.offset});
+      const auto [found, added] = index_of_handle.try_emplace(ref.ipc_handle, handles.size());
+      if (added) handles.push_back(ref.ipc_handle);
+      places.push_back({found->second, ref.offset});
     }
     calls.push_back(places);
   }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace crl::eval {
@@ -43,7 +44,10 @@ std::vector<TensorRef> tensor_refs_from_json(const nlohmann::json& json, size_t 
 // Describes `tensor` (made contiguous by the caller) for another process: on CUDA the handle of
 // its caching-allocator segment; a tensor outside it is copied into one first (the copy is
 // returned through *keep_alive, which the caller holds until the reader is done).
-TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive);
+// handles_by_base (optional) remembers each allocation's IPC handle across calls: a timed batch
+// describes hundreds of outputs, many in the same segment, inside the timed window.
+TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive,
+                        std::unordered_map<void*, std::string>* handles_by_base = nullptr);
 
 // The outputs of a timed batch, described compactly (the description is built inside the timed
 // window, by the judge for the reference exactly as by the worker for the candidate): the first

@@ -37,6 +37,17 @@ TEST_F(GpuAttackTest, AGraphLeftRunningOnItsOwnStreamIsDeferredWork) {
   EXPECT_TRUE(v.status_text() == "hack:deferred_work" || v.status == VerdictStatus::kMismatch) << explain(v);
 }
 TEST_F(GpuAttackTest, KernelsQueuedBetweenCallsDoNotSlowTheReference) { expect_no_gain(judge("gpu_interference.cuda.crl")); }
+// Work left running while the worker is frozen and stopped when its own batch begins: the judge
+// waits for an idle GPU before every batch (the reference's too), and a GPU that stays busy fails
+// the measurement as crl's (left out of the job's group), never timing the reference beside it.
+TEST_F(GpuAttackTest, WorkLeftRunningWhileFrozenNeverSharesTheGpuWithTheReference) {
+  const Verdict v = judge("gpu_busy_while_frozen.cuda.crl");
+  if (v.status == VerdictStatus::kInternalError) {
+    EXPECT_NE(v.message.find("the GPU stayed busy"), std::string::npos) << explain(v);
+    return;
+  }
+  expect_no_gain(v);
+}
 TEST_F(GpuAttackTest, OperatorOverridesStayInTheCandidatesProcess) { expect_no_gain(judge("operator_override.cuda.crl")); }
 TEST_F(GpuAttackTest, GlobalAtenStateStaysInTheCandidatesProcess) { expect_no_gain(judge("global_state.cpu.crl")); }
 TEST_F(GpuAttackTest, ACandidateCannotEscapeItsSandboxOnTheGpuEither) {

@@ -1,7 +1,7 @@
 // The evaluator on the CUDA backend at full scale (label gpu; skipped without a GPU): the
-// reference as its own candidate is ok with a CI containing 1.00 and narrower than +-2%; a
-// kernel candidate is ok; wrong values, a crash, a hang and an illegal memory access get their
-// status, and the same evaluator then judges the next candidate correctly.
+// reference as its own candidate is ok with a CI narrower than +-2% that contains 1.00 (in one of
+// three evaluations); a kernel candidate is ok; wrong values, a crash, a hang and an illegal
+// memory access get their status, and the same evaluator then judges the next candidate correctly.
 #include <gtest/gtest.h>
 
 #if CRL_HAVE_CUDA
@@ -36,14 +36,25 @@ class GpuEvaluatorTest : public ::testing::Test {
   }
 };
 
-TEST_F(GpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithANarrowCiContainingOne) {
-  const Verdict v = evaluate("same_as_reference");
-  ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+// The reference judged against itself: ok, with a 95% interval narrower than +-2% that contains 1.00
+// in one of three independent evaluations (an unbiased timer misses 1.00 one time in twenty; all
+// three missing: 1 in 8,000; a real bias misses every time).
+void expect_self_judgement_unbiased(Evaluator& e, const std::string& name) {
+  Verdict v;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    v = e.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate("same_as_reference"), name);
+    ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+    std::cout << name << ": " << v.message << ", reference " << v.reference_time.median_us << " us, candidate "
+              << v.candidate_time.median_us << " us per call; " << v.steps.front().detail << "; " << v.steps.back().detail << "\n";
+    if (v.speedup_ci_low <= 1.0 && v.speedup_ci_high >= 1.0) break;
+  }
   EXPECT_LE(v.speedup_ci_low, 1.0) << explain(v);
   EXPECT_GE(v.speedup_ci_high, 1.0) << explain(v);
   EXPECT_LT((v.speedup_ci_high - v.speedup_ci_low) / 2 / v.speedup, 0.02) << explain(v);
-  std::cout << "reference vs itself: " << v.message << ", " << v.reference_time.median_us << " us, "
-            << v.steps.back().detail << "\n";
+}
+
+TEST_F(GpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithANarrowCiContainingOne) {
+  expect_self_judgement_unbiased(evaluator(), "reference vs itself");
 }
 
 // The same with the candidate timed in a fresh worker (EvalOptions::fresh_timing_worker): a worker
@@ -52,13 +63,7 @@ TEST_F(GpuEvaluatorTest, InAFreshTimingWorkerTheReferenceAsItsOwnCandidateHasANa
   EvalOptions o = quick_options(Backend::cuda);
   o.fresh_timing_worker = true;
   Evaluator e(o, fixture_compiler());
-  const Verdict v = e.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate("same_as_reference"), "fresh");
-  ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
-  std::cout << "reference vs itself, fresh timing worker: " << v.message << ", " << v.reference_time.median_us << " us, "
-            << v.candidate_time.median_us << " us\n";
-  EXPECT_LE(v.speedup_ci_low, 1.0) << explain(v);
-  EXPECT_GE(v.speedup_ci_high, 1.0) << explain(v);
-  EXPECT_LT((v.speedup_ci_high - v.speedup_ci_low) / 2 / v.speedup, 0.02) << explain(v);
+  expect_self_judgement_unbiased(e, "reference vs itself, fresh timing worker");
 }
 
 // Baseline cuda_graph: the reference's timing worker replays each slot's call as a captured graph.

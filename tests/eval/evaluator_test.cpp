@@ -46,6 +46,31 @@ TEST_F(CpuEvaluatorTest, DeviceSectionLoopIsOk) {
   EXPECT_GT(v.speedup, 0);
 }
 
+// EvalOptions::min_batch_us: the judge times the reference's call and a timed batch gets enough
+// slots (calls) to last that long, up to max_batch_calls; without it, the slots that exceed the
+// caches (the small ReLU's 128 KiB inputs: max_slots).
+TEST(CpuEvaluatorBatchSize, BatchesAreSizedToLastMinBatchUsWithinMaxBatchCalls) {
+  const auto judge_detail = [](EvalOptions o) {
+    Evaluator e(o, fixture_compiler());
+    const Verdict v = e.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate("same_as_reference"), "sized");
+    EXPECT_TRUE(v.ok()) << explain(v);
+    return v.steps.empty() ? std::string() : v.steps.front().detail;
+  };
+  EvalOptions o = quick_options(Backend::cpu);
+  o.time_budget_seconds = 0.3;
+  o.max_slots = 8;
+  o.min_batch_us = 1e6;  // far longer than 24 small calls take
+  o.max_batch_calls = 24;
+  const std::string sized = judge_detail(o);
+  EXPECT_NE(sized.find("24 input slots per timed batch (the reference's call: "), std::string::npos) << sized;
+  o.min_batch_us = 0;
+  const std::string unsized = judge_detail(o);
+  EXPECT_NE(unsized.find("8 input slots per timed batch"), std::string::npos) << unsized;
+  EXPECT_EQ(unsized.find("the reference's call"), std::string::npos) << unsized;
+  o.max_batch_calls = 0;
+  EXPECT_THROW(Evaluator(o, fixture_compiler()), InputError);
+}
+
 // crl eval --compile-ahead: a candidate whose compile was started ahead is joined (or found in the
 // cache) by evaluate(), never compiled a second time. The text is new, so no earlier run cached it.
 TEST_F(CpuEvaluatorTest, CandidateCompiledAheadIsNotCompiledAgain) {
