@@ -91,6 +91,7 @@ void run_cold(benchmark::State& state, crl::CompileRequest (*make)(const std::st
   }
   state.counters["compiler_cpu_s"] =
       benchmark::Counter((children_cpu() - cpu_before) / static_cast<double>(state.iterations()));
+  state.SetLabel("host sections: " + bench_compiler().host_cxx());
 }
 
 void BM_ColdCompileTwoKernelCuda(benchmark::State& state) { run_cold(state, cuda_request, crl::Backend::cuda); }

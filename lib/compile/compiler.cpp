@@ -488,6 +488,8 @@ std::string Compiler::key_of(const CompileRequest& request) { return impl_->key_
 
 const CompilerOptions& Compiler::options() const { return impl_->options; }
 
+const std::string& Compiler::host_cxx() const { return impl_->toolchain.host_cxx; }
+
 void Compiler::prepare(Backend backend) {
   if (backend == Backend::cuda) impl_->require_nvcc();
   impl_->ensure_pch(backend);

@@ -79,6 +79,8 @@ class Compiler {
   // The cache key compile() would use (no compiler is run).
   std::string key_of(const CompileRequest& request);
   const CompilerOptions& options() const;
+  // The compiler of the host sections that compile() uses (clang++ or g++: CompilerOptions::host_cxx).
+  const std::string& host_cxx() const;
   // Builds the precompiled prelude for a backend now (compile() does it on first use).
   void prepare(Backend backend);
   // Removes least recently used cache entries (none used in the last hour) until the compiled

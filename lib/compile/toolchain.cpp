@@ -2,6 +2,7 @@
 #include "compile/toolchain.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -146,8 +147,15 @@ bool clang_can_compile_host(const std::string& clangxx, const std::string& cxx, 
     if (std::ofstream out(dir / "probe.cpp"); out) {
       out << "std::string crl_probe() { std::vector<std::string> v(2, std::string(64, 'x')); return v[0] + v[1]; }\n";
     }
+    // Why it cannot stand in is said once (the answer is then remembered in the cache folder):
+    // a clang that finds no libstdc++ or one too new for it, on a machine where it was expected.
     const auto run = [&](std::vector<std::string> argv) {
-      return run_command(argv, {.timeout = std::chrono::seconds(120), .working_dir = dir.string()}).ok();
+      const CommandResult r = run_command(argv, {.timeout = std::chrono::seconds(120), .working_dir = dir.string()});
+      if (!r.ok()) {
+        spdlog::warn("{} cannot compile host sections with {}'s libstdc++ here, so {} does ({} failed: {})", clangxx, cxx, cxx,
+                     argv[0], r.output.substr(0, 600));
+      }
+      return r.ok();
     };
     const bool works =
         run({real, "-std=c++20", "-fPIC", "-x", "c++-header", "probe.h", "-fpch-instantiate-templates", "-o", "probe.h.pch"}) &&
