@@ -23,6 +23,10 @@
 #       then `crl report` of both side by side (step report): issue #17's baseline table from real
 #       files. Each judging step may need a call of its own: a file found in results/gpu-measure/
 #       (copied back from an earlier call's archive, and carried) is used instead of judging again.
+#   tools/gpu-measure.sh cudnn TASK...        the cuDNN engines of each task's reference in crl and of its
+#       KernelBench module in PyTorch eager (cuDNN's API log, reduced), to explain a gap between the two.
+#   tools/gpu-measure.sh default              builds crl and runs the built-in default job (`crl run`, no job
+#       file) on this GPU; its results file comes back as default_run_h200.h5 (report it elsewhere).
 #   tools/gpu-measure.sh job                  (one GPU, share_gpu) builds crl, makes a Qwen2-0.5B-shaped
 #       random model (`crl init-model`, bf16), runs stage crl for 5 steps on 4 level-1 tasks with
 #       G = 8 (1 trainer, 1 evaluator on the same GPU; the first step's ReLU group is 8 planted
@@ -42,13 +46,15 @@ mkdir -p "$OUT"
 if [ -f "$OUT/gpu-measure.tgz" ]; then tar xzf "$OUT/gpu-measure.tgz" -C "$LOGS"; fi
 BUILD_DIR=${CRL_BUILD_DIR:-build-gpu}
 # clang++ for programs' host sections (lib/compile/toolchain.h: clang_can_compile_host), absent
-# from the GPU image: Debian 12's clang-14 and its libraries, carried as .debs (`apt-get download
-# clang-14 libclang-cpp14 libllvm14 libclang-common-14-dev libz3-4` into .carry/clang-debs). The
-# compiler falls back to g++ by itself when the probe fails there; CRL_HOST_CXX=g++ forces g++.
+# from the GPU image: Debian 12's clang-19 and its libraries, carried as .debs (`apt-get download
+# clang-19 libclang-cpp19 libllvm19 libclang-common-19-dev libz3-4` into .carry/clang-debs; clang-14,
+# Debian's default, did not pass the probe against that machine's g++ 13). The compiler falls back
+# to g++ by itself when the probe fails there (its warning says why); CRL_HOST_CXX=g++ forces g++.
 if [ -d .carry/clang-debs ]; then
   mkdir -p .carry/prefix
   for deb in .carry/clang-debs/*.deb; do dpkg -x "$deb" .carry/prefix; done
-  export PATH="$PWD/.carry/prefix/usr/lib/llvm-14/bin:$PATH"
+  llvm_bin=$(ls -d "$PWD"/.carry/prefix/usr/lib/llvm-*/bin 2>/dev/null | sort -V | tail -1)
+  export PATH="$llvm_bin:$PATH"
   export LD_LIBRARY_PATH="$PWD/.carry/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 if [ -d .carry/debs ]; then  # utf8proc is not installed there (see tools/gpu-build.sh)
@@ -83,7 +89,7 @@ eval)
   # Which part of the candidate sandbox this machine's CUDA driver needs, if any.
   probe_dir=$(mktemp -d)
   step sandbox_cuda 60 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-seccomp --no-landlock'; do \
-    echo \"parts: \$parts\"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
+    echo "parts: \$parts"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
   step attack_gpu 240 "$BUILD_DIR/tests/eval/eval_attack_gpu_test"
   step guard_fixtures_gpu 240 "$BUILD_DIR/tests/eval/eval_guard_fixtures_gpu_test"
   step evaluator_gpu 180 "$BUILD_DIR/tests/eval/eval_evaluator_gpu_test"
@@ -99,9 +105,9 @@ eval)
   fi
   # One correctness trial at full scale of the ten tasks of most memory traffic (their references
   # judged as candidates, no timing): each verdict's "trial" steps carry the seconds.
-  step trial_time 300 bash -c "\"$BUILD_DIR/apps/crl/crl\" tasks list --json | tools/bench/largest_tasks.py --count 10 \
-    > \"$LOGS/largest.jsonl\" && \"$BUILD_DIR/apps/crl/crl\" eval \"$LOGS/largest.jsonl\" --no-timing --trials 2 --json \
-    > \"$LOGS/trial_time.json\""
+  step trial_time 300 bash -c ""$BUILD_DIR/apps/crl/crl" tasks list --json | tools/bench/largest_tasks.py --count 10 \
+    > "$LOGS/largest.jsonl" && "$BUILD_DIR/apps/crl/crl" eval "$LOGS/largest.jsonl" --no-timing --trials 2 --json \
+    > "$LOGS/trial_time.json""
   step bench_compile 120 "$BUILD_DIR/bench/bench_compile" --benchmark_format=json
   # BENCH_EVAL_FILTER picks benchmarks (e.g. EvaluationsPerMinute/8): the whole program takes longer
   # than one device call has (each EvaluationsPerMinute run judges 20 candidates, ~150 s).
@@ -212,8 +218,43 @@ job)
   rm -rf "$job_dir"  # GBs of model and checkpoints on a machine that stays warm between calls
   tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
   ;;
+cudnn)
+  # Which cuDNN engines a task's reference uses in crl and its KernelBench module in PyTorch eager
+  # (issue 13's level1/078: crl 0.65x of eager's time). Needs a KernelBench checkout in
+  # .carry/KernelBench. cuDNN's API log (CUDNN_LOGLEVEL_DBG=3) is reduced to its engine and algorithm
+  # lines, counted, in cudnn_{crl,eager}_<task>.txt; the raw logs are removed (they grow by KBs a call).
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
+  for task in "$@"; do
+    safe=${task//\//_}
+    for side in crl eager; do
+      raw="/tmp/cudnn_${side}_$safe.log"
+      if [ "$side" = crl ]; then
+        cmd=("$BUILD_DIR/apps/crl/crl" tasks check --scale full --backend cuda --task "$task" --time-budget 0.3 --json)
+      else
+        cmd=(python3 tools/bench/eager_suite.py run --kernelbench .carry/KernelBench --task "$task" --budget 0.3 --max-trials 10
+             --out "$LOGS/eager_$safe.json")
+      fi
+      CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$raw" step "cudnn_${side}_$safe" 180 "${cmd[@]}"
+      grep -i -E "engine|algo|heur" "$raw" 2>/dev/null | sed -E 's/[0-9a-fx]{8,}//g' | sort | uniq -c | sort -rn | head -200 \
+        > "$LOGS/cudnn_${side}_$safe.txt"
+      rm -f "$raw"
+    done
+  done
+  tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
+  ;;
+default)
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
+  # The README's first command on this GPU (the CUDA backend, cuda_default.jsonl, the GPU shared by
+  # the trainer and the evaluator). Its report needs the analysis venv, which this machine lacks:
+  # results.h5 comes back and `crl report` runs where the venv is.
+  default_dir=$(mktemp -d /tmp/gpu-measure-default.XXXXXX)
+  step default_job 540 "$BUILD_DIR/apps/crl/crl" run --run-dir "$default_dir"
+  cp "$default_dir/results.h5" "$LOGS/default_run_h200.h5" 2>/dev/null
+  rm -rf "$default_dir"
+  tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
+  ;;
 *)
-  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate | report | job" >&2
+  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate | report | job | default | cudnn task-id..." >&2
   exit 2
   ;;
 esac
