@@ -244,6 +244,7 @@ int run_eval(const EvalCommandOptions& o) {
                                            {"trials", options.trials},
                                            {"time_budget_seconds", options.time_budget_seconds},
                                            {"sandbox", options.sandbox},
+                                           {"host_compiler", compiler.host_cxx()},
                                            {"host", hostname()}});
     if (!o.slice.empty()) writer->set_meta("eval_slice", o.slice);
     writer->flush();

@@ -76,6 +76,10 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
   EXPECT_EQ(verdicts[0].baseline, "eager");
   EXPECT_FALSE(reader.meta("git_commit").empty());
   EXPECT_EQ(reader.meta_json("eval_options").at("baseline"), "eager");
+  // clang++ or g++, by path: which one compiled the host sections is part of what was measured.
+  const std::string host_compiler = reader.meta_json("eval_options").value("host_compiler", "");
+  EXPECT_TRUE(host_compiler.find("clang++") != std::string::npos || host_compiler.find("g++") != std::string::npos)
+      << host_compiler;
   EXPECT_TRUE(reader.meta_json("gpu_names").is_array());
 }
 

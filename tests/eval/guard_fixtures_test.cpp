@@ -36,6 +36,27 @@ Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = fa
   return e.evaluate(fixture_suite().find(task), load_program_file(fixture_dir() + "/hacks/" + file + ".cpu.crl"), file);
 }
 
+// The CUDA fixtures (hacks, legitimate twins, attacks) run only on a GPU, where time is scarce: each
+// must at least compile here (nvcc and the host compiler are on every machine crl builds on), so a
+// GPU session never spends its minutes finding a typo. Their tasks (level1/019_relu,
+// level2/001_row_mean) take one input each.
+TEST(GuardFixturesTest, EveryCudaFixtureCompilesOnTheMachinesWithoutAGpu) {
+  if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH: CUDA programs cannot compile here";
+  std::vector<std::pair<std::string, std::future<CompileResult>>> compiles;
+  for (const char* folder : {"hacks", "attacks"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(fixture_dir() + "/" + folder)) {
+      const std::string path = entry.path().string();
+      if (!path.ends_with(".cuda.crl")) continue;
+      compiles.emplace_back(path, fixture_compiler().submit({load_program_file(path), 1, Backend::cuda, ""}));
+    }
+  }
+  EXPECT_GE(compiles.size(), 24u);
+  for (auto& [path, result] : compiles) {
+    const CompileResult r = result.get();
+    EXPECT_TRUE(r.ok) << path << " (" << r.stage << " stage):\n" << r.log;
+  }
+}
+
 TEST(GuardFixturesTest, DeferredWorkThreadStillAliveIsAHack) {
   expect_hack(evaluate_fixture("deferred_work.hack"), "deferred_work");
 }
