@@ -711,7 +711,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   auto measure = [&](WorkerProcess& cand_worker, int slots, int min_pairs, double budget, const std::string& purpose) {
     Measured m;
     // Before each timed batch and the overhead's measurement, with the candidate's worker frozen:
-    // the GPU idle, waited for up to call_timeout (a trainer's step on a shared GPU). Still busy
+    // the GPU idle, waited for up to idle_wait_seconds (a trainer's step on a shared GPU). Still busy
     // then, it is another process or work the candidate left running (launched while it was
     // thawed for an untimed request, made to stop once its own batch begins, so that only the
     // reference's batch shares the GPU with it): timing on would let that slow the reference, so
@@ -719,7 +719,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     auto gpu_idle = [&]() -> bool {
       if (options_.backend != Backend::cuda) return true;
       cand_worker.freeze();
-      const auto deadline = Clock::now() + std::chrono::duration<double>(options_.call_timeout_seconds);
+      const auto deadline = Clock::now() + std::chrono::duration<double>(options_.idle_wait_seconds);
       for (;;) {
         const auto probe = judge_ask({{"op", "probe"}, {"slack_us", options_.idle_slack_us}}, "probing the GPU");
         if (!probe) {
@@ -731,7 +731,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           m.failure = fmt::format("{}: the GPU stayed busy for {:.0f} s before a timed batch with the candidate's worker "
                                   "frozen (idle probe {:.0f} us, {:.0f} us when idle): another process, or work the "
                                   "candidate left running",
-                                  purpose, options_.call_timeout_seconds, probe->value("probe_us", 0.0),
+                                  purpose, options_.idle_wait_seconds, probe->value("probe_us", 0.0),
                                   probe->value("baseline_us", 0.0));
           return false;
         }

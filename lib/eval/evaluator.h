@@ -66,6 +66,8 @@ struct EvalOptions {
   int max_batch_calls = 512;            // slots per timed batch for min_batch_us, at most
   uint64_t batch_output_bytes = uint64_t{4} << 30;  // outputs a timed batch holds (each program's)
   double idle_slack_us = 50;            // the GPU is idle when the probe takes <= 1.5 x baseline + this
+  double idle_wait_seconds = 60;        // a timed batch waits this long for an idle GPU (a trainer's step
+                                        // on a shared GPU), then the measurement fails (internal_error)
   double roofline_margin = 1.25;        // hack:beyond_roofline below the least time / this (GPU only)
   double peak_bytes_per_second = 0;     // the GPU's peaks for the gate; 0: roofline.h's table by
   double peak_flops_per_second = 0;     // device name (both must be set to override it)

@@ -56,6 +56,7 @@ inline EvalOptions quick_options(Backend backend) {
   o.time_budget_seconds = backend == Backend::cpu ? 1.5 : 2;
   o.min_timed_pairs = 20;
   o.call_timeout_seconds = 10;  // the hang fixture costs this much
+  o.idle_wait_seconds = 10;     // and the GPU attack that leaves work running while frozen
   o.cpu_threads = 1;
   o.worker_executable = CRL_WORKER_EXE;
   // For finding out, on a machine whose GPU driver the sandbox breaks, whether the rest works.
