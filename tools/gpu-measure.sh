@@ -89,7 +89,7 @@ eval)
   # Which part of the candidate sandbox this machine's CUDA driver needs, if any.
   probe_dir=$(mktemp -d)
   step sandbox_cuda 60 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-seccomp --no-landlock'; do \
-    echo "parts: \$parts"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
+    echo \"parts: \$parts\"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
   step attack_gpu 240 "$BUILD_DIR/tests/eval/eval_attack_gpu_test"
   step guard_fixtures_gpu 240 "$BUILD_DIR/tests/eval/eval_guard_fixtures_gpu_test"
   step evaluator_gpu 180 "$BUILD_DIR/tests/eval/eval_evaluator_gpu_test"
@@ -105,9 +105,9 @@ eval)
   fi
   # One correctness trial at full scale of the ten tasks of most memory traffic (their references
   # judged as candidates, no timing): each verdict's "trial" steps carry the seconds.
-  step trial_time 300 bash -c ""$BUILD_DIR/apps/crl/crl" tasks list --json | tools/bench/largest_tasks.py --count 10 \
-    > "$LOGS/largest.jsonl" && "$BUILD_DIR/apps/crl/crl" eval "$LOGS/largest.jsonl" --no-timing --trials 2 --json \
-    > "$LOGS/trial_time.json""
+  step trial_time 300 bash -c "\"$BUILD_DIR/apps/crl/crl\" tasks list --json | tools/bench/largest_tasks.py --count 10 \
+    > \"$LOGS/largest.jsonl\" && \"$BUILD_DIR/apps/crl/crl\" eval \"$LOGS/largest.jsonl\" --no-timing --trials 2 --json \
+    > \"$LOGS/trial_time.json\""
   step bench_compile 120 "$BUILD_DIR/bench/bench_compile" --benchmark_format=json
   # BENCH_EVAL_FILTER picks benchmarks (e.g. EvaluationsPerMinute/8): the whole program takes longer
   # than one device call has (each EvaluationsPerMinute run judges 20 candidates, ~150 s).
