@@ -39,10 +39,6 @@ eval::Message CandidateSession::handle(const eval::Message& request) {
   if (op == "run") return run(request.header);
   if (op == "time") return time(request.header);
   if (op == "guard") return guard(request.header);
-  if (op == "empty") {
-    device_.synchronize();
-    return {};
-  }
   if (op == "release") return {};
   if (op == "start_timing") return start_timing(request.header);
   throw InputError("unknown candidate request '" + op + "'");

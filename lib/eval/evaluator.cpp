@@ -184,6 +184,7 @@ Evaluator::Evaluator(EvalOptions options, Compiler& compiler) : options_(std::mo
   if (options_.max_slots < 1) throw InputError("max_slots must be at least 1");
   if (options_.max_batch_calls < 1) throw InputError("max_batch_calls must be at least 1");
   worker_executable_ = options_.worker_executable.empty() ? find_worker_executable() : options_.worker_executable;
+  if (options_.min_batch_us < 0) options_.min_batch_us = options_.backend == Backend::cuda ? 5000.0 : 0.0;
   if (options_.cpu_address_space_limit == 0) {
     options_.cpu_address_space_limit = physical_memory_bytes() / 2 + (uint64_t{16} << 30);
   }
@@ -311,7 +312,7 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   // last min_batch_us, within the arena's and the held outputs' budgets.
   for (int64_t b : state->output_bytes) state->region_bytes += (static_cast<uint64_t>(b) + 255) / 256 * 256;
   const ArenaLayout one = arena_layout(arguments, 1);
-  const double min_batch_us = options_.min_batch_us >= 0 ? options_.min_batch_us : cpu ? 0.0 : 5000.0;
+  const double min_batch_us = options_.min_batch_us;
   if (min_batch_us > 0) {
     state->reference_call_us = get(Message{{{"op", "call_time"}, {"seed", state->seeds[0]}, {"repeats", 3}}, {}},
                                    "timing the reference's call").value("call_us", 0.0);
@@ -756,6 +757,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           js.reference_worker->freeze();
           r = ask(*js.reference_worker, Message{{{"op", "time"}, {"slots", nlohmann::json::array()}}, {}},
                   options_.call_timeout_seconds, "an empty timed batch of the reference's worker", &s);
+          js.reference_worker->freeze();
         } else {
           judge.freeze();  // as before every timed request: the wake-up is part of the round trip
           r = ask(judge, Message{{{"op", "empty"}}, {}}, options_.call_timeout_seconds, "an empty request", &s);
@@ -763,7 +765,6 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         if (!std::holds_alternative<Message>(r)) return std::nullopt;
         samples.push_back(s * 1e6);
       }
-      js.reference_worker->freeze();
       return median(samples);
     };
     const auto started = Clock::now();

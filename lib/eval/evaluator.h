@@ -59,7 +59,7 @@ struct EvalOptions {
   // A timed batch has enough slots (calls) for the reference's calls to take this long, so that a
   // request's fixed cost (waking the worker, the GPU's switch between processes' contexts,
   // describing the outputs) is a small part of what is timed; within max_batch_calls, arena_bytes and
-  // batch_output_bytes. < 0: 5000 on the GPU (there a request's fixed cost was ~400 us, as long as
+  // batch_output_bytes. < 0 (the default; the Evaluator resolves it): 5000 on the GPU (there a request's fixed cost was ~400 us, as long as
   // the calls of a 256 MiB ReLU pair, and moved the speedup of a program against itself by
   // +-10% from one evaluation to the next), 0 on the CPU.
   double min_batch_us = -1;

@@ -40,7 +40,6 @@ class VerdictReuse {
   size_t reused_last() const { return reused_last_; }   // items of the last call that took a copy
   size_t audits_last() const { return audits_last_; }   // items of the last call judged as audits
 
-
  private:
   struct Judged {
     eval::Verdict verdict;  // without logs and steps: those stay with the rollout judged
