@@ -325,11 +325,11 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   slots = std::min(slots, options_.batch_output_bytes / std::max<uint64_t>(state->region_bytes, 1));
   state->layout = arena_layout(arguments, static_cast<int>(std::max<uint64_t>(slots, 1)));
   if (cpu) {
-    if (ftruncate(state->arena_fd, static_cast<off_t>(state->layout.total_bytes())) != 0 ||
-        ftruncate(state->reference_arena_fd, static_cast<off_t>(state->layout.total_bytes())) != 0 ||
-        ftruncate(state->region_fd, static_cast<off_t>(state->region_bytes)) != 0) {
-      throw Error(fmt::format("cannot size the shared memory for {} ({} bytes)", task.id, state->layout.total_bytes()));
-    }
+    // Sealed at their sizes: the candidate's worker inherits its arena's fd, and shrinking it would
+    // crash the judge (SIGBUS) at its next fill (attacks/shared_memory.cpu.crl).
+    size_and_seal_shared_memory(state->arena_fd, state->layout.total_bytes(), "the input arena of " + task.id);
+    size_and_seal_shared_memory(state->reference_arena_fd, state->layout.total_bytes(), "the reference's input arena of " + task.id);
+    size_and_seal_shared_memory(state->region_fd, state->region_bytes, "the output region of " + task.id);
     state->region = map_shared_memory(state->region_fd, state->region_bytes, "the candidate output region");
   }
   const auto arena = get(Message{{{"op", "arena"}, {"layout", to_json(state->layout)}, {"output_region_bytes", state->region_bytes}}, {}},
@@ -829,10 +829,15 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
                        options_.call_timeout_seconds * slots + 10, "the reference's timed calls", &s);
           if (!std::holds_alternative<Message>(r)) return false;
           ref_us = std::max(s * 1e6 - *round_trip, 0.0) / slots;
-          // Its outputs are let go outside the timed window (the judge compares with its own).
+          // Its outputs are let go outside the timed window (the judge compares with its own), and
+          // it is frozen again after: threads of its intra-op pool spin for a while after their last
+          // job, and did so through the candidate's batch that followed (the reference judged against
+          // itself on the CPU with two threads: median 0.82).
           ref_worker.freeze();
-          return std::holds_alternative<Message>(
+          const bool released = std::holds_alternative<Message>(
               ask(ref_worker, Message{{{"op", "release"}}, {}}, options_.call_timeout_seconds, "releasing the reference's outputs"));
+          ref_worker.freeze();
+          return released;
         };
         auto time_candidate = [&]() -> std::optional<WorkerFailure> {
           if (!gpu_idle()) return WorkerFailure{VerdictStatus::kInternalError, m.failure};
@@ -913,6 +918,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         // The batch's outputs are let go now, outside the next timed window.
         const auto released =
             ask(cand_worker, Message{{{"op", "release"}}, {}}, options_.call_timeout_seconds, purpose + ": releasing outputs");
+        cand_worker.freeze();
         if (const auto* f = std::get_if<WorkerFailure>(&released)) {
           m.failure = f->message;
           m.failure_kind = to_string(f->status);

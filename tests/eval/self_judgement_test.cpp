@@ -1,5 +1,5 @@
-// The reference judged against itself on the CPU backend: ok, with a 95% interval that contains 1.
-// Its own binary, run with nothing beside it (RUN_SERIAL): the interval is a claim about the timer
+// The reference judged against itself on the CPU backend: ok, and no faster or slower than itself.
+// Its own binary, run with nothing beside it (RUN_SERIAL): the speedups are a claim about the timer
 // on a quiet machine (beside a compile on the same two cores a pair's halves run under different
 // loads). It caught a real bias: the candidate's worker, warmed by trials and guards, allocated its
 // outputs from warm heap pages and the reference's from fresh mmapped ones, 3-10% apart, until
@@ -7,7 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "eval_fixtures.h"
 
@@ -28,38 +34,51 @@ Verdict judge_reference_against_itself(bool fresh_timing_worker) {
       .evaluate(testing::fixture_suite().find("level1/019_relu"), testing::relu_candidate("same_as_reference"), "same_as_reference");
 }
 
-// A 95% interval misses the true value one time in twenty by construction: it must contain 1.00 in
-// one of three independent evaluations (all three missing: 1 in 8,000 for an unbiased timer; a
-// real bias misses every time).
-void expect_ci_contains_one(bool fresh_timing_worker) {
-  Verdict v = judge_reference_against_itself(fresh_timing_worker);
-  ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
-  for (int retry = 0; retry < 2 && (v.speedup_ci_low > 1.0 || v.speedup_ci_high < 1.0); ++retry) {
-    std::cout << "interval " << v.speedup_ci_low << ".." << v.speedup_ci_high << " missed 1.00 (" << v.steps.back().detail
-              << "); measuring again\n";
-    v = judge_reference_against_itself(fresh_timing_worker);
+// Between one evaluation and the next the speedup moves more than its interval says: each
+// evaluation's candidate is a new worker process, and on a two-core machine a process's pages and
+// placement shift its times by ~5% (standard deviation of the log speedup over 24 evaluations,
+// measured with `crl eval` on 12 copies of the reference; the verdict's interval is that of one
+// evaluation's pairs). So this judges ten times: the geometric mean of the ten speedups, where
+// per-process effects average out (its standard error ~2%) and a systematic bias does not, must lie
+// within 7% of 1.00, and at least three of the ten intervals must contain 1.00 (one evaluation's
+// interval missed it in 3 of 36 evaluations; a bias of the timer makes nearly all miss). It caught
+// the reference's worker left spinning through the candidate's batch: median 0.82 with two threads.
+void expect_unbiased(bool fresh_timing_worker) {
+  constexpr int kEvaluations = 10;
+  double log_sum = 0;
+  int containing_one = 0;
+  std::vector<std::string> seen;
+  for (int i = 0; i < kEvaluations; ++i) {
+    const Verdict v = judge_reference_against_itself(fresh_timing_worker);
     ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+    EXPECT_EQ(v.trials_run, 3);
+    EXPECT_EQ(v.trials_passed, 3);
+    EXPECT_GE(v.reference_time.samples, 20) << explain(v);
+    EXPECT_GT(v.reference_time.median_us, 0);
+    EXPECT_GT(v.candidate_time.median_us, 0);
+    EXPECT_EQ(v.reward, reward_from_speedup(v.speedup));
+    // Every stage left a named step.
+    ASSERT_GE(v.steps.size(), 6u);
+    EXPECT_EQ(v.steps[0].name, "judge");
+    EXPECT_EQ(v.steps[1].name, "compile");
+    EXPECT_EQ(v.steps.back().name, "timing");
+    const bool timed_apart = std::any_of(v.steps.begin(), v.steps.end(), [](const auto& s) { return s.name == "timing worker"; });
+    EXPECT_EQ(timed_apart, fresh_timing_worker) << explain(v);
+    log_sum += std::log(v.speedup);
+    if (v.speedup_ci_low <= 1.0 && v.speedup_ci_high >= 1.0) ++containing_one;
+    seen.push_back(fmt::format("{:.3f} ({:.3f}..{:.3f})", v.speedup, v.speedup_ci_low, v.speedup_ci_high));
   }
-  EXPECT_EQ(v.trials_run, 3);
-  EXPECT_EQ(v.trials_passed, 3);
-  EXPECT_LE(v.speedup_ci_low, 1.0) << explain(v);
-  EXPECT_GE(v.speedup_ci_high, 1.0) << explain(v);
-  EXPECT_GE(v.reference_time.samples, 20) << explain(v);
-  EXPECT_GT(v.reference_time.median_us, 0);
-  EXPECT_GT(v.candidate_time.median_us, 0);
-  EXPECT_EQ(v.reward, reward_from_speedup(v.speedup));
-  // Every stage left a named step.
-  ASSERT_GE(v.steps.size(), 6u);
-  EXPECT_EQ(v.steps[0].name, "judge");
-  EXPECT_EQ(v.steps[1].name, "compile");
-  EXPECT_EQ(v.steps.back().name, "timing");
-  const bool timed_apart = std::any_of(v.steps.begin(), v.steps.end(), [](const auto& s) { return s.name == "timing worker"; });
-  EXPECT_EQ(timed_apart, fresh_timing_worker) << explain(v);
+  const double geomean = std::exp(log_sum / kEvaluations);
+  const std::string all = fmt::format("{}", fmt::join(seen, ", "));
+  std::cout << "speedups: " << all << "; geometric mean " << geomean << "\n";
+  EXPECT_GE(geomean, 0.93) << all;
+  EXPECT_LE(geomean, 1.0 / 0.93) << all;
+  EXPECT_GE(containing_one, 3) << all;
 }
 
-TEST(SelfJudgement, ReferenceAsItsOwnCandidateIsOkWithACiContainingOne) { expect_ci_contains_one(false); }
+TEST(SelfJudgement, ReferenceAsItsOwnCandidateIsOkAndUnbiasedOverTenEvaluations) { expect_unbiased(false); }
 
-TEST(SelfJudgement, InAFreshTimingWorkerTooTheCiContainsOne) { expect_ci_contains_one(true); }
+TEST(SelfJudgement, InAFreshTimingWorkerTooItIsUnbiased) { expect_unbiased(true); }
 
 }  // namespace
 }  // namespace crl::eval
