@@ -196,6 +196,11 @@ Message run_guard_probes(const nlohmann::json& request, const TaskSpec& spec, co
                modified.empty() ? fmt::format("{} arguments unchanged", args.size())
                                 : "arguments modified in place:" + modified);
   }
+  // The first call ran on poisoned free memory: its outputs are judged before the cache probes, so
+  // that a program which leaves part of its output unwritten is called what it is. (Judged only
+  // after them, the second call's output block held whatever an earlier call had left in it, and
+  // on some machines' allocation histories the program was called an output cache.)
+  send_group("first call, free memory poisoned", "stale_memory", 0, first);
 
   // 2. Cache probes: new values (B) copied into A's tensors (same addresses), while the first
   //    outputs are still held; then A's values again at new addresses.
