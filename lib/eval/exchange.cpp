@@ -3,6 +3,7 @@
 #include "eval/exchange.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -333,7 +334,7 @@ void IpcImporter::close_all() {
 }
 
 int create_shared_memory(const std::string& name, uint64_t bytes) {
-  const int fd = memfd_create(name.c_str(), 0);  // inherited on purpose: no MFD_CLOEXEC
+  const int fd = memfd_create(name.c_str(), MFD_ALLOW_SEALING);  // inherited on purpose: no MFD_CLOEXEC
   if (fd < 0) throw_api_error("OS", "memfd_create", std::strerror(errno), __FILE__, __LINE__);
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     const int err = errno;
@@ -341,6 +342,15 @@ int create_shared_memory(const std::string& name, uint64_t bytes) {
     throw Error(fmt::format("cannot size shared memory '{}' to {} bytes: {}", name, bytes, std::strerror(err)));
   }
   return fd;
+}
+
+void size_and_seal_shared_memory(int fd, uint64_t bytes, const std::string& what) {
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    throw Error(fmt::format("cannot size {} to {} bytes: {}", what, bytes, std::strerror(errno)));
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    throw Error(fmt::format("cannot seal the size of {}: {}", what, std::strerror(errno)));
+  }
 }
 
 void* map_shared_memory(int fd, uint64_t bytes, const std::string& what) {

@@ -85,6 +85,9 @@ class IpcImporter {
 
 // A memfd of `bytes` bytes (MAP_SHARED by whoever inherits it), named for /proc listings.
 int create_shared_memory(const std::string& name, uint64_t bytes);
+// Sizes a memfd of create_shared_memory to `bytes` and seals its size: a worker that inherits it
+// cannot shrink it under the processes that map it (their next access would be a SIGBUS) or grow it.
+void size_and_seal_shared_memory(int fd, uint64_t bytes, const std::string& what);
 // Maps `bytes` of shared memory fd read-write; munmap with unmap_shared_memory.
 void* map_shared_memory(int fd, uint64_t bytes, const std::string& what);
 void unmap_shared_memory(void* address, uint64_t bytes);

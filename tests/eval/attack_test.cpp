@@ -61,6 +61,20 @@ TEST(AttackTest, ACandidateCannotSignalRunOrWriteOutsideItsFolder) {
   std::filesystem::remove("/tmp/crl-escape-attack-file");
 }
 
+TEST(AttackTest, ACandidateCannotResizeTheArenaTheJudgeFills) {
+  const Verdict v = judge("shared_memory");
+  // Not internal_error: the judge never faulted on its arena, and the program is judged as the ReLU
+  // it computes.
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_NE(v.worker_log.find("ftruncate(0) -> -1, ftruncate(1 TiB) -> -1"), std::string::npos) << v.worker_log;
+  EXPECT_EQ(v.worker_log.find("-> 0"), std::string::npos) << v.worker_log;
+  // The judge keeps the task's arena for the next candidate: shrunk, it would fault at the next fill.
+  const Verdict next = evaluator().evaluate(fixture_suite().find("level1/019_relu"),
+                                            testing::relu_candidate("same_as_reference"), "same_as_reference");
+  EXPECT_TRUE(next.ok()) << explain(next);
+}
+
 TEST(AttackTest, NothingACandidateWritesReachesTheNextEvaluation) {
   const Verdict first = judge("cross_evaluation_cache");
   const Verdict second = judge("cross_evaluation_cache");
