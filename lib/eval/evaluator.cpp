@@ -448,7 +448,11 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   const CompileResult compiled = compiler_.submit({candidate, task.spec.num_args(), options_.backend, ""}).get();
   v.compile_log = truncate_log(compiled.log, options_.max_log_bytes);
   step("compile", compiled.ok,
-       compiled.ok ? (compiled.cache_hit ? "cache hit" : fmt::format("compiled in {:.2f} s", compiled.seconds))
+       // The host compiler named in every verdict: results files from different nodes (a job's
+       // evaluator ranks, crl eval runs) then say which one built what they timed.
+       compiled.ok ? fmt::format("{} (host sections: {})",
+                                 compiled.cache_hit ? "cache hit" : fmt::format("compiled in {:.2f} s", compiled.seconds),
+                                 std::filesystem::path(compiler_.host_cxx()).filename().string())
                    : fmt::format("failed at the {} stage", compiled.stage),
        t);
   if (!compiled.ok) return finish(VerdictStatus::kCompileError, fmt::format("does not compile ({} stage)", compiled.stage));

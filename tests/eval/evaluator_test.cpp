@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "eval_fixtures.h"
 
@@ -82,7 +83,10 @@ TEST_F(CpuEvaluatorTest, CandidateCompiledAheadIsNotCompiledAgain) {
   EXPECT_TRUE(v.ok()) << explain(v);
   ASSERT_GE(v.steps.size(), 2u);
   EXPECT_EQ(v.steps[1].name, "compile");
-  EXPECT_EQ(v.steps[1].detail, "cache hit") << explain(v);
+  // A hit, naming the host compiler that built it (the cache key includes it).
+  EXPECT_EQ(v.steps[1].detail, fmt::format("cache hit (host sections: {})",
+                                           std::filesystem::path(fixture_compiler().host_cxx()).filename().string()))
+      << explain(v);
 }
 
 // evaluate_all keeps the jobs' order and judges each one from its compile-ahead, not a new compile.
@@ -101,7 +105,7 @@ TEST_F(CpuEvaluatorTest, EvaluateAllJudgesInOrderWithCompilesAhead) {
   EXPECT_TRUE(verdicts[0].ok()) << explain(verdicts[0]);
   EXPECT_EQ(verdicts[1].candidate, "wrong_values");
   EXPECT_EQ(verdicts[1].status, VerdictStatus::kMismatch);
-  for (const Verdict& v : verdicts) EXPECT_EQ(v.steps.at(1).detail, "cache hit") << explain(v);
+  for (const Verdict& v : verdicts) EXPECT_TRUE(v.steps.at(1).detail.starts_with("cache hit (")) << explain(v);
 }
 
 TEST_F(CpuEvaluatorTest, SlowerCandidateHasSpeedupBelowOne) {
