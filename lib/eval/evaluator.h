@@ -38,6 +38,7 @@ struct EvalOptions {
   double call_timeout_seconds = 60;     // one correctness trial (both programs run once)
   double load_timeout_seconds = 180;    // a worker's start: loading LibTorch and the libraries
   uint64_t cpu_address_space_limit = 0; // RLIMIT_AS of CPU workers; 0: half the RAM + 16 GiB
+  uint64_t worker_storage_bytes = 1ull << 30;  // files in a worker's folder plus memfds it made; 0: unwatched
   double gpu_memory_fraction = 0.6;     // candidate worker's share of the GPU's memory
   int cpu_threads = 0;                  // intra-op threads of CPU workers; 0: LibTorch's default
   size_t max_log_bytes = 8192;          // compile and worker logs kept in a verdict

@@ -7,10 +7,12 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +26,7 @@ namespace crl::eval {
 std::string WorkerExit::describe() const {
   if (exited) return fmt::format("exited with code {}", exit_code);
   if (signal != 0) {
+    if (!reason.empty()) return "killed by the evaluator: " + reason;
     return fmt::format("{} by signal {} ({})", killed_by_us ? "killed by the evaluator" : "killed", signal,
                        strsignal(signal));
   }
@@ -122,6 +125,72 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
   request_fd_ = to_child[1];
   reply_fd_ = from_child[0];
   running_ = true;
+  if (options_.storage_limit_bytes > 0) {
+    for (int fd : options_.inherited_fds) {
+      struct stat st {};
+      if (fstat(fd, &st) == 0) inherited_files_.emplace_back(st.st_dev, st.st_ino);
+    }
+    watch_ = std::jthread([this](std::stop_token stop) { watch_storage(stop); });
+  }
+}
+
+namespace {
+
+// Bytes allocated to the files under `dir` (blocks, not sizes: a sparse file costs what it holds).
+uint64_t bytes_under(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(dir, std::filesystem::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    struct stat st {};
+    if (lstat(it->path().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) total += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  return total;
+}
+
+}  // namespace
+
+void WorkerProcess::watch_storage(std::stop_token stop) {
+  // The pid is safe to signal here: the worker is reaped (and its pid freed) only after this thread
+  // has been joined (stop_watch()).
+  const std::string fd_dir = fmt::format("/proc/{}/fd", pid_);
+  std::unique_lock lock(watch_mutex_);
+  while (!watch_wake_.wait_for(lock, stop, std::chrono::milliseconds(200), [] { return false; })) {
+    if (stop.stop_requested()) return;
+    const uint64_t files = options_.working_dir.empty() ? 0 : bytes_under(options_.working_dir);
+    uint64_t shared = 0;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(fd_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code link_ec;
+      const std::string target = std::filesystem::read_symlink(it->path(), link_ec).string();
+      if (link_ec || (target.rfind("/memfd:", 0) != 0 && target.rfind("/dev/shm/", 0) != 0)) continue;
+      struct stat st {};
+      if (stat(it->path().c_str(), &st) != 0) continue;
+      if (std::find(inherited_files_.begin(), inherited_files_.end(), std::make_pair(st.st_dev, st.st_ino)) !=
+          inherited_files_.end()) {
+        continue;
+      }
+      shared += static_cast<uint64_t>(st.st_blocks) * 512;
+    }
+    if (files + shared > options_.storage_limit_bytes) {
+      storage_kill_reason_ = fmt::format("it held {:.1f} MiB in files in its folder and {:.1f} MiB in shared memory it "
+                                         "created (limit {} MiB together)",
+                                         static_cast<double>(files) / (1 << 20), static_cast<double>(shared) / (1 << 20),
+                                         options_.storage_limit_bytes >> 20);
+      ::kill(-pid_, SIGKILL);
+      return;
+    }
+  }
+}
+
+void WorkerProcess::stop_watch() {
+  if (!watch_.joinable()) return;
+  watch_.request_stop();
+  watch_.join();
+  if (!storage_kill_reason_.empty()) {
+    exit_.killed_by_us = true;
+    exit_.reason = storage_kill_reason_;
+  }
 }
 
 WorkerProcess::~WorkerProcess() {
@@ -133,6 +202,7 @@ WorkerProcess::~WorkerProcess() {
 
 void WorkerProcess::reap(std::chrono::milliseconds wait) {
   if (!running_) return;
+  stop_watch();
   const auto deadline = std::chrono::steady_clock::now() + wait;
   int status = 0;
   for (;;) {
@@ -183,6 +253,14 @@ void WorkerProcess::freeze() {
   // Wait until the kernel reports it stopped (or it died: reap() will say how).
   int status = 0;
   for (;;) {
+    // Looked at without reaping first: a worker that died is reaped only after the storage watch
+    // stopped, so that the watch never signals a pid the system has handed to another process.
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WSTOPPED | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (info.si_code != CLD_STOPPED) stop_watch();
     const pid_t r = waitpid(pid_, &status, WUNTRACED);
     if (r == pid_ && WIFSTOPPED(status)) break;
     if (r == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) {

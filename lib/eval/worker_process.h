@@ -6,8 +6,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "eval/worker_channel.h"
@@ -25,6 +28,11 @@ struct WorkerOptions {
   // Descriptors of the evaluator's that the worker inherits, at these numbers (5, 6, ...): the
   // shared-memory arenas of the CPU backend. Everything else above 4 is closed.
   std::vector<int> inherited_fds;
+  // Bytes the worker may hold in files under working_dir and in shared memory it created (memfds,
+  // /dev/shm), checked every 200 ms while it runs; over it, the worker is killed. 0: unwatched.
+  // Each file is limited by log_size_limit, but not their number, and a memfd's pages are outside
+  // RLIMIT_AS: without the watch a program could fill the node's disk or memory.
+  uint64_t storage_limit_bytes = 0;
 };
 
 // How a worker ended.
@@ -33,6 +41,7 @@ struct WorkerExit {
   int exit_code = 0;
   int signal = 0;          // the signal that ended it (SIGKILL when we killed it)
   bool killed_by_us = false;
+  std::string reason;      // why we killed it, where it was not a deadline (the storage watch)
   std::string describe() const;  // "exited with code 3", "killed by signal 11 (Segmentation fault)"
 };
 
@@ -76,6 +85,8 @@ class WorkerProcess {
 
  private:
   void reap(std::chrono::milliseconds wait);
+  void watch_storage(std::stop_token stop);
+  void stop_watch();
 
   WorkerOptions options_;
   pid_t pid_ = -1;
@@ -84,6 +95,12 @@ class WorkerProcess {
   bool running_ = false;
   bool frozen_ = false;
   WorkerExit exit_;
+  // The storage watch: its thread, woken early to stop; what it saw when it killed the worker.
+  std::mutex watch_mutex_;
+  std::condition_variable_any watch_wake_;
+  std::string storage_kill_reason_;
+  std::vector<std::pair<dev_t, ino_t>> inherited_files_;  // the evaluator's arenas: not the worker's
+  std::jthread watch_;
 };
 
 }  // namespace crl::eval

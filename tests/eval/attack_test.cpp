@@ -75,6 +75,30 @@ TEST(AttackTest, ACandidateCannotResizeTheArenaTheJudgeFills) {
   EXPECT_TRUE(next.ok()) << explain(next);
 }
 
+// The storage watch at a quarter of its default, so that the attacks cost CI 256 MiB of disk and
+// memory, not 1 GiB.
+void expect_stopped_by_the_storage_watch(const std::string& file) {
+  static Evaluator watched = [] {
+    EvalOptions o = quick_options(Backend::cpu);
+    o.worker_storage_bytes = 256ull << 20;
+    return Evaluator(o, fixture_compiler());
+  }();
+  const Task& task = fixture_suite().find("level1/019_relu");
+  const Verdict v = watched.evaluate(task, load_program_file(fixture_dir() + "/attacks/" + file + ".cpu.crl"), file);
+  EXPECT_EQ(v.status, VerdictStatus::kCrash) << explain(v);
+  EXPECT_EQ(v.reward, 0);
+  EXPECT_NE(v.message.find("killed by the evaluator: it held"), std::string::npos) << explain(v);
+  EXPECT_NE(v.message.find("(limit 256 MiB together)"), std::string::npos) << explain(v);
+  EXPECT_EQ(v.worker_log.find("written without being stopped"), std::string::npos) << v.worker_log;
+  // The evaluator goes on, and a plain program of the same task is judged as usual.
+  const Verdict next = watched.evaluate(task, testing::relu_candidate("same_as_reference"), "same_as_reference");
+  EXPECT_TRUE(next.ok()) << explain(next);
+}
+
+TEST(AttackTest, FillingTheDiskWithFilesBelowTheSizeLimitIsStopped) { expect_stopped_by_the_storage_watch("storage_files"); }
+
+TEST(AttackTest, FillingMemoryWithMemfdsIsStopped) { expect_stopped_by_the_storage_watch("storage_memfd"); }
+
 TEST(AttackTest, NothingACandidateWritesReachesTheNextEvaluation) {
   const Verdict first = judge("cross_evaluation_cache");
   const Verdict second = judge("cross_evaluation_cache");
