@@ -53,6 +53,7 @@ struct EvalCommandOptions {
   bool no_sandbox = false;
   double remeasure_above = 3;
   int compile_ahead = -1;  // -1: 8 on CUDA (compiles use the CPU while the GPU times), 0 on the CPU
+  int cpu_threads = 0;     // intra-op threads of the CPU workers; 0: LibTorch's default (every core)
   std::string h5;
   std::string cache_dir;
   std::string baseline = "eager";
@@ -209,6 +210,7 @@ int run_eval(const EvalCommandOptions& o) {
   options.remeasure_above_speedup = o.remeasure_above;
   options.sandbox = !o.no_sandbox;
   options.baseline = o.baseline;
+  options.cpu_threads = o.cpu_threads;
   if (o.time_budget >= 0) {
     options.time_budget_seconds = o.time_budget;
   } else {
@@ -244,6 +246,7 @@ int run_eval(const EvalCommandOptions& o) {
                                            {"trials", options.trials},
                                            {"time_budget_seconds", options.time_budget_seconds},
                                            {"sandbox", options.sandbox},
+                                           {"cpu_threads", options.cpu_threads},
                                            {"host_compiler", compiler.host_cxx()},
                                            {"host", hostname()}});
     if (!o.slice.empty()) writer->set_meta("eval_slice", o.slice);
@@ -304,6 +307,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-timing", o.no_timing, "Check correctness only");
   cmd->add_flag("--json", o.json, "Print the verdicts as a JSON array");
   cmd->add_flag("--explain", o.explain, "After the table, list each verdict's checks (hack guards included) and what each saw");
+  cmd->add_option("--cpu-threads", o.cpu_threads,
+                  "Intra-op threads of the CPU backend's workers (default 0: LibTorch's, every core; on a small "
+                  "machine 1 keeps the programs from competing with the evaluator for cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   cmd->add_option("--remeasure-above", o.remeasure_above,
                   "Speedups above this are re-measured one call at a time in a fresh worker before they count")
       ->capture_default_str()

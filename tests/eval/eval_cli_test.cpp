@@ -58,7 +58,7 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
         << "\n";
   }
   const std::string h5 = dir.file("verdicts.h5");
-  const auto r = crl_eval({"--h5", h5, jsonl}, kCache);
+  const auto r = crl_eval({"--h5", h5, "--cpu-threads", "1", jsonl}, kCache);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("mismatch"), std::string::npos) << r.output;
   const auto verdicts = read_verdicts(results::ResultsReader(h5));
@@ -76,6 +76,7 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
   EXPECT_EQ(verdicts[0].baseline, "eager");
   EXPECT_FALSE(reader.meta("git_commit").empty());
   EXPECT_EQ(reader.meta_json("eval_options").at("baseline"), "eager");
+  EXPECT_EQ(reader.meta_json("eval_options").at("cpu_threads"), 1);
   // clang++ or g++, by path: which one compiled the host sections is part of what was measured.
   const std::string host_compiler = reader.meta_json("eval_options").value("host_compiler", "");
   EXPECT_TRUE(host_compiler.find("clang++") != std::string::npos || host_compiler.find("g++") != std::string::npos)
