@@ -115,7 +115,8 @@ TEST(CrlEvalCli, ExplainListsEveryCheckAndWhatItSaw) {
   // The ok candidate: every guard passed and says what it saw.
   const std::string ok_part = out.substr(ok);
   for (const char* check : {"guard: symbols", "static scan (report only)", "trial 1", "guard: threads",
-                            "guard: deferred work", "guard: aliasing", "guard: input mutation", "guard: first call, free memory poisoned", "guard: output reuse",
+                            "guard: deferred work", "guard: aliasing", "guard: input mutation",
+                            "guard: first call, free memory poisoned", "guard: output reuse",
                             "guard: same addresses, new values", "guard: same values, new addresses",
                             "guard: free memory poisoned", "guard: timed outputs",
                             "timing"}) {

@@ -5,9 +5,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "core/error.h"
@@ -62,6 +64,23 @@ TEST(SharedMemory, AChildSeesWhatTheParentWritesInTheArena) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_THROW(arena_arguments(base, layout, 2, at::Device(at::kCPU)), InputError);
   unmap_shared_memory(base, layout.total_bytes());
+  close(fd);
+}
+
+TEST(SharedMemory, ASealedArenaCannotBeResizedByWhoeverHoldsIt) {
+  const int fd = create_shared_memory("crl-test-sealed", 0);
+  size_and_seal_shared_memory(fd, 4096, "test arena");
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 4096);
+  EXPECT_NE(ftruncate(fd, 0), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(fd, 8192), 0);
+  EXPECT_EQ(errno, EPERM);
+  // Writes within its size still work: the judge fills it.
+  void* base = map_shared_memory(fd, 4096, "test arena");
+  static_cast<char*>(base)[4095] = 7;
+  unmap_shared_memory(base, 4096);
   close(fd);
 }
 

@@ -161,7 +161,8 @@ TEST(GuardFixturesTest, OkVerdictListsEveryGuardStep) {
   std::vector<std::string> names;
   for (const auto& s : v.steps) names.push_back(s.name);
   for (const char* expected : {"guard: symbols", "static scan (report only)", "guard: threads", "guard: deferred work",
-                               "guard: aliasing", "guard: input mutation", "guard: first call, free memory poisoned", "guard: output reuse",
+                               "guard: aliasing", "guard: input mutation", "guard: first call, free memory poisoned",
+                               "guard: output reuse",
                                "guard: same addresses, new values", "guard: same values, new addresses",
                                "guard: free memory poisoned"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected << "\n" << explain(v);
