@@ -230,9 +230,15 @@ eval::Message JudgeSession::fill(const nlohmann::json& request) {
 eval::Message JudgeSession::reference_slot(const nlohmann::json& request) {
   // The reference's outputs for one slot of the last timed batch (its inputs made again from the
   // slot's seed), filed as batch:<slot> for the comparison with the candidate's.
+  // The inputs check_inputs just made for this seed are used when it kept them (they are not
+  // needed after: the reference may write into them).
   Outputs o;
   o.seed = request.at("seed").get<uint64_t>();
-  o.tensors = call_and_check(device_, *reference_, arguments_for(o.seed, false, false));
+  std::vector<at::Tensor> args;
+  if (kept_inputs_ && kept_inputs_->seed == o.seed) args = std::move(kept_inputs_->tensors);
+  kept_inputs_.reset();
+  if (args.empty()) args = arguments_for(o.seed, false, false);
+  o.tensors = call_and_check(device_, *reference_, args);
   keep(fmt::format("batch:{}", request.at("slot").get<int>()), std::move(o));
   return reply();
 }
@@ -298,6 +304,10 @@ eval::Message JudgeSession::check_inputs(const nlohmann::json& request) {
     if (!at::equal(a, b)) changed.push_back(i);
   }
   device_.check("checking the candidate's inputs");
+  kept_inputs_.reset();
+  if (request.value("keep", false) && !request.value("spread", false) && !request.value("edges", false)) {
+    kept_inputs_ = KeptInputs{request.at("seed").get<uint64_t>(), expected};
+  }
   return reply({{"changed", changed}});
 }
 
@@ -363,6 +373,7 @@ eval::Message JudgeSession::probe(const nlohmann::json& request) {
 eval::Message JudgeSession::release(const nlohmann::json& request) {
   (void)request;
   importer_.close_all();
+  kept_inputs_.reset();
   for (auto it = outputs_.begin(); it != outputs_.end();) {
     if (it->first.rfind("batch:", 0) == 0) {
       recently_used_.remove(it->first);

@@ -8,6 +8,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ class JudgeSession {
     bool edges = false;  // made from make_edge_arguments (an edge trial)
     std::vector<at::Tensor> tensors;  // empty once evicted: made again from the seed when asked for
     int64_t bytes = 0;
+  };
+  struct KeptInputs {  // a slot's inputs made again by check_inputs, for reference_slot next
+    uint64_t seed = 0;
+    std::vector<at::Tensor> tensors;
   };
   eval::Message load(const nlohmann::json& request);
   eval::Message reference(const nlohmann::json& request);
@@ -63,6 +68,7 @@ class JudgeSession {
   void* output_region_ = nullptr;  // CPU backend: where the evaluator copies a candidate's outputs
   uint64_t output_region_bytes_ = 0;
   eval::IpcImporter importer_;
+  std::optional<KeptInputs> kept_inputs_;
   at::Tensor flush_buffer_;
   int64_t flush_counter_ = 0;
   static constexpr uint64_t kProbeNanoseconds = 100000;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -430,8 +431,13 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
                    js.reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", js.reference_call_us) : ""),
        t);
   // The judge failing mid-evaluation is crl's failure too.
+  // Seconds spent in the judge's requests, by op: the timing step says where a pair's untimed
+  // work goes (fills, the checked slot's reference run, comparisons, input checks).
+  std::map<std::string, double> judge_seconds;
   auto judge_ask = [&](const nlohmann::json& header, const std::string& during) -> std::optional<nlohmann::json> {
+    const auto asked = Clock::now();
     auto reply = ask(judge, Message{header, {}}, options_.call_timeout_seconds * 4, "the judge, " + during);
+    judge_seconds[header.value("op", std::string("?"))] += seconds_since(asked);
     if (auto* f = std::get_if<WorkerFailure>(&reply)) {
       step("judge: " + during, false, f->message, Clock::now());
       return std::nullopt;
@@ -579,9 +585,11 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     }
     return "";
   };
-  auto inputs_changed = [&](int slot, uint64_t seed, bool* judge_failed, bool edges = false) -> std::string {
+  // keep: the judge keeps the inputs it made to compare with, for a reference_slot of the same seed next.
+  auto inputs_changed = [&](int slot, uint64_t seed, bool* judge_failed, bool edges = false, bool keep = false) -> std::string {
     *judge_failed = false;
-    const auto r = judge_ask({{"op", "check_inputs"}, {"slot", slot}, {"seed", seed}, {"edges", edges}}, "checking inputs");
+    const auto r = judge_ask({{"op", "check_inputs"}, {"slot", slot}, {"seed", seed}, {"edges", edges}, {"keep", keep}},
+                             "checking inputs");
     if (!r) return *judge_failed = true, "";
     if (r->at("changed").empty()) return "";
     return fmt::format("arguments modified in place: {}", r->at("changed").dump());
@@ -713,6 +721,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     bool internal = false;
     int rounds = 0;
     std::string stop_reason;
+    std::string pair_cost;  // where a pair's wall time went (timed calls, the judge's requests, the rest)
   };
   auto measure = [&](WorkerProcess& cand_worker, int slots, int min_pairs, double budget, const std::string& purpose) {
     Measured m;
@@ -798,6 +807,32 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     std::vector<int> slot_list;
     for (int s = 0; s < slots; ++s) slot_list.push_back(s);
     int pairs = std::max(1, options_.pairs_per_round);
+    double pairs_wall = 0, timed_wall = 0;
+    std::map<std::string, double> pairs_judge;  // the judge's requests within pairs, by op
+    const auto describe_pair_cost = [&]() {
+      const double n = std::max<double>(static_cast<double>(m.reference_us.size()), 1);
+      std::vector<std::pair<double, std::string>> ops;
+      double judged = 0;
+      for (const auto& [op, d] : pairs_judge) {
+        ops.emplace_back(d, op);
+        judged += d;
+      }
+      std::sort(ops.rbegin(), ops.rend());
+      std::string judge_ops;
+      for (const auto& [d, op] : ops) judge_ops += fmt::format("{}{} {:.1f}", judge_ops.empty() ? "" : ", ", op, 1e3 * d / n);
+      m.pair_cost = fmt::format("{:.1f} ms a pair, {:.1f} ms of it timed requests; the judge's requests {:.1f} ms ({}), the rest {:.1f} ms",
+                                1e3 * pairs_wall / n, 1e3 * timed_wall / n, 1e3 * judged / n, judge_ops,
+                                1e3 * std::max(pairs_wall - timed_wall - judged, 0.0) / n);
+    };
+    // A candidate whose interval lies wholly below slow_stop_speedup once the budget is spent needs no
+    // more pairs: its reward is known well enough (a program of seconds per call otherwise spent
+    // min_timed_pairs x its call here; fewer pairs cannot raise a speedup that is below 1 at best).
+    const auto clearly_slow = [&](int total) {
+      if (budget <= 0 || total < options_.min_timed_pairs_when_slow || total >= min_pairs) return false;
+      if (seconds_since(started) < budget) return false;
+      m.estimate = estimate_speedup(m.reference_us, m.candidate_us, 1000, mix_seed(js.secret, task.id, "bootstrap", 0));
+      return m.estimate.ci_high < options_.slow_stop_speedup;
+    };
     for (;;) {
       cand_worker.freeze();
       const auto round_trip = overhead();
@@ -806,7 +841,10 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         m.internal = true;
         return m;
       }
-      for (int p = 0; p < pairs; ++p) {
+      bool slow = false;
+      for (int p = 0; p < pairs && !slow; ++p) {
+        const auto pair_started = Clock::now();
+        const std::map<std::string, double> judge_at_start = judge_seconds;
         std::vector<uint64_t> seeds;
         nlohmann::json fills = nlohmann::json::array();
         for (int s = 0; s < slots; ++s) {
@@ -819,8 +857,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           m.internal = true;
           return m;
         }
-        double ref_us = 0;
-        double cand_us = 0;
+        double ref_us = 0, ref_s = 0;
+        double cand_us = 0, cand_s = 0;
         nlohmann::json cand_outputs;
         WorkerProcess& ref_worker = *js.reference_worker;
         auto time_reference = [&]() -> bool {
@@ -833,6 +871,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           auto r = ask(ref_worker, Message{{{"op", "time"}, {"slots", slot_list}}, {}},
                        options_.call_timeout_seconds * slots + 10, "the reference's timed calls", &s);
           if (!std::holds_alternative<Message>(r)) return false;
+          ref_s = s;
           ref_us = std::max(s * 1e6 - *round_trip, 0.0) / slots;
           // Its outputs are let go outside the timed window (the judge compares with its own), and
           // it is frozen again after: threads of its intra-op pool spin for a while after their last
@@ -852,6 +891,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           auto r = ask(cand_worker, Message{{{"op", "time"}, {"slots", slot_list}}, {}},
                        options_.call_timeout_seconds * slots + 10, purpose + ": the candidate's timed calls", &s);
           if (auto* f = std::get_if<WorkerFailure>(&r)) return *f;
+          cand_s = s;
           cand_us = std::max(s * 1e6 - *round_trip, 0.0) / slots;
           cand_outputs = std::get<Message>(r).header.value("batch", nlohmann::json());
           cand_worker.freeze();
@@ -902,6 +942,16 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           kind = "crash";
           problem = e.what();
         }
+        // Inputs first: the judge makes the slot's inputs again from its seed to compare with, and
+        // keeps them for the reference's run on that slot (one generation instead of two: at full
+        // scale a fill is one of a pair's largest untimed costs).
+        const std::string changed = inputs_changed(j, seeds[static_cast<size_t>(j)], &judge_failed, false, /*keep=*/true);
+        if (judge_failed) return m.failure = "checking inputs", m.internal = true, m;
+        if (!changed.empty()) {
+          m.failure = fmt::format("{} pair {} slot {}: {}", purpose, m.reference_us.size() + 1, j, changed);
+          m.failure_kind = "input_mutation";
+          return m;
+        }
         if (problem.empty() &&
             !judge_ask({{"op", "reference_slot"}, {"slot", j}, {"seed", seeds[static_cast<size_t>(j)]}}, "the reference on the checked slot")) {
           return m.failure = "the judge's reference run on the checked slot", m.internal = true, m;
@@ -911,13 +961,6 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         if (!problem.empty()) {
           m.failure = fmt::format("{} pair {} slot {}: {}", purpose, m.reference_us.size() + 1, j, problem);
           m.failure_kind = kind == "deferred_work" || kind == "crash" ? kind : "timed_output_mismatch";
-          return m;
-        }
-        const std::string changed = inputs_changed(j, seeds[static_cast<size_t>(j)], &judge_failed);
-        if (judge_failed) return m.failure = "checking inputs", m.internal = true, m;
-        if (!changed.empty()) {
-          m.failure = fmt::format("{} pair {} slot {}: {}", purpose, m.reference_us.size() + 1, j, changed);
-          m.failure_kind = "input_mutation";
           return m;
         }
         // The batch's outputs are let go now, outside the next timed window.
@@ -931,11 +974,23 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         }
         m.reference_us.push_back(ref_us);
         m.candidate_us.push_back(cand_us);
+        pairs_wall += seconds_since(pair_started);
+        timed_wall += ref_s + cand_s;
+        for (const auto& [op, secs] : judge_seconds) {
+          const auto before = judge_at_start.find(op);
+          pairs_judge[op] += secs - (before == judge_at_start.end() ? 0.0 : before->second);
+        }
+        slow = clearly_slow(static_cast<int>(m.reference_us.size()));
       }
       ++m.rounds;
+      describe_pair_cost();
       m.estimate = estimate_speedup(m.reference_us, m.candidate_us, 1000, mix_seed(js.secret, task.id, "bootstrap", 0));
       const int total = static_cast<int>(m.reference_us.size());
       const double spent = seconds_since(started);
+      if (slow) {
+        m.stop_reason = fmt::format("time budget spent, the candidate clearly slower (CI below {:g})", options_.slow_stop_speedup);
+        break;
+      }
       if (total >= min_pairs && m.estimate.relative_half_width() <= options_.target_relative_ci) {
         m.stop_reason = "CI target reached";
         break;
@@ -992,8 +1047,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
                    m.candidate_us.size()),
        Clock::now());
   step("timing", true,
-       fmt::format("{} pairs of {} calls in {} rounds, fresh inputs for every call, {}; CI +-{:.2f}%", m.reference_us.size(),
-                   js.layout.slots, m.rounds, m.stop_reason, 100 * m.estimate.relative_half_width()),
+       fmt::format("{} pairs of {} calls in {} rounds, fresh inputs for every call, {}; CI +-{:.2f}%; {}", m.reference_us.size(),
+                   js.layout.slots, m.rounds, m.stop_reason, 100 * m.estimate.relative_half_width(), m.pair_cost),
        t);
 
   // The roofline gate: no program moves its task's least traffic faster than the memory allows,

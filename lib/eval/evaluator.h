@@ -32,6 +32,11 @@ struct EvalOptions {
   double time_budget_seconds = 10;      // timing stops when it is spent ...
   double target_relative_ci = 0.01;     // ... or when the speedup's 95% CI is within +-1%
   int min_timed_pairs = 20;
+  // ... but once the budget is spent, a candidate whose speedup's 95% CI lies wholly below
+  // slow_stop_speedup stops after min_timed_pairs_when_slow pairs (a program of seconds per call
+  // would otherwise take min_timed_pairs x that; its reward is known well enough).
+  int min_timed_pairs_when_slow = 5;
+  double slow_stop_speedup = 0.5;
   int max_timed_pairs = 10000;
   int pairs_per_round = 10;             // timed pairs per request to the worker (first round)
   int warmup_calls = 3;

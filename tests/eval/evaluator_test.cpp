@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <string>
 
 #include "eval_fixtures.h"
 
@@ -113,6 +114,40 @@ TEST_F(CpuEvaluatorTest, SlowerCandidateHasSpeedupBelowOne) {
   ASSERT_EQ(v.status, VerdictStatus::kOk) << explain(v);
   EXPECT_LT(v.speedup_ci_high, 0.8) << explain(v);
   EXPECT_LT(v.reward, 0.8);
+}
+
+// EvalOptions::slow_stop_speedup: once the budget is spent, a candidate whose interval lies wholly
+// below 0.5 stops after min_timed_pairs_when_slow pairs; one as fast as the reference gets its
+// min_timed_pairs. The timing step also says where a pair's untimed time went.
+TEST(CpuEvaluatorSlowStop, AClearlySlowerCandidateStopsTimingOnceTheBudgetIsSpent) {
+  EvalOptions o = quick_options(Backend::cpu);
+  o.time_budget_seconds = 0.05;  // spent before min_timed_pairs, for both programs
+  Evaluator e(o, fixture_compiler());
+  const auto evaluate = [&](const std::string& fixture) {
+    return e.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate(fixture), fixture);
+  };
+  const auto timing_of = [](const Verdict& v) {
+    for (const auto& s : v.steps) {
+      if (s.name == "timing") return s.detail;
+    }
+    return std::string();
+  };
+  const Verdict slow = evaluate("slower");
+  ASSERT_EQ(slow.status, VerdictStatus::kOk) << explain(slow);
+  const std::string slow_timing = timing_of(slow);
+  EXPECT_NE(slow_timing.find("the candidate clearly slower"), std::string::npos) << slow_timing;
+  const int slow_pairs = std::stoi(slow_timing);
+  EXPECT_GE(slow_pairs, o.min_timed_pairs_when_slow) << slow_timing;
+  EXPECT_LT(slow_pairs, o.min_timed_pairs) << slow_timing;
+  EXPECT_LT(slow.speedup_ci_high, 0.5) << explain(slow);
+
+  const Verdict same = evaluate("same_as_reference");
+  ASSERT_EQ(same.status, VerdictStatus::kOk) << explain(same);
+  const std::string same_timing = timing_of(same);
+  EXPECT_EQ(same_timing.find("clearly slower"), std::string::npos) << same_timing;
+  EXPECT_GE(std::stoi(same_timing), o.min_timed_pairs) << same_timing;
+  EXPECT_NE(same_timing.find("ms a pair"), std::string::npos) << same_timing;
+  EXPECT_NE(same_timing.find("fill "), std::string::npos) << same_timing;
 }
 
 TEST_F(CpuEvaluatorTest, WrongValuesAreAMismatchNamingTheWorstElement) {
