@@ -22,7 +22,8 @@
 #       replayed as CUDA graphs (step seed_cuda_graph) into seed_cuda_{eager,cuda_graph}_h200.h5,
 #       then `crl report` of both side by side (step report): issue #17's baseline table from real
 #       files. Each judging step may need a call of its own: a file found in results/gpu-measure/
-#       (copied back from an earlier call's archive, and carried) is used instead of judging again.
+#       (copied back from an earlier call's archive, and carried) or in results/baselines/ is
+#       continued (`crl eval --resume`: only the programs it lacks are judged).
 #   tools/gpu-measure.sh cudnn TASK...        the cuDNN engines of each task's reference in crl and of its
 #       KernelBench module in PyTorch eager (cuDNN's API log, reduced), to explain a gap between the two.
 #   tools/gpu-measure.sh default              builds crl and runs the built-in default job (`crl run`, no job
@@ -160,11 +161,13 @@ report)
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
   for baseline in eager cuda_graph; do
     h5="$LOGS/seed_cuda_${baseline}_h200.h5"
-    if [ -f "results/gpu-measure/seed_cuda_${baseline}_h200.h5" ]; then  # judged by an earlier call
-      cp "results/gpu-measure/seed_cuda_${baseline}_h200.h5" "$h5"; continue
-    fi
+    # A file of an earlier call (its archive's copy in results/gpu-measure/, carried) or the one in
+    # results/baselines is continued: --resume judges only the programs it holds no verdict of.
+    for earlier in "results/gpu-measure/seed_cuda_${baseline}_h200.h5" "results/baselines/seed_cuda_${baseline}_h200.h5"; do
+      if [ ! -f "$h5" ] && [ -f "$earlier" ]; then cp "$earlier" "$h5"; chmod u+w "$h5"; fi
+    done
     step "seed_$baseline" 560 "$BUILD_DIR/apps/crl/crl" eval jobs/data/seed/cuda.jsonl --backend cuda \
-      --baseline "$baseline" --trials 2 --time-budget "${REPORT_BUDGET:-1}" --compile-ahead 8 --h5 "$h5"
+      --baseline "$baseline" --trials 2 --time-budget "${REPORT_BUDGET:-1}" --compile-ahead 8 --h5 "$h5" --resume
   done
   step report 120 "$BUILD_DIR/apps/crl/crl" report "$LOGS/seed_cuda_eager_h200.h5" "$LOGS/seed_cuda_cuda_graph_h200.h5" \
     --out "$LOGS/report_seed_cuda"

@@ -3,6 +3,7 @@
 //   crl eval candidates/                            every <dir>/<level>/<task>/*.crl (or --task for all)
 //   crl eval rollouts.jsonl                         lines {"task", "program" or "completion", "id"}
 //   crl eval --slice 2/8 ...                        the third of 8 equal runs of the candidates (a job array task)
+//   crl eval ... --h5 F --resume                    only the candidates F holds no verdict of (a run cut short)
 // A table on the terminal, --json for scripts, --h5 for a results file; exit 0 when every verdict
 // is ok, 1 when some is not, 3 for bad input.
 #include <dirent.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -29,6 +31,7 @@
 #include "eval/evaluator.h"
 #include "eval/verdict_table.h"
 #include "program/program_text.h"
+#include "results/results_reader.h"
 #include "rl/sft_data.h"
 #include "suite/suite.h"
 
@@ -58,6 +61,7 @@ struct EvalCommandOptions {
   std::string cache_dir;
   std::string baseline = "eager";
   std::string slice;  // "I/N": the I-th (from 0) of N contiguous runs of the sorted candidates
+  bool resume = false;  // with h5: skip the candidates it holds verdicts of
   std::vector<std::string> inputs;
 };
 
@@ -194,6 +198,43 @@ void print_table(const std::vector<eval::Verdict>& verdicts) {
   std::cout << table.str();
 }
 
+// --resume: the candidates `path` holds no verdict of (by task and name; a name given twice counts
+// twice), after checking that the file was judged as this run would judge (a reward timed another
+// way must not sit beside these in one file).
+std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const std::string& path,
+                                      const nlohmann::json& eval_options) {
+  const results::ResultsReader reader(path);
+  const auto keys = reader.meta_keys();
+  if (std::find(keys.begin(), keys.end(), "eval_options") != keys.end()) {
+    const nlohmann::json before = reader.meta_json("eval_options");
+    for (const char* key : {"backend", "scale", "baseline", "trials", "time_budget_seconds"}) {
+      if (before.contains(key) && before.at(key) != eval_options.at(key)) {
+        throw InputError(fmt::format("--resume: {} was judged with {} {}, this run asks for {}; give another --h5 file",
+                                     path, key, before.at(key).dump(), eval_options.at(key).dump()));
+      }
+    }
+  }
+  const auto tables = reader.tables();
+  if (std::find(tables.begin(), tables.end(), "verdicts") == tables.end()) return candidates;
+  const auto tasks = std::get<std::vector<std::string>>(reader.column("verdicts", "task"));
+  const auto names = std::get<std::vector<std::string>>(reader.column("verdicts", "candidate"));
+  std::map<std::pair<std::string, std::string>, int> judged;
+  for (size_t i = 0; i < tasks.size() && i < names.size(); ++i) ++judged[{tasks[i], names[i]}];
+  const size_t before = candidates.size();
+  std::vector<Candidate> left;
+  for (auto& c : candidates) {
+    auto it = judged.find({c.task_id, c.name});
+    if (it != judged.end() && it->second > 0) {
+      --it->second;
+      continue;
+    }
+    left.push_back(std::move(c));
+  }
+  std::cerr << fmt::format("crl eval --resume: {} holds verdicts of {} of the {} candidates; judging the other {}\n", path,
+                           before - left.size(), before, left.size());
+  return left;
+}
+
 int run_eval(const EvalCommandOptions& o) {
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
   if (!o.task.empty()) suite.find(o.task);
@@ -225,6 +266,17 @@ int run_eval(const EvalCommandOptions& o) {
     compiler_options.cache_dir = std::string(cwd) + "/" + o.cache_dir;
   }
   Compiler compiler(compiler_options);
+  const nlohmann::json eval_options = {{"backend", backend_name(options.backend)},
+                                       {"scale", options.scale},
+                                       {"baseline", options.baseline},
+                                       {"trials", options.trials},
+                                       {"time_budget_seconds", options.time_budget_seconds},
+                                       {"sandbox", options.sandbox},
+                                       {"cpu_threads", options.cpu_threads},
+                                       {"host_compiler", compiler.host_cxx()},
+                                       {"host", hostname()}};
+  if (o.resume && o.h5.empty()) throw InputError("--resume needs --h5 FILE: the results file whose verdicts are kept");
+  if (o.resume && std::filesystem::exists(o.h5)) candidates = without_judged(std::move(candidates), o.h5, eval_options);
   eval::Evaluator evaluator(options, compiler);
 
   const bool progress = isatty(STDERR_FILENO) && candidates.size() > 1;
@@ -240,15 +292,7 @@ int run_eval(const EvalCommandOptions& o) {
     // Where the verdicts came from, for the report and for anyone comparing files later.
     writer->set_meta("git_commit", git_commit());
     writer->set_meta_json("gpu_names", visible_gpu_names());
-    writer->set_meta_json("eval_options", {{"backend", backend_name(options.backend)},
-                                           {"scale", options.scale},
-                                           {"baseline", options.baseline},
-                                           {"trials", options.trials},
-                                           {"time_budget_seconds", options.time_budget_seconds},
-                                           {"sandbox", options.sandbox},
-                                           {"cpu_threads", options.cpu_threads},
-                                           {"host_compiler", compiler.host_cxx()},
-                                           {"host", hostname()}});
+    writer->set_meta_json("eval_options", eval_options);
     if (!o.slice.empty()) writer->set_meta("eval_slice", o.slice);
     writer->flush();
   }
@@ -325,6 +369,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                   "Candidates compiled ahead of the one being judged (default: 8 on CUDA, 0 on the CPU)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--h5", o.h5, "Append the verdicts to this HDF5 results file (table 'verdicts')");
+  cmd->add_flag("--resume", o.resume,
+                "With --h5: judge only the candidates the file holds no verdict of (by task and name), after "
+                "checking it was judged with the same backend, scale, baseline, trials and time budget");
   cmd->add_option("--slice", o.slice,
                   "I/N: judge only the I-th (from 0) of N equal runs of the sorted candidates (one job array task)");
   cmd->add_option("--cache-dir", o.cache_dir, "Compile cache folder (default: $CRL_CACHE_DIR or ~/.cache/crl/compile)");

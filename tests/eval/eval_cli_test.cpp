@@ -84,6 +84,47 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
   EXPECT_TRUE(reader.meta_json("gpu_names").is_array());
 }
 
+// --resume: a run cut short (a job's time limit, a preemption) is run again with the same command
+// and judges only what its file lacks; a file judged another way is refused.
+TEST(CrlEvalCli, ResumeJudgesOnlyTheCandidatesTheFileHoldsNoVerdictOf) {
+  ScratchDir dir("crl_eval_cli_test_");
+  const auto line = [](const std::string& id, const std::string& body) {
+    return nlohmann::json{{"task", "level1/019_relu"}, {"id", id},
+                          {"program", "// crl:host\nat::Tensor forward(const at::Tensor& x) { return " + body + "; }\n"}}
+               .dump() + "\n";
+  };
+  const std::string first = dir.file("first.jsonl"), all = dir.file("all.jsonl");
+  std::ofstream(first) << line("a", "at::relu(x)");
+  std::ofstream(all) << line("a", "at::relu(x)") << line("b", "x.abs()") << line("c", "x.clamp_min(0)");
+  const std::string h5 = dir.file("verdicts.h5");
+  ASSERT_EQ(crl_eval({"--no-timing", "--h5", h5, first}, kCache).exit_code, 0);
+
+  const auto resumed = crl_eval({"--no-timing", "--h5", h5, "--resume", all}, kCache);
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.output;  // b is a mismatch
+  EXPECT_NE(resumed.output.find("holds verdicts of 1 of the 3 candidates; judging the other 2"), std::string::npos)
+      << resumed.output;
+  auto verdicts = read_verdicts(results::ResultsReader(h5));
+  ASSERT_EQ(verdicts.size(), 3u);
+  EXPECT_EQ(verdicts[0].candidate, "a");
+  EXPECT_EQ(verdicts[1].candidate, "b");
+  EXPECT_EQ(verdicts[1].status, VerdictStatus::kMismatch);
+  EXPECT_EQ(verdicts[2].candidate, "c");
+  EXPECT_EQ(verdicts[2].status, VerdictStatus::kOk);
+
+  const auto again = crl_eval({"--no-timing", "--h5", h5, "--resume", all}, kCache);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("judging the other 0"), std::string::npos) << again.output;
+  EXPECT_EQ(read_verdicts(results::ResultsReader(h5)).size(), 3u);
+
+  // Judged at the small scale; the full one would put verdicts of two kinds in one file.
+  const auto other = crl_eval({"--no-timing", "--h5", h5, "--resume", "--scale", "full", all}, kCache);
+  EXPECT_EQ(other.exit_code, 3) << other.output;
+  EXPECT_NE(other.output.find("was judged with scale \"small\", this run asks for \"full\""), std::string::npos)
+      << other.output;
+  EXPECT_EQ(read_verdicts(results::ResultsReader(h5)).size(), 3u);
+  EXPECT_EQ(crl_eval({"--no-timing", "--resume", all}, kCache).exit_code, 3);  // no --h5
+}
+
 TEST(CrlEvalCli, TheCudaGraphBaselineNeedsTheCudaBackend) {
   const auto r = crl_eval({"--baseline", "cuda_graph", "--task", "level1/019_relu",
                            kFixtures + "/relu/same_as_reference.crl"},
