@@ -200,12 +200,17 @@ void print_table(const std::vector<eval::Verdict>& verdicts) {
 
 // --resume: the candidates `path` holds no verdict of (by task and name; a name given twice counts
 // twice), after checking that the file was judged as this run would judge (a reward timed another
-// way must not sit beside these in one file).
+// way must not sit beside these in one file). `commits` gets the commits that wrote it so far.
 std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const std::string& path,
-                                      const nlohmann::json& eval_options) {
+                                      const nlohmann::json& eval_options, std::vector<std::string>* commits) {
   const results::ResultsReader reader(path);
   const auto keys = reader.meta_keys();
-  if (std::find(keys.begin(), keys.end(), "eval_options") != keys.end()) {
+  const auto has = [&](const char* key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
+  if (has("earlier_git_commits")) {
+    for (const auto& c : reader.meta_json("earlier_git_commits")) commits->push_back(c.get<std::string>());
+  }
+  if (has("git_commit")) commits->push_back(reader.meta("git_commit"));
+  if (has("eval_options")) {
     const nlohmann::json before = reader.meta_json("eval_options");
     for (const char* key : {"backend", "scale", "baseline", "trials", "time_budget_seconds"}) {
       if (before.contains(key) && before.at(key) != eval_options.at(key)) {
@@ -276,7 +281,10 @@ int run_eval(const EvalCommandOptions& o) {
                                        {"host_compiler", compiler.host_cxx()},
                                        {"host", hostname()}};
   if (o.resume && o.h5.empty()) throw InputError("--resume needs --h5 FILE: the results file whose verdicts are kept");
-  if (o.resume && std::filesystem::exists(o.h5)) candidates = without_judged(std::move(candidates), o.h5, eval_options);
+  std::vector<std::string> earlier_commits;  // --resume: of the verdicts already in the file
+  if (o.resume && std::filesystem::exists(o.h5)) {
+    candidates = without_judged(std::move(candidates), o.h5, eval_options, &earlier_commits);
+  }
   eval::Evaluator evaluator(options, compiler);
 
   const bool progress = isatty(STDERR_FILENO) && candidates.size() > 1;
@@ -290,7 +298,15 @@ int run_eval(const EvalCommandOptions& o) {
   if (!o.h5.empty()) {
     writer.emplace(o.h5);
     // Where the verdicts came from, for the report and for anyone comparing files later.
-    writer->set_meta("git_commit", git_commit());
+    // A resumed file's verdicts may come from several commits: git_commit is this run's, and the
+    // others that wrote into the file are kept beside it.
+    const std::string commit = git_commit();
+    nlohmann::json others = nlohmann::json::array();
+    for (const auto& c : earlier_commits) {
+      if (c != commit && std::find(others.begin(), others.end(), c) == others.end()) others.push_back(c);
+    }
+    writer->set_meta("git_commit", commit);
+    if (!others.empty()) writer->set_meta_json("earlier_git_commits", others);
     writer->set_meta_json("gpu_names", visible_gpu_names());
     writer->set_meta_json("eval_options", eval_options);
     if (!o.slice.empty()) writer->set_meta("eval_slice", o.slice);

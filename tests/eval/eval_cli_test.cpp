@@ -7,6 +7,7 @@
 #include "core/subprocess.h"
 #include "eval/scratch_dir.h"
 #include "eval/verdict_table.h"
+#include "results/results_writer.h"
 #include "shared_test_cache.h"
 
 namespace crl::eval {
@@ -98,6 +99,8 @@ TEST(CrlEvalCli, ResumeJudgesOnlyTheCandidatesTheFileHoldsNoVerdictOf) {
   std::ofstream(all) << line("a", "at::relu(x)") << line("b", "x.abs()") << line("c", "x.clamp_min(0)");
   const std::string h5 = dir.file("verdicts.h5");
   ASSERT_EQ(crl_eval({"--no-timing", "--h5", h5, first}, kCache).exit_code, 0);
+  const std::string commit = results::ResultsReader(h5).meta("git_commit");
+  results::ResultsWriter(h5).set_meta("git_commit", "0123abc");  // as if an earlier commit had judged "a"
 
   const auto resumed = crl_eval({"--no-timing", "--h5", h5, "--resume", all}, kCache);
   EXPECT_EQ(resumed.exit_code, 1) << resumed.output;  // b is a mismatch
@@ -110,6 +113,8 @@ TEST(CrlEvalCli, ResumeJudgesOnlyTheCandidatesTheFileHoldsNoVerdictOf) {
   EXPECT_EQ(verdicts[1].status, VerdictStatus::kMismatch);
   EXPECT_EQ(verdicts[2].candidate, "c");
   EXPECT_EQ(verdicts[2].status, VerdictStatus::kOk);
+  EXPECT_EQ(results::ResultsReader(h5).meta("git_commit"), commit);
+  EXPECT_EQ(results::ResultsReader(h5).meta_json("earlier_git_commits"), nlohmann::json::array({"0123abc"}));
 
   const auto again = crl_eval({"--no-timing", "--h5", h5, "--resume", all}, kCache);
   EXPECT_EQ(again.exit_code, 0) << again.output;
