@@ -228,10 +228,9 @@ eval::Message JudgeSession::fill(const nlohmann::json& request) {
 }
 
 eval::Message JudgeSession::reference_slot(const nlohmann::json& request) {
-  // The reference's outputs for one slot of the last timed batch (its inputs made again from the
-  // slot's seed), filed as batch:<slot> for the comparison with the candidate's.
-  // The inputs check_inputs just made for this seed are used when it kept them (they are not
-  // needed after: the reference may write into them).
+  // The reference's outputs for one slot of the last timed batch, filed as batch:<slot> for the
+  // comparison with the candidate's. Its inputs are the ones check_inputs just made again from the
+  // slot's seed when it kept them (dropped after: the reference may write into them), else made here.
   Outputs o;
   o.seed = request.at("seed").get<uint64_t>();
   std::vector<at::Tensor> args;
