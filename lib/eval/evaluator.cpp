@@ -431,13 +431,13 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
                    js.reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", js.reference_call_us) : ""),
        t);
   // The judge failing mid-evaluation is crl's failure too.
-  // Seconds spent in the judge's requests, by op: the timing step says where a pair's untimed
-  // work goes (fills, the checked slot's reference run, comparisons, input checks).
-  std::map<std::string, double> judge_seconds;
+  // While set, judge_ask adds each request's seconds to it by op: the timing step says where a
+  // timed pair's untimed work goes (fills, the checked slot's reference run, comparisons, input checks).
+  std::map<std::string, double>* judge_seconds = nullptr;
   auto judge_ask = [&](const nlohmann::json& header, const std::string& during) -> std::optional<nlohmann::json> {
     const auto asked = Clock::now();
     auto reply = ask(judge, Message{header, {}}, options_.call_timeout_seconds * 4, "the judge, " + during);
-    judge_seconds[header.value("op", std::string("?"))] += seconds_since(asked);
+    if (judge_seconds != nullptr) (*judge_seconds)[header.value("op", std::string("?"))] += seconds_since(asked);
     if (auto* f = std::get_if<WorkerFailure>(&reply)) {
       step("judge: " + during, false, f->message, Clock::now());
       return std::nullopt;
@@ -809,29 +809,14 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     int pairs = std::max(1, options_.pairs_per_round);
     double pairs_wall = 0, timed_wall = 0;
     std::map<std::string, double> pairs_judge;  // the judge's requests within pairs, by op
-    const auto describe_pair_cost = [&]() {
-      const double n = std::max<double>(static_cast<double>(m.reference_us.size()), 1);
-      std::vector<std::pair<double, std::string>> ops;
-      double judged = 0;
-      for (const auto& [op, d] : pairs_judge) {
-        ops.emplace_back(d, op);
-        judged += d;
-      }
-      std::sort(ops.rbegin(), ops.rend());
-      std::string judge_ops;
-      for (const auto& [d, op] : ops) judge_ops += fmt::format("{}{} {:.1f}", judge_ops.empty() ? "" : ", ", op, 1e3 * d / n);
-      m.pair_cost = fmt::format("{:.1f} ms a pair, {:.1f} ms of it timed requests; the judge's requests {:.1f} ms ({}), the rest {:.1f} ms",
-                                1e3 * pairs_wall / n, 1e3 * timed_wall / n, 1e3 * judged / n, judge_ops,
-                                1e3 * std::max(pairs_wall - timed_wall - judged, 0.0) / n);
-    };
     // A candidate whose interval lies wholly below slow_stop_speedup once the budget is spent needs no
     // more pairs: its reward is known well enough (a program of seconds per call otherwise spent
     // min_timed_pairs x its call here; fewer pairs cannot raise a speedup that is below 1 at best).
     const auto clearly_slow = [&](int total) {
       if (budget <= 0 || total < options_.min_timed_pairs_when_slow || total >= min_pairs) return false;
       if (seconds_since(started) < budget) return false;
-      m.estimate = estimate_speedup(m.reference_us, m.candidate_us, 1000, mix_seed(js.secret, task.id, "bootstrap", 0));
-      return m.estimate.ci_high < options_.slow_stop_speedup;
+      return estimate_speedup(m.reference_us, m.candidate_us, 1000, mix_seed(js.secret, task.id, "bootstrap", 0)).ci_high <
+             options_.slow_stop_speedup;
     };
     for (;;) {
       cand_worker.freeze();
@@ -844,7 +829,11 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       bool slow = false;
       for (int p = 0; p < pairs && !slow; ++p) {
         const auto pair_started = Clock::now();
-        const std::map<std::string, double> judge_at_start = judge_seconds;
+        judge_seconds = &pairs_judge;
+        struct StopCounting {  // on every way out of the pair, the failures' returns too
+          std::map<std::string, double>*& sink;
+          ~StopCounting() { sink = nullptr; }
+        } stop_counting{judge_seconds};
         std::vector<uint64_t> seeds;
         nlohmann::json fills = nlohmann::json::array();
         for (int s = 0; s < slots; ++s) {
@@ -976,14 +965,9 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         m.candidate_us.push_back(cand_us);
         pairs_wall += seconds_since(pair_started);
         timed_wall += ref_s + cand_s;
-        for (const auto& [op, secs] : judge_seconds) {
-          const auto before = judge_at_start.find(op);
-          pairs_judge[op] += secs - (before == judge_at_start.end() ? 0.0 : before->second);
-        }
         slow = clearly_slow(static_cast<int>(m.reference_us.size()));
       }
       ++m.rounds;
-      describe_pair_cost();
       m.estimate = estimate_speedup(m.reference_us, m.candidate_us, 1000, mix_seed(js.secret, task.id, "bootstrap", 0));
       const int total = static_cast<int>(m.reference_us.size());
       const double spent = seconds_since(started);
@@ -1009,6 +993,19 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       pairs = static_cast<int>(std::clamp(left / 4 / per_pair, static_cast<double>(still_needed),
                                           static_cast<double>(std::max(options_.max_timed_pairs - total, 1))));
     }
+    const double n = std::max<double>(static_cast<double>(m.reference_us.size()), 1);
+    std::vector<std::pair<double, std::string>> ops;
+    double judged = 0;
+    for (const auto& [op, seconds] : pairs_judge) {
+      ops.emplace_back(seconds, op);
+      judged += seconds;
+    }
+    std::sort(ops.rbegin(), ops.rend());
+    std::string judge_ops;
+    for (const auto& [seconds, op] : ops) judge_ops += fmt::format("{}{} {:.1f}", judge_ops.empty() ? "" : ", ", op, 1e3 * seconds / n);
+    m.pair_cost = fmt::format("{:.1f} ms a pair, {:.1f} ms of it timed requests; the judge's requests {:.1f} ms ({}), the rest {:.1f} ms",
+                              1e3 * pairs_wall / n, 1e3 * timed_wall / n, 1e3 * judged / n, judge_ops,
+                              1e3 * std::max(pairs_wall - timed_wall - judged, 0.0) / n);
     return m;
   };
   auto measurement_failed = [&](const Measured& m, const std::string& step_name) -> std::optional<Verdict> {
