@@ -1,9 +1,11 @@
-// CUDA kernels that fuse the small element-wise and row operations of an inference forward
-// (RMSNorm, rotary embedding, SiLU-and-multiply), each one launch instead of 3 to 8 ATen ops. They
-// round exactly where the ATen sequence they replace rounds (every intermediate the model code
-// materialises in the model dtype is rounded to it; products and sums are never fused into FMAs),
-// so only the order of RMSNorm's sum of squares differs. A plain C++ interface: the .cu file
-// compiles without LibTorch headers.
+// CUDA kernels of an inference forward (no autograd): RMSNorm, rotary embedding with the KV cache
+// write, SiLU-and-multiply, each one launch instead of 3 to 8 ATen ops; the projections of a few
+// rows (decoding) as one bandwidth-bound pass over the weights; attention of one decode step read
+// straight from the paged KV cache. The element-wise kernels round exactly where the ATen sequence
+// they replace rounds (every intermediate the model code materialises in the model dtype is rounded
+// to it; products and sums are never fused into FMAs). The reductions (RMSNorm's sum of squares,
+// the projections' and the attention's dot products) accumulate in fp32 in their own order, as
+// cuBLAS and SDPA do in theirs. A plain C++ interface: the .cu file compiles without LibTorch headers.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -19,10 +21,52 @@ enum class ElementType { f32, bf16 };
 void rms_norm(ElementType type, const void* x, const void* weight, void* out, int64_t rows, int64_t hidden, double eps,
               cudaStream_t stream);
 
+// sum = to_dtype(x + delta), out = rms_norm(sum): a residual add and the RMSNorm after it.
+void add_rms_norm(ElementType type, const void* x, const void* delta, const void* weight, void* sum, void* out, int64_t rows,
+                  int64_t hidden, double eps, cudaStream_t stream);
+
 // Rotary embedding of x [B, S, H, D] (contiguous) with cos, sin [B, S, D] (contiguous, same type):
 // out = to_dtype(x * cos) + to_dtype(rotate_half(x) * sin), rotate_half(x) = cat(-x[D/2:], x[:D/2]).
 void rotary(ElementType type, const void* x, const void* cos, const void* sin, void* out, int64_t batch, int64_t steps,
             int64_t heads, int64_t dim, cudaStream_t stream);
+
+// rotary() of q [T, H, D] and k [T, KVH, D] into q_out and k_out (T tokens, contiguous), and, when
+// slots is not null, the rotated keys and v [T, KVH, D] written into the cache pools [*, KVH, D] at
+// slots[t] (what index_copy_ would write).
+void rotary_qkv(ElementType type, const void* q, const void* k, const void* v, const void* cos, const void* sin, void* q_out,
+                void* k_out, const int64_t* slots, void* cache_k, void* cache_v, int64_t tokens, int64_t heads,
+                int64_t kv_heads, int64_t dim, cudaStream_t stream);
+
+// One weight of a small-rows projection: out [rows, n] = x [rows, k] weight^T (+ bias), weight [n, k].
+struct LinearSegment {
+  const void* weight = nullptr;
+  const void* bias = nullptr;  // [n] or null
+  void* out = nullptr;
+  int64_t n = 0;
+};
+constexpr int kMaxLinearSegments = 3;
+// Beyond 8 rows x (read by every warp) outgrows L1 on the larger projections; cuBLAS takes those.
+constexpr int64_t kMaxLinearRows = 8;
+// The projections of x by up to kMaxLinearSegments weights in one launch, for rows <= kMaxLinearRows
+// (decoding: the weights are read once, with 16-byte loads). Needs k % 8 == 0 and 16-byte aligned
+// pointers (small_rows_linear_fits); fp32 accumulation, bias added before the one rounding.
+bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count);
+void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment* segments, int count,
+                       cudaStream_t stream);
+
+// Attention of one decode step over the paged cache: q [B, H, D] (rotated), the cache pools
+// [*, KVH, D], block_tables [B, blocks] (row b's token j in slot table[j / block_size] * block_size
+// + j % block_size), lengths [B] (row b sees its tokens 0 .. lengths[b]-1); out [B, H, D]. Query
+// head h reads kv head h / (H / KVH). The keys are split in chunks of paged_attention_chunk_keys(D)
+// (32 at D = 64), each chunk one thread block that reads its keys in one memory round trip, and the
+// chunks are merged by a second kernel (flash-decoding), so a short sequence costs a round trip and
+// a long one at batch 1 still fills the GPU. workspace: paged_attention_workspace_floats() floats.
+bool paged_attention_fits(int64_t heads, int64_t kv_heads, int64_t dim);
+int64_t paged_attention_chunk_keys(int64_t dim);
+int64_t paged_attention_workspace_floats(int64_t batch, int64_t heads, int64_t dim, int64_t key_count);
+void paged_decode_attention(ElementType type, const void* q, const void* cache_k, const void* cache_v, const int64_t* block_tables,
+                            const int64_t* lengths, void* out, float* workspace, int64_t batch, int64_t heads, int64_t kv_heads,
+                            int64_t dim, int64_t blocks, int64_t block_size, float scale, cudaStream_t stream);
 
 // out = to_dtype(silu(gate)) * up, element-wise over n values (silu in fp32: x / (1 + exp(-x))).
 void silu_mul(ElementType type, const void* gate, const void* up, void* out, int64_t n, cudaStream_t stream);

@@ -75,6 +75,19 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
   return weight * (h * torch::rsqrt(variance + eps)).to(input_dtype);
 }
 
+std::pair<torch::Tensor, torch::Tensor> RmsNormImpl::add_forward(const torch::Tensor& x, const torch::Tensor& delta) {
+#ifdef CRL_HAVE_CUDA
+  if (use_fused({&x, &delta, &weight}) && x.sizes() == delta.sizes()) {
+    torch::Tensor sum = torch::empty_like(x), out = torch::empty_like(x);
+    cuda::add_rms_norm(element_type(x), x.data_ptr(), delta.data_ptr(), weight.data_ptr(), sum.data_ptr(), out.data_ptr(),
+                       x.numel() / x.size(-1), x.size(-1), eps, stream_of(x));
+    return {sum, out};
+  }
+#endif
+  torch::Tensor sum = x + delta;
+  return {sum, forward(sum)};
+}
+
 namespace {
 
 // LibTorch's modules always run their random init on construction. For weights a checkpoint will
@@ -107,9 +120,64 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 
 }  // namespace
 
+namespace {
+
+// The projections of x [..., k] by `linears`, with their LoRA branches, the weights read in one
+// launch of the small-rows kernel, where it applies (fused kernels on, no autograd, CUDA, one dtype,
+// at most kMaxLinearRows rows, aligned); empty where it does not (the caller projects as usual).
+using NamedLinear = std::pair<const char*, torch::nn::Linear*>;
+std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const torch::Tensor& x, std::initializer_list<NamedLinear> linears) {
+#ifdef CRL_HAVE_CUDA
+  if (!use_fused({&x}) || x.dim() < 1) return {};
+  const int64_t k = x.size(-1);
+  const int64_t rows = k > 0 ? x.numel() / k : 0;
+  if (rows < 1 || rows > cuda::kMaxLinearRows) return {};
+  std::vector<cuda::LinearSegment> segments;
+  std::vector<torch::Tensor> outputs;
+  for (const auto& [name, linear] : linears) {
+    const torch::Tensor& weight = (*linear)->weight;
+    const torch::Tensor& bias = (*linear)->bias;
+    if (!use_fused({&x, &weight}) || weight.size(1) != k || (bias.defined() && !use_fused({&x, &bias}))) return {};
+    std::vector<int64_t> sizes = x.sizes().vec();
+    sizes.back() = weight.size(0);
+    outputs.push_back(torch::empty(sizes, x.options()));
+    segments.push_back({weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr, outputs.back().data_ptr(), weight.size(0)});
+  }
+  const int count = static_cast<int>(segments.size());
+  if (!cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments.data(), count)) return {};
+  cuda::small_rows_linear(element_type(x), x.data_ptr(), rows, k, segments.data(), count, stream_of(x));
+  size_t i = 0;
+  for (const auto& [name, linear] : linears) {
+    outputs[i] = lora.with_branch(name, outputs[i], x, /*training=*/false);
+    ++i;
+  }
+  return outputs;
+#else
+  (void)lora;
+  (void)x;
+  (void)linears;
+  return {};
+#endif
+}
+
+// Row b of [B, 1, 1, K] is true for keys 0 .. lengths[b]-1.
+torch::Tensor mask_from_lengths(const torch::Tensor& lengths, int64_t key_count) {
+  const torch::Tensor key_index = torch::arange(key_count, lengths.options()).view({1, 1, 1, key_count});
+  return key_index < lengths.view({-1, 1, 1, 1});
+}
+
+bool is_contiguous_cuda_int64(const torch::Tensor& t) {
+  return t.defined() && t.is_cuda() && t.scalar_type() == torch::kInt64 && t.is_contiguous();
+}
+
+}  // namespace
+
 torch::Tensor LoraSlots::project(const std::string& name, torch::nn::Linear& linear, const torch::Tensor& x,
                                  bool training) const {
-  torch::Tensor y = linear(x);
+  return with_branch(name, linear(x), x, training);
+}
+
+torch::Tensor LoraSlots::with_branch(const std::string& name, const torch::Tensor& y, const torch::Tensor& x, bool training) const {
   if (branches.empty()) return y;
   const auto it = branches.find(name);
   if (it == branches.end()) return y;
@@ -134,20 +202,53 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
   const int64_t batch = x.size(0);
   const int64_t steps = x.size(1);
   const bool training = is_training();
-  torch::Tensor q = lora.project("q_proj", q_proj, x, training);
-  torch::Tensor k = lora.project("k_proj", k_proj, x, training);
-  torch::Tensor v = lora.project("v_proj", v_proj, x, training).view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
+  torch::Tensor q, k, v;  // [B, S, heads * head_dim], [B, S, kv_heads * head_dim] twice
+  if (auto p = small_rows_projections(lora, x, {{"q_proj", &q_proj}, {"k_proj", &k_proj}, {"v_proj", &v_proj}}); !p.empty()) {
+    q = p[0], k = p[1], v = p[2];
+  } else {
+    q = lora.project("q_proj", q_proj, x, training);
+    k = lora.project("k_proj", k_proj, x, training);
+    v = lora.project("v_proj", v_proj, x, training);
+  }
+  const auto project_out = [&](const torch::Tensor& merged) {
+    if (auto p = small_rows_projections(lora, merged, {{"o_proj", &o_proj}}); !p.empty()) return p[0];
+    return lora.project("o_proj", o_proj, merged, training);
+  };
+  bool cache_written = false;  // this step's keys and values are in the cache already
 #ifdef CRL_HAVE_CUDA
-  if (use_fused({&q, &k, &in.cos, &in.sin}) && in.cos.size(0) == batch && in.cos.size(1) == steps && in.cos.sizes() == in.sin.sizes()) {
-    // Rotated in [B, S, heads, D] layout, before the transpose.
-    const auto rotate = [&](const torch::Tensor& t, int64_t n) {
-      torch::Tensor out = torch::empty_like(t);
-      cuda::rotary(element_type(t), t.data_ptr(), in.cos.data_ptr(), in.sin.data_ptr(), out.data_ptr(), batch, steps, n, head_dim,
-                   stream_of(t));
-      return out.view({batch, steps, n, head_dim}).transpose(1, 2);
-    };
-    q = rotate(q, heads);
-    k = rotate(k, kv_heads);
+  if (use_fused({&q, &k, &v, &in.cos, &in.sin}) && in.cos.size(0) == batch && in.cos.size(1) == steps &&
+      in.cos.sizes() == in.sin.sizes()) {
+    // Rotated in [B, S, heads, D] layout, before the transpose; with a cache, the rotated keys and
+    // the values go to their slots in the same kernel.
+    torch::Tensor q_rotated = torch::empty_like(q), k_rotated = torch::empty_like(k);
+    torch::Tensor cache_k, cache_v;
+    if (in.cache != nullptr) {
+      cache_k = in.cache->keys[layer_index];
+      cache_v = in.cache->values[layer_index];
+    }
+    cache_written = in.cache != nullptr && use_fused({&q, &cache_k, &cache_v}) && is_contiguous_cuda_int64(in.cache_slots) &&
+                    in.cache_slots.numel() == batch * steps;
+    cuda::rotary_qkv(element_type(q), q.data_ptr(), k.data_ptr(), v.data_ptr(), in.cos.data_ptr(), in.sin.data_ptr(),
+                     q_rotated.data_ptr(), k_rotated.data_ptr(), cache_written ? in.cache_slots.data_ptr<int64_t>() : nullptr,
+                     cache_written ? cache_k.data_ptr() : nullptr, cache_written ? cache_v.data_ptr() : nullptr, batch * steps,
+                     heads, kv_heads, head_dim, stream_of(q));
+    if (cache_written && steps == 1 && !in.mask.defined() && is_contiguous_cuda_int64(in.key_lengths) &&
+        is_contiguous_cuda_int64(in.block_tables) && in.key_lengths.numel() == batch &&
+        cuda::paged_attention_fits(heads, kv_heads, head_dim)) {
+      // One decode step: attention straight from the cache's blocks (no gathered copy, no mask).
+      const int64_t blocks = in.block_tables.size(1);
+      const int64_t block_size = in.cache->block_size;
+      torch::Tensor out = torch::empty_like(q_rotated);  // [B, 1, heads * head_dim]
+      torch::Tensor workspace = torch::empty({cuda::paged_attention_workspace_floats(batch, heads, head_dim, blocks * block_size)},
+                                             q.options().dtype(torch::kFloat32));
+      cuda::paged_decode_attention(element_type(q), q_rotated.data_ptr(), cache_k.data_ptr(), cache_v.data_ptr(),
+                                   in.block_tables.data_ptr<int64_t>(), in.key_lengths.data_ptr<int64_t>(), out.data_ptr(),
+                                   workspace.data_ptr<float>(), batch, heads, kv_heads, head_dim, blocks, block_size,
+                                   static_cast<float>(scale), stream_of(q));
+      return project_out(out);
+    }
+    q = q_rotated.view({batch, steps, heads, head_dim}).transpose(1, 2);
+    k = k_rotated.view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
   } else
 #endif
   {
@@ -158,14 +259,17 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
     q = q * cos + rotate_half(q) * sin;
     k = k * cos + rotate_half(k) * sin;
   }
+  v = v.view({batch, steps, kv_heads, head_dim}).transpose(1, 2);
   torch::Tensor keys = k;
   torch::Tensor values = v;
   if (in.cache != nullptr) {
     torch::Tensor& cache_k = in.cache->keys[layer_index];
     torch::Tensor& cache_v = in.cache->values[layer_index];
     const int64_t rows = batch * steps;
-    cache_k.index_copy_(0, in.cache_slots, k.transpose(1, 2).reshape({rows, kv_heads, head_dim}));
-    cache_v.index_copy_(0, in.cache_slots, v.transpose(1, 2).reshape({rows, kv_heads, head_dim}));
+    if (!cache_written) {
+      cache_k.index_copy_(0, in.cache_slots, k.transpose(1, 2).reshape({rows, kv_heads, head_dim}));
+      cache_v.index_copy_(0, in.cache_slots, v.transpose(1, 2).reshape({rows, kv_heads, head_dim}));
+    }
     if (in.block_tables.defined()) {
       // The sequence's blocks in token order: [B, NB * block_size, kv_heads, head_dim], read as
       // [B, kv_heads, K, head_dim]. Only the listed blocks are read, so a step costs the used length.
@@ -185,15 +289,16 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
   // Query head h uses kv head h / G (G = groups), as transformers' repeat_kv does.
   const int64_t groups = heads / kv_heads;
   const int64_t key_count = keys.size(2);
+  torch::Tensor mask = in.mask;  // [B, 1, S, K]
+  if (!mask.defined() && in.key_lengths.defined() && in.block_tables.defined()) mask = mask_from_lengths(in.key_lengths, key_count);
   torch::Tensor out;
-  if (!in.mask.defined()) {
+  if (!mask.defined()) {
     // Plain causal over whole sequences (training, scoring): the fused causal kernels handle GQA
     // themselves, and take no mask (an explicit one forces a slower kernel).
     out = at::scaled_dot_product_attention(q, keys, values, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/groups > 1);
   } else {
     // With a mask, GQA without copying keys: the G query heads that share a kv head become G*S
     // query rows of that head, and the mask is repeated for them.
-    torch::Tensor mask = in.mask;  // [B, 1, S, K]
     // One query step (decoding): the G rows of a kv head share the mask row, which broadcasts.
     if (groups > 1 && steps > 1) {
       mask = mask.unsqueeze(2).expand({batch, 1, groups, steps, key_count}).reshape({batch, 1, groups * steps, key_count});
@@ -201,8 +306,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
     const torch::Tensor grouped_q = q.reshape({batch, kv_heads, groups * steps, head_dim});
     out = at::scaled_dot_product_attention(grouped_q, keys, values, mask, 0.0, false, scale).reshape({batch, heads, steps, head_dim});
   }
-  const torch::Tensor merged = out.transpose(1, 2).reshape({batch, steps, heads * head_dim});
-  return lora.project("o_proj", o_proj, merged, training);
+  return project_out(out.transpose(1, 2).reshape({batch, steps, heads * head_dim}));
 }
 
 MlpImpl::MlpImpl(const ModelConfig& config, WeightInit init) {
@@ -213,16 +317,25 @@ MlpImpl::MlpImpl(const ModelConfig& config, WeightInit init) {
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   const bool training = is_training();
-  const torch::Tensor gate = lora.project("gate_proj", gate_proj, x, training);
-  const torch::Tensor up = lora.project("up_proj", up_proj, x, training);
+  torch::Tensor gate, up;
+  if (auto p = small_rows_projections(lora, x, {{"gate_proj", &gate_proj}, {"up_proj", &up_proj}}); !p.empty()) {
+    gate = p[0], up = p[1];
+  } else {
+    gate = lora.project("gate_proj", gate_proj, x, training);
+    up = lora.project("up_proj", up_proj, x, training);
+  }
+  const auto project_down = [&](const torch::Tensor& hidden) {
+    if (auto p = small_rows_projections(lora, hidden, {{"down_proj", &down_proj}}); !p.empty()) return p[0];
+    return lora.project("down_proj", down_proj, hidden, training);
+  };
 #ifdef CRL_HAVE_CUDA
   if (use_fused({&gate, &up})) {
     torch::Tensor hidden = torch::empty_like(gate);
     cuda::silu_mul(element_type(gate), gate.data_ptr(), up.data_ptr(), hidden.data_ptr(), gate.numel(), stream_of(gate));
-    return lora.project("down_proj", down_proj, hidden, training);
+    return project_down(hidden);
   }
 #endif
-  return lora.project("down_proj", down_proj, F::silu(gate) * up, training);
+  return project_down(F::silu(gate) * up);
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, int64_t layer_index, WeightInit init) {
@@ -318,19 +431,40 @@ torch::Tensor CausalLmImpl::forward(const ForwardInputs& in) {
   if (in.cache == nullptr) {
     attn = full_pass_inputs(in);
   } else {
-    if (!in.position_ids.defined() || !in.cache_slots.defined() || in.block_tables.defined() != in.attention_mask.defined()) {
-      throw InputError("CausalLm::forward: a cached pass needs position_ids and cache_slots, and block_tables with attention_mask or neither");
+    const bool attends_blocks = in.attention_mask.defined() || in.key_lengths.defined();
+    if (!in.position_ids.defined() || !in.cache_slots.defined() || in.block_tables.defined() != attends_blocks ||
+        (in.attention_mask.defined() && in.key_lengths.defined())) {
+      throw InputError("CausalLm::forward: a cached pass needs position_ids and cache_slots, and block_tables with attention_mask "
+                       "or key_lengths (one of them), or none of the three");
+    }
+    if (in.key_lengths.defined() && (steps != 1 || in.key_lengths.dim() != 1 || in.key_lengths.size(0) != in.input_ids.size(0))) {
+      throw InputError("CausalLm::forward: key_lengths is for one decode step: [batch] lengths with input_ids [batch, 1]");
     }
     std::tie(attn.cos, attn.sin) = rotary_tables(in.position_ids, dtype());
     attn.mask = in.attention_mask;
     attn.cache = in.cache;
     attn.cache_slots = in.cache_slots;
     attn.block_tables = in.block_tables;
+    attn.key_lengths = in.key_lengths;
   }
   torch::Tensor h = model->embed_tokens(in.input_ids);
-  for (const auto& layer : *model->layers) h = layer->as<DecoderLayer>()->forward(h, attn);
-  if (in.last_position_only) h = h.narrow(1, steps - 1, 1);
-  h = model->norm(h);
+  if (FusedInferenceKernels::active() && !torch::GradMode::is_enabled()) {
+    // The layers' ops in the same order, each residual add joined with the RMSNorm after it (the
+    // layer's post-attention norm, the next layer's input norm, the final norm): one kernel each.
+    const auto& layers = *model->layers;
+    torch::Tensor normed = layers[0]->as<DecoderLayer>()->input_layernorm(h);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto& layer = layers[i]->as<DecoderLayer>();
+      const auto [mid, mid_normed] = layer->post_attention_layernorm->add_forward(h, layer->self_attn(normed, attn));
+      RmsNorm& next = i + 1 < layers.size() ? layers[i + 1]->as<DecoderLayer>()->input_layernorm : model->norm;
+      std::tie(h, normed) = next->add_forward(mid, layer->mlp(mid_normed));
+    }
+    h = in.last_position_only ? normed.narrow(1, steps - 1, 1) : normed;  // the norm is per position
+  } else {
+    for (const auto& layer : *model->layers) h = layer->as<DecoderLayer>()->forward(h, attn);
+    if (in.last_position_only) h = h.narrow(1, steps - 1, 1);
+    h = model->norm(h);
+  }
   if (lm_head) return lm_head(h);
   return F::linear(h, model->embed_tokens->weight);
 }

@@ -48,6 +48,9 @@ class FusedInferenceKernels {
 struct RmsNormImpl : torch::nn::Module {
   RmsNormImpl(int64_t size, double eps);
   torch::Tensor forward(const torch::Tensor& x);
+  // {x + delta, forward(x + delta)}: a residual add and the norm after it (one kernel with
+  // FusedInferenceKernels on CUDA; the same two ops otherwise).
+  std::pair<torch::Tensor, torch::Tensor> add_forward(const torch::Tensor& x, const torch::Tensor& delta);
   torch::Tensor weight;
   double eps;
 };
@@ -62,6 +65,7 @@ struct AttentionInputs {
   PagedKvCache* cache = nullptr;   // null: attend over this step's keys only
   torch::Tensor cache_slots;       // [B * S] int64: flat cache slot of each of this step's tokens
   torch::Tensor block_tables;      // [B, NB] int64: blocks read (K = NB * block_size); undefined: none
+  torch::Tensor key_lengths;       // [B] int64 with block_tables and no mask: row b sees its keys 0 .. key_lengths[b]-1
 };
 
 // A LoRA branch beside a linear layer: y = linear(x) + scale * B(A(dropout(x))). Owned by
@@ -78,6 +82,8 @@ struct LoraBranch {
 struct LoraSlots {
   std::map<std::string, const LoraBranch*> branches;
   torch::Tensor project(const std::string& name, torch::nn::Linear& linear, const torch::Tensor& x, bool training) const;
+  // y (the layer's own output for x) plus the branch `name`'s, if one is attached.
+  torch::Tensor with_branch(const std::string& name, const torch::Tensor& y, const torch::Tensor& x, bool training) const;
 };
 
 struct AttentionImpl : torch::nn::Module {
@@ -119,7 +125,7 @@ TORCH_MODULE(Decoder);
 
 // One forward pass. Without a cache: positions default to 0..S-1 and the mask to causal (plus
 // `padding_mask` if given). With a cache the caller gives positions and slots; then either
-// block_tables and attention_mask (a decode step: attention over the listed blocks), or neither (the
+// block_tables with attention_mask or key_lengths (a decode step: attention over the listed blocks), or neither (the
 // prefill of a prompt with nothing cached before it: causal over this step's keys).
 struct ForwardInputs {
   torch::Tensor input_ids;      // [B, S] int64
@@ -131,6 +137,8 @@ struct ForwardInputs {
   PagedKvCache* cache = nullptr;
   torch::Tensor cache_slots;    // [B * S] int64 flat slots (kv_cache.h) where this step's keys go
   torch::Tensor block_tables;   // [B, NB] int64 blocks the attention reads
+  torch::Tensor key_lengths;    // [B] int64, instead of attention_mask for one decode step over block_tables:
+                                // row b sees its slots 0 .. key_lengths[b]-1 (the paged decode kernel's input)
   bool last_position_only = false;  // logits only for column S-1 (prefill: saves a [B,S,V] tensor)
 };
 

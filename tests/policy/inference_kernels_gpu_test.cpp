@@ -1,0 +1,150 @@
+// crl's inference kernels (lib/policy/inference_kernels_cuda.cu) against the ATen path of the same
+// forward on the GPU: one decode step over a paged cache whose blocks are scattered, for head
+// layouts from MHA to 16 query heads per kv head, head_dim 8 to 128 (and 12, which the attention
+// kernel does not take: the fallback), sequences from 1 key to several key chunks, 1 to 12 rows (the
+// small-rows projections up to 8, cuBLAS beyond), fp32 and bf16.
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "policy/config.h"
+#include "policy/engine.h"
+#include "policy/kv_cache.h"
+#include "policy/model.h"
+
+namespace crl::policy {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kModels = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models";
+
+struct HeadLayout {
+  int64_t heads, kv_heads, head_dim, hidden;
+};
+
+void PrintTo(const HeadLayout& l, std::ostream* os) {
+  *os << l.heads << " heads, " << l.kv_heads << " kv heads, head_dim " << l.head_dim << ", hidden " << l.hidden;
+}
+
+double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor b32 = b.to(torch::kFloat32).cpu();
+  return ((a.to(torch::kFloat32).cpu() - b32).abs().max() / b32.abs().max()).item<double>();
+}
+
+class PagedDecodeStep : public ::testing::TestWithParam<HeadLayout> {};
+
+TEST_P(PagedDecodeStep, LogitsWithCrlsKernelsMatchTheAtenPath) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine (the gpu label runs on the GPU machine)";
+  const HeadLayout layout = GetParam();
+  ModelConfig config = load_model_config(kModels / "qwen2_gqa2_tied");  // q/k/v with bias, o and MLP without
+  config.num_attention_heads = layout.heads;
+  config.num_key_value_heads = layout.kv_heads;
+  config.head_dim = layout.head_dim;
+  config.hidden_size = layout.hidden;
+  config.intermediate_size = 3 * layout.hidden;
+  config.max_position_embeddings = 4096;
+  // Keys each row sees: one key, within a block, a chunk's edge (64) and one past it, several chunks.
+  const std::vector<int64_t> all_lengths = {300, 1, 37, 64, 65, 2, 16, 17, 128, 129, 200, 255};
+  constexpr int64_t kBlockSize = 16;
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    CausalLm model(config);
+    init_weights(model, 11);
+    model->to(torch::kCUDA, dtype);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    PagedKvCache cache = PagedKvCache::allocate(config, 128, kBlockSize, dtype, torch::kCUDA);
+    for (size_t l = 0; l < cache.keys.size(); ++l) {  // the earlier tokens' keys and values
+      cache.keys[l].normal_();
+      cache.values[l].normal_();
+    }
+    for (const int64_t rows : {1, 2, 3, 5, 8, 12}) {
+      const std::vector<int64_t> lengths(all_lengths.begin(), all_lengths.begin() + rows);
+      // Blocks in a shuffled order, so that no row's blocks are adjacent; two spare table columns
+      // (block 0, never read: as the engine pads its tables to the bucket's width).
+      std::vector<int64_t> free_blocks(cache.num_blocks - 1);
+      std::iota(free_blocks.begin(), free_blocks.end(), 1);
+      std::shuffle(free_blocks.begin(), free_blocks.end(), std::mt19937(static_cast<unsigned>(rows)));
+      int64_t width = 0;
+      for (int64_t n : lengths) width = std::max(width, (n + kBlockSize - 1) / kBlockSize);
+      width += 2;
+      std::vector<int64_t> table(static_cast<size_t>(rows * width), 0), slots, positions;
+      size_t next = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = lengths[static_cast<size_t>(r)];
+        for (int64_t b = 0; b < (n + kBlockSize - 1) / kBlockSize; ++b) table[static_cast<size_t>(r * width + b)] = free_blocks[next++];
+        const int64_t last = n - 1;  // this step's token is the row's last
+        slots.push_back(table[static_cast<size_t>(r * width + last / kBlockSize)] * kBlockSize + last % kBlockSize);
+        positions.push_back(last);
+      }
+      ForwardInputs in;
+      in.input_ids = torch::randint(config.vocab_size, {rows, 1}, torch::TensorOptions().dtype(torch::kInt64)).to(torch::kCUDA);
+      in.position_ids = torch::tensor(positions).view({rows, 1}).to(torch::kCUDA);
+      in.cache = &cache;
+      in.cache_slots = torch::tensor(slots).to(torch::kCUDA);
+      in.block_tables = torch::tensor(table).view({rows, width}).to(torch::kCUDA);
+      in.key_lengths = torch::tensor(lengths).to(torch::kCUDA);
+      const auto logits = [&](bool kernels) {
+        const FusedInferenceKernels guard(kernels);
+        return model->forward(in).to(torch::kFloat32).cpu();
+      };
+      const torch::Tensor reference = logits(false);
+      const torch::Tensor with_kernels = logits(true);
+      ASSERT_FALSE(with_kernels.isnan().any().item<bool>()) << rows << " rows";
+      const double error = relative_error(with_kernels, reference);
+      // fp32: the reductions' order only; bf16: a few bf16 steps of the logits (the projections'
+      // outputs and the attention's are rounded to bf16 on both paths, from sums taken in other orders).
+      EXPECT_LE(error, dtype == torch::kFloat32 ? 1e-4 : 3e-2) << rows << " rows, " << c10::toString(dtype);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadLayouts, PagedDecodeStep,
+                         ::testing::Values(HeadLayout{4, 2, 16, 64},       // the golden qwen2 test model
+                                           HeadLayout{14, 2, 64, 896},     // Qwen2-0.5B: 7 query heads per kv head
+                                           HeadLayout{12, 2, 128, 1536},   // Qwen2-1.5B: 6 per kv head, head_dim 128
+                                           HeadLayout{8, 8, 32, 256},      // MHA
+                                           HeadLayout{16, 1, 64, 512},     // MQA with 16 query heads
+                                           HeadLayout{6, 3, 8, 48},        // head_dim 8: one lane per key
+                                           HeadLayout{4, 4, 12, 48}));     // head_dim 12: the attention falls back
+
+// The engine's decode with the kernels and without gives the same greedy tokens at Qwen2-0.5B's
+// head layout, over a prompt long enough that the attention spans several key chunks.
+TEST(PagedDecodeStep, GreedyTokensOfTheEngineAreTheSameWithAndWithoutTheKernels) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine (the gpu label runs on the GPU machine)";
+  ModelConfig config = load_model_config(kModels / "qwen2_gqa2_tied");
+  config.num_attention_heads = 14;
+  config.num_key_value_heads = 2;
+  config.head_dim = 64;
+  config.hidden_size = 896;
+  config.intermediate_size = 1792;
+  config.max_position_embeddings = 4096;
+  CausalLm model(config);
+  init_weights(model, 3);
+  model->to(torch::kCUDA, torch::kFloat32);
+  std::vector<int64_t> prompt(200);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int64_t>((i * 37 + 11) % static_cast<size_t>(config.vocab_size));
+  GenerationOptions options;
+  options.max_new_tokens = 48;
+  options.sampling.temperature = 0;
+  EngineOptions plain, kernels;
+  plain.fused_kernels = false;
+  kernels.fused_kernels = true;
+  const auto a = GenerationEngine(model, plain).run({{prompt, 3, std::nullopt, std::nullopt}}, options);
+  const auto b = GenerationEngine(model, kernels).run({{prompt, 3, std::nullopt, std::nullopt}}, options);
+  ASSERT_EQ(a.sequences.size(), b.sequences.size());
+  for (size_t s = 0; s < a.sequences.size(); ++s) {
+    EXPECT_EQ(a.sequences[s].tokens, b.sequences[s].tokens) << "sample " << s;
+    for (size_t t = 0; t < std::min(a.sequences[s].tokens.size(), b.sequences[s].tokens.size()); ++t) {
+      EXPECT_NEAR(a.sequences[s].model_logprobs[t], b.sequences[s].model_logprobs[t], 1e-4) << "sample " << s << ", token " << t;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace crl::policy
