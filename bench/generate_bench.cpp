@@ -14,7 +14,7 @@
 //      CRL_BENCH_DEVICE  cuda (default when available) or cpu;  CRL_BENCH_DTYPE bf16 (default) or fp32
 //      CRL_BENCH_PROMPT 128, CRL_BENCH_NEW 256;  CRL_BENCH_GROUP 16, CRL_BENCH_GROUP_PROMPT 2048,
 //      CRL_BENCH_GROUP_NEW 1024;  CRL_BENCH_GRAPH 0 = eager;  CRL_BENCH_KV_GB KV budget (16 on CUDA)
-//      CRL_BENCH_FUSED=1: the fused inference kernels (EngineOptions::fused_kernels)
+//      CRL_BENCH_FUSED=0: ATen and cuBLAS only, without crl's inference kernels (EngineOptions::fused_kernels)
 //      CRL_BENCH_HBM_GBPS 4800 (H200);  CRL_BENCH_PROFILE=N: the kernels of one N-token batch-1 run, to stderr
 // Run:  build-gpu/bench/bench_generate --benchmark_format=json
 #include <ATen/CPUGeneratorImpl.h>
@@ -76,7 +76,7 @@ BenchSetup& setup() {
     EngineOptions engine;
     const double default_gb = s->device == "cpu" ? 0.25 : 16;
     engine.kv_cache_bytes = static_cast<int64_t>(std::stod(env_or("CRL_BENCH_KV_GB", std::to_string(default_gb))) * (1 << 30));
-    engine.fused_kernels = env_or("CRL_BENCH_FUSED", "0") == "1";
+    engine.fused_kernels = env_or("CRL_BENCH_FUSED", "1") == "1";
     s->fused = engine.fused_kernels;
     s->engine = std::make_unique<GenerationEngine>(s->model, engine);  // one cache and graph set for every benchmark
   }

@@ -11,12 +11,12 @@
 #       GPU, ONLY= without dist_gpu and bench_allreduce);
 #   tools/gpu-measure.sh baselines            re-measures every level's references at full scale
 #       into level<N>_full_h200.json in the archive (the files in results/baselines).
-#   tools/gpu-measure.sh generate             builds the generation targets, runs the engine's and the
-#       model's GPU tests (transformers at Qwen2-0.5B's shape), then step `generate`: bench_generate
+#   tools/gpu-measure.sh generate             builds the generation targets, runs the inference kernels',
+#       the engine's and the model's GPU tests (transformers at Qwen2-0.5B's shape), then step `generate`: bench_generate
 #       (issue #16's rows, each against the pre-engine static batch) and transformers' generate() on
 #       the same rows, with a kernel profile of an eager batch-1 run, into generate_bench.json
 #       (HF_STATIC=1: also transformers' static compiled cache, up to 180 s more); step
-#       `generate_fused` the crl rows again with the fused inference kernels.
+#       `generate_unfused` the crl rows again without crl's inference kernels (ATen and cuBLAS only).
 #   tools/gpu-measure.sh report               judges the seed data's CUDA programs (jobs/data/seed/cuda.jsonl)
 #       at full scale against the eager reference (step seed_eager) and against the reference
 #       replayed as CUDA graphs (step seed_cuda_graph) into seed_cuda_{eager,cuda_graph}_h200.h5,
@@ -147,14 +147,16 @@ baselines)
   done
   ;;
 generate)
-  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl bench_generate policy_generate_gpu_test policy_model_gpu_test
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl bench_generate policy_generate_gpu_test policy_model_gpu_test \
+    policy_inference_kernels_gpu_test
+  step inference_kernels_gpu 120 "$BUILD_DIR/tests/policy/policy_inference_kernels_gpu_test"
   CRL_GOLDEN_PYTHON=${CRL_GOLDEN_PYTHON:-$(command -v python3)} CRL_QWEN2_0P5B_DIR=/tmp/crl_qwen2_0p5b_golden \
     step generate_gpu 420 "$BUILD_DIR/tests/policy/policy_generate_gpu_test"
   step model_gpu 120 "$BUILD_DIR/tests/policy/policy_model_gpu_test"
   step generate 540 python3 tools/bench/hf_generate.py --out "$LOGS/generate" --bench "$BUILD_DIR/bench/bench_generate" \
     --profile 32 ${HF_STATIC:+--hf-static --static-timeout 180}
-  # The same crl rows with the fused inference kernels (EngineOptions::fused_kernels), for A/B.
-  CRL_BENCH_FUSED=1 step generate_fused 240 python3 tools/bench/hf_generate.py --out "$LOGS/generate_fused" \
+  # The same crl rows without crl's inference kernels (EngineOptions::fused_kernels off), for A/B.
+  CRL_BENCH_FUSED=0 step generate_unfused 240 python3 tools/bench/hf_generate.py --out "$LOGS/generate_unfused" \
     --bench "$BUILD_DIR/bench/bench_generate" --skip-hf --profile 32
   ;;
 report)

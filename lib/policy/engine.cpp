@@ -218,10 +218,8 @@ torch::Tensor GenerationEngine::step_outputs(const torch::Tensor& inputs, int64_
   in.position_ids = inputs.narrow(1, kPosition, 1).contiguous();
   in.cache_slots = inputs.select(1, kWriteSlot).contiguous();
   in.block_tables = inputs.narrow(1, kTableStart, blocks).contiguous();
-  const int64_t key_count = blocks * cache_.block_size;
-  const torch::Tensor key_index = torch::arange(key_count, inputs.options()).view({1, 1, 1, key_count});
-  // Slot j of a row's gathered blocks holds its token j: visible while j < the row's length.
-  in.attention_mask = key_index < inputs.select(1, kLength).view({rows, 1, 1, 1});
+  // Slot j of a row's blocks holds its token j: visible while j < the row's length.
+  in.key_lengths = inputs.select(1, kLength).contiguous();
   in.cache = &cache_;
   const torch::Tensor logits = model_->forward(in).view({rows, -1});
   const SampledTokens s = sample_tokens_with_uniform(logits, sampling, uniform_from_bits(inputs.select(1, kRandomBits)));

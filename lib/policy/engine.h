@@ -39,9 +39,10 @@ struct EngineOptions {
   int64_t kv_cache_bytes = int64_t{1} << 30;  // the paged pool's size (all layers, keys and values)
   int64_t block_size = 16;                    // token slots per block
   int64_t max_running = 256;                  // sequences decoded together at most
-  // Fused RMSNorm, rotary and SiLU-multiply kernels in the engine's forwards on CUDA (model.h,
-  // FusedInferenceKernels). Off by default until measured on the H200 (CRL_BENCH_FUSED=1 there).
-  bool fused_kernels = false;
+  // crl's inference kernels in the engine's forwards on CUDA (model.h, FusedInferenceKernels):
+  // RMSNorm, rotary with the cache write, SiLU-multiply, the projections of <= 8 rows, attention
+  // straight from the paged cache. Off: ATen and cuBLAS ops only (the A/B baseline, CRL_BENCH_FUSED=0).
+  bool fused_kernels = true;
   void validate() const;
 };
 
