@@ -15,17 +15,21 @@
 //      CRL_BENCH_PROMPT 128, CRL_BENCH_NEW 256;  CRL_BENCH_GROUP 16, CRL_BENCH_GROUP_PROMPT 2048,
 //      CRL_BENCH_GROUP_NEW 1024;  CRL_BENCH_GRAPH 0 = eager;  CRL_BENCH_KV_GB KV budget (16 on CUDA)
 //      CRL_BENCH_FUSED=0: ATen and cuBLAS only, without crl's inference kernels (EngineOptions::fused_kernels)
-//      CRL_BENCH_HBM_GBPS 4800 (H200);  CRL_BENCH_PROFILE=N: the kernels of one N-token batch-1 run, to stderr
+//      CRL_BENCH_HBM_GBPS 4800 (H200);  CRL_BENCH_PROFILE=N: the kernels of one eager N-token run per row, to stderr
 // Run:  build-gpu/bench/bench_generate --benchmark_format=json
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "kernel_profile.h"
 #include "static_generate_baseline.h"
@@ -108,6 +112,20 @@ void synchronize(const BenchSetup& s) {
   if (s.device != "cpu") torch::cuda::synchronize();
 }
 
+// CRL_BENCH_PROFILE=N: the kernels of one eager run of `requests` with N new tokens each (its
+// prefill included), to stderr, once per row of the benchmark.
+void profile_eager_run(BenchSetup& s, std::vector<GenerationRequest> requests, const std::string& what) {
+  const int64_t steps = env_int("CRL_BENCH_PROFILE", 0);
+  if (steps <= 0 || s.device == "cpu") return;
+  for (auto& r : requests) r.max_new_tokens = std::min(r.max_new_tokens.value_or(steps), steps);
+  GenerationOptions eager = sampling_options(s, steps);
+  eager.use_cuda_graph = false;
+  std::fprintf(stderr, "Kernels of one eager %s run of %lld decode steps, prefill included (divide by the steps for one step):\n",
+               what.c_str(), static_cast<long long>(steps));
+  s.engine->run(requests, eager);
+  crl::bench::print_kernel_profile(1, [&] { s.engine->run(requests, eager); });
+}
+
 // Times engine runs of `requests`; reports tokens/s, decode tokens/s, prefill and the graph count.
 void time_engine(benchmark::State& state, BenchSetup& s, const std::vector<GenerationRequest>& requests,
                  const GenerationOptions& options, double rows_for_roofline) {
@@ -159,15 +177,9 @@ void BM_Batch(benchmark::State& state) {
   std::vector<GenerationRequest> requests;
   for (const auto& p : prompts) requests.push_back({p, 1, std::nullopt, std::nullopt});
   const GenerationOptions options = sampling_options(s, s.new_tokens);
-  static bool profiled = false;
-  if (const int64_t steps = env_int("CRL_BENCH_PROFILE", 0); steps > 0 && s.device != "cpu" && !profiled && batch == 1) {
-    profiled = true;
-    GenerationOptions eager = sampling_options(s, steps);
-    eager.use_cuda_graph = false;
-    std::fprintf(stderr, "Kernels of one eager batch-1 run of %lld decode steps (divide by the steps for one step):\n",
-                 static_cast<long long>(steps));
-    s.engine->run(requests, eager);
-    crl::bench::print_kernel_profile(1, [&] { s.engine->run(requests, eager); });
+  static std::set<int64_t> profiled;
+  if (profiled.insert(batch).second) {
+    profile_eager_run(s, requests, fmt::format("batch-{}", batch));
   }
   time_engine(state, s, requests, options, static_cast<double>(batch));
 }
@@ -192,6 +204,8 @@ void BM_GroupMixed(benchmark::State& state) {
   std::vector<GenerationRequest> requests;
   int64_t k = 0;
   for (int64_t length : group_lengths(s)) requests.push_back({prompt, 1, k++, length});  // one prompt: one prefill
+  static bool profiled = false;
+  if (!std::exchange(profiled, true)) profile_eager_run(s, requests, "group");
   time_engine(state, s, requests, sampling_options(s, s.group_new), 0);
 }
 

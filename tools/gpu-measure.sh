@@ -16,7 +16,8 @@
 #       (issue #16's rows, each against the pre-engine static batch) and transformers' generate() on
 #       the same rows, with a kernel profile of an eager batch-1 run, into generate_bench.json
 #       (HF_STATIC=1: also transformers' static compiled cache, up to 180 s more); step
-#       `generate_unfused` the crl rows again without crl's inference kernels (ATen and cuBLAS only).
+#       `generate_unfused` the crl rows again without crl's inference kernels (ATen and cuBLAS only), step
+#       `generate_plain_launch` with them but without programmatic dependent launch.
 #   tools/gpu-measure.sh report               judges the seed data's CUDA programs (jobs/data/seed/cuda.jsonl)
 #       at full scale against the eager reference (step seed_eager) and against the reference
 #       replayed as CUDA graphs (step seed_cuda_graph) into seed_cuda_{eager,cuda_graph}_h200.h5,
@@ -157,6 +158,9 @@ generate)
     --profile 32 ${HF_STATIC:+--hf-static --static-timeout 180}
   # The same crl rows without crl's inference kernels (EngineOptions::fused_kernels off), for A/B.
   CRL_BENCH_FUSED=0 step generate_unfused 240 python3 tools/bench/hf_generate.py --out "$LOGS/generate_unfused" \
+    --bench "$BUILD_DIR/bench/bench_generate" --skip-hf --profile 32
+  # With crl's kernels but launched plainly (no programmatic dependent launch), for A/B.
+  CRL_PROGRAMMATIC_LAUNCH=0 step generate_plain_launch 240 python3 tools/bench/hf_generate.py --out "$LOGS/generate_plain_launch" \
     --bench "$BUILD_DIR/bench/bench_generate" --skip-hf --profile 32
   ;;
 report)

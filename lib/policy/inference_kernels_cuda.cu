@@ -4,11 +4,15 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
-
 #include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 
@@ -24,11 +28,41 @@ __device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[
 __device__ __forceinline__ float round_to(const float*, float v) { return v; }
 __device__ __forceinline__ float round_to(const __nv_bfloat16*, float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
+// Programmatic dependent launch (Hopper and later; inference_kernels_cuda.h): a kernel may start
+// while the one before it in the stream still runs. Before wait_for_previous_kernel() it reads only
+// what that kernel cannot be writing (weights; the block tables; keys of earlier steps); after it,
+// everything the previous kernels wrote is visible. let_next_kernel_start() right after the wait lets
+// the next kernel's blocks begin their own prologue, so every kernel before the previous one has
+// finished whenever a prologue runs.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void let_next_kernel_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+// Both at a kernel's start: one with no prologue.
+__device__ __forceinline__ void start_after_previous_kernel() {
+  wait_for_previous_kernel();
+  let_next_kernel_start();
+}
+
+// silu_mul's value: to_dtype(silu(g)) * u, rounded as the ATen ops round (silu in fp32).
+template <typename T>
+__device__ __forceinline__ float silu_mul_value(const T* out, float g, float u) {
+  const float silu = round_to(out, __fdiv_rn(g, __fadd_rn(1.0f, expf(-g))));
+  return round_to(out, __fmul_rn(silu, u));
+}
+
 constexpr int kNormThreads = 256;
 
 // With delta (add_rms_norm): the row of x + delta, rounded, is written to residual and normalised.
 template <typename T>
 __global__ void rms_norm_kernel(const T* x, const T* delta, T* residual, const T* weight, T* out, int64_t hidden, float eps) {
+  start_after_previous_kernel();
   const int64_t row = blockIdx.x;
   const T* in = x + row * hidden;
   float sum = 0.f;
@@ -66,6 +100,7 @@ __global__ void rms_norm_kernel(const T* x, const T* delta, T* residual, const T
 
 template <typename T>
 __global__ void rotary_kernel(const T* x, const T* cos, const T* sin, T* out, int64_t total, int64_t heads, int64_t dim) {
+  start_after_previous_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t d = i % dim;
@@ -82,6 +117,7 @@ template <typename T>
 __global__ void rotary_qkv_kernel(const T* q, const T* k, const T* v, const T* cos, const T* sin, T* q_out, T* k_out,
                                   const int64_t* slots, T* cache_k, T* cache_v, int64_t total, int64_t heads, int64_t kv_heads,
                                   int64_t dim) {
+  start_after_previous_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t q_width = heads * dim, kv_width = kv_heads * dim;
@@ -139,14 +175,70 @@ struct Segments {
 };
 
 constexpr int kLinearWarps = 4;
+// Weight loads per lane issued before the wait for the previous kernel (16 bytes each): k up to
+// 2,048 per warp of a column, all of Qwen2-0.5B's rows. Longer rows load the rest afterwards.
+constexpr int kPrefetchLoads = 8;
+
+// Eight values as loaded (16 bytes of bf16, 32 of fp32), converted to float when used.
+template <typename T>
+struct Pack8;
+template <>
+struct Pack8<float> {
+  float4 a, b;
+};
+template <>
+struct Pack8<__nv_bfloat16> {
+  uint4 raw;
+};
+__device__ __forceinline__ Pack8<float> load_pack(const float* p) {
+  return {reinterpret_cast<const float4*>(p)[0], reinterpret_cast<const float4*>(p)[1]};
+}
+__device__ __forceinline__ Pack8<__nv_bfloat16> load_pack(const __nv_bfloat16* p) { return {*reinterpret_cast<const uint4*>(p)}; }
+__device__ __forceinline__ void unpack(const Pack8<float>& v, float (&out)[8]) {
+  out[0] = v.a.x, out[1] = v.a.y, out[2] = v.a.z, out[3] = v.a.w, out[4] = v.b.x, out[5] = v.b.y, out[6] = v.b.z, out[7] = v.b.w;
+}
+__device__ __forceinline__ void unpack(const Pack8<__nv_bfloat16>& v, float (&out)[8]) {
+  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&v.raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(pairs[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+// acc[m] += w . x[m, k0 .. k0+7] for the rows; Gated: x is silu_mul(x, x_up), as silu_mul_kernel
+// writes it (the down projection reads the MLP's gate and up outputs without a kernel between).
+template <typename T, int MaxRows, bool Gated>
+__device__ __forceinline__ void accumulate8(const float (&wv)[8], const T* __restrict__ x, const T* __restrict__ x_up, int rows,
+                                            int64_t k, int64_t k0, float (&acc)[MaxRows]) {
+#pragma unroll
+  for (int m = 0; m < MaxRows; ++m) {
+    if (m < rows) {
+      float xv[8];
+      load8(x + m * k + k0, xv);
+      if constexpr (Gated) {
+        float uv[8];
+        load8(x_up + m * k + k0, uv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xv[j] = silu_mul_value(x, xv[j], uv[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[m] = fmaf(wv[j], xv[j], acc[m]);
+    }
+  }
+}
 
 // One output column (a weight row) per `warps_per_column` warps: their lanes stride over k eight
 // values at a time, each weight value read once for all `rows` rows of x; a warp sum, then (split
 // k) the column's warps' sums in a fixed order. Long rows (down_proj's k = 4864) are split so that a
-// layer with few columns still has enough loads in flight to reach the memory's bandwidth.
-template <typename T, int MaxRows>
-__global__ void __launch_bounds__(kLinearWarps * 32) small_rows_linear_kernel(Segments<T> s, const T* __restrict__ x, int rows,
-                                                                              int64_t k, int warps_per_column) {
+// layer with few columns still has enough loads in flight to reach the memory's bandwidth. The
+// weights are loaded before the wait for the previous kernel (they are not written during a
+// forward), so their memory round trip overlaps that kernel's end.
+template <typename T, int MaxRows, bool Gated>
+__global__ void __launch_bounds__(kLinearWarps * 32) small_rows_linear_kernel(Segments<T> s, const T* __restrict__ x,
+                                                                              const T* __restrict__ x_up, int rows, int64_t k,
+                                                                              int warps_per_column) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int part = warp % warps_per_column;
   int64_t column = static_cast<int64_t>(blockIdx.x) * (kLinearWarps / warps_per_column) + warp / warps_per_column;
@@ -165,24 +257,31 @@ __global__ void __launch_bounds__(kLinearWarps * 32) small_rows_linear_kernel(Se
     }
   }
   const bool active = weight != nullptr;
+  const T* __restrict__ w = active ? weight + column * k : nullptr;
+  const int64_t first = (part * 32 + lane) * 8, stride = 256 * static_cast<int64_t>(warps_per_column);
+  Pack8<T> prefetched[kPrefetchLoads];
+#pragma unroll
+  for (int c = 0; c < kPrefetchLoads; ++c) {
+    if (active && first + c * stride < k) prefetched[c] = load_pack(w + first + c * stride);
+  }
+  wait_for_previous_kernel();
+  let_next_kernel_start();
   float acc[MaxRows];
 #pragma unroll
   for (int m = 0; m < MaxRows; ++m) acc[m] = 0.f;
   if (active) {
-    const T* __restrict__ w = weight + column * k;
-#pragma unroll 4
-    for (int64_t k0 = (part * 32 + lane) * 8; k0 < k; k0 += 256 * warps_per_column) {
+#pragma unroll
+    for (int c = 0; c < kPrefetchLoads; ++c) {
+      if (first + c * stride < k) {
+        float wv[8];
+        unpack(prefetched[c], wv);
+        accumulate8<T, MaxRows, Gated>(wv, x, x_up, rows, k, first + c * stride, acc);
+      }
+    }
+    for (int64_t k0 = first + kPrefetchLoads * stride; k0 < k; k0 += stride) {
       float wv[8];
       load8(w + k0, wv);
-#pragma unroll
-      for (int m = 0; m < MaxRows; ++m) {
-        if (m < rows) {
-          float xv[8];
-          load8(x + m * k + k0, xv);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[m] = fmaf(wv[j], xv[j], acc[m]);
-        }
-      }
+      accumulate8<T, MaxRows, Gated>(wv, x, x_up, rows, k, k0, acc);
     }
   }
 #pragma unroll
@@ -246,6 +345,8 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_chunk_kerne
   const int key_group = threadIdx.x / lanes, sub = threadIdx.x % lanes;
   const int key_groups = kAttentionThreads / lanes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Before the wait: the tables, the lengths and the keys of earlier steps (header: the kernel
+  // before this one writes only this step's key, each row's last).
   const int64_t length = lengths[b];
   const int64_t j0 = static_cast<int64_t>(split) * 2 * key_groups + key_group;
   const int64_t j1 = j0 + key_groups;
@@ -256,8 +357,13 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_chunk_kerne
     return (slot * kv_heads + kv_head) * dim + sub * 8;
   };
   const int64_t offset0 = valid0 ? offset_of(j0) : 0, offset1 = valid1 ? offset_of(j1) : 0;
-  if (valid0) load8(cache_k + offset0, k0), load8(cache_v + offset0, v0);
-  if (valid1) load8(cache_k + offset1, k1), load8(cache_v + offset1, v1);
+  const bool current0 = j0 == length - 1, current1 = j1 == length - 1;
+  if (valid0 && !current0) load8(cache_k + offset0, k0), load8(cache_v + offset0, v0);
+  if (valid1 && !current1) load8(cache_k + offset1, k1), load8(cache_v + offset1, v1);
+  wait_for_previous_kernel();
+  let_next_kernel_start();
+  if (current0) load8(cache_k + offset0, k0), load8(cache_v + offset0, v0);
+  if (current1) load8(cache_k + offset1, k1), load8(cache_v + offset1, v1);
   float* values = shared;
   float* maxima = shared + kAttentionWarps * group_size * dim;
   float* sums = maxima + kAttentionWarps * group_size;
@@ -316,6 +422,7 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_chunk_kerne
 // Merges the chunks of one (row, query head): out = sum_c values_c e^(max_c - M) / sum_c sum_c e^(max_c - M).
 template <typename T>
 __global__ void paged_attention_merge_kernel(const float* __restrict__ workspace, T* out, int dim, int splits) {
+  start_after_previous_kernel();
   const int64_t row_head = blockIdx.x;
   const float* chunks = workspace + row_head * splits * (dim + 2);
   float top = -INFINITY;
@@ -335,55 +442,92 @@ __global__ void paged_attention_merge_kernel(const float* __restrict__ workspace
 
 template <typename T>
 __global__ void silu_mul_kernel(const T* gate, const T* up, T* out, int64_t n) {
+  start_after_previous_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float g = load(gate, i);
-  const float silu = round_to(out, __fdiv_rn(g, __fadd_rn(1.0f, expf(-g))));
-  store(out, i, __fmul_rn(silu, load(up, i)));
-}
-
-// A failed launch, as every CUDA error in crl: an ApiError naming the call, rank and host
-// (compile/cuda_check.h's macro is the same, but policy sits below compile).
-void check(const char* what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) {
-    ::crl::throw_api_error("CUDA", what, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e), __FILE__, __LINE__);
-  }
+  store(out, i, silu_mul_value(out, load(gate, i), load(up, i)));
 }
 
 unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
+// Whether kernels launch as programmatic dependent launches (set_programmatic_launch), and the
+// compute capability major of each device (0: not asked yet).
+std::atomic<bool> programmatic_launch_on{[] {
+  const char* v = std::getenv("CRL_PROGRAMMATIC_LAUNCH");
+  return v == nullptr || std::string(v) != "0";
+}()};
+std::array<std::atomic<int>, 64> major_of_device{};
+
+bool programmatic_launch() {
+  if (!programmatic_launch_on.load(std::memory_order_relaxed)) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= static_cast<int>(major_of_device.size())) return false;
+  if (major_of_device[device].load(std::memory_order_relaxed) == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+    major_of_device[device].store(std::max(major, 1), std::memory_order_relaxed);
+  }
+  return major_of_device[device].load(std::memory_order_relaxed) >= 9;
+}
+
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), as a programmatic dependent launch where
+// it applies. A failed launch is an ApiError naming `what`, the rank and host, as every CUDA error in
+// crl (compile/cuda_check.h's macro is the same, but policy sits below compile).
+template <typename... Params, typename... Args>
+void launch(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+            Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = programmatic_launch() ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // a launch error is not sticky: clear it so later calls do not report it again
+    ::crl::throw_api_error("CUDA", what, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e), __FILE__, __LINE__);
+  }
+}
+
+// f(null pointer of the element type): float or __nv_bfloat16.
+template <typename F>
+void with_element_type(ElementType type, F&& f) {
+  if (type == ElementType::f32) {
+    f(static_cast<float*>(nullptr));
+  } else {
+    f(static_cast<__nv_bfloat16*>(nullptr));
+  }
+}
+
 }  // namespace
+
+void set_programmatic_launch(bool on) { programmatic_launch_on.store(on); }
+bool programmatic_launch_allowed() { return programmatic_launch_on.load(); }
 
 void rms_norm(ElementType type, const void* x, const void* weight, void* out, int64_t rows, int64_t hidden, double eps,
               cudaStream_t stream) {
   if (rows == 0) return;
-  const float e = static_cast<float>(eps);
-  if (type == ElementType::f32) {
-    rms_norm_kernel<float><<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(
-        static_cast<const float*>(x), nullptr, nullptr, static_cast<const float*>(weight), static_cast<float*>(out), hidden, e);
-  } else {
-    rms_norm_kernel<__nv_bfloat16><<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(x), nullptr, nullptr, static_cast<const __nv_bfloat16*>(weight),
-        static_cast<__nv_bfloat16*>(out), hidden, e);
-  }
-  check("rms_norm kernel");
+  with_element_type(type, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    launch("rms_norm kernel", rms_norm_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, stream,
+           static_cast<const T*>(x), static_cast<const T*>(nullptr), static_cast<T*>(nullptr), static_cast<const T*>(weight),
+           static_cast<T*>(out), hidden, static_cast<float>(eps));
+  });
 }
 
 void add_rms_norm(ElementType type, const void* x, const void* delta, const void* weight, void* sum, void* out, int64_t rows,
                   int64_t hidden, double eps, cudaStream_t stream) {
   if (rows == 0) return;
-  const float e = static_cast<float>(eps);
-  if (type == ElementType::f32) {
-    rms_norm_kernel<float><<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(
-        static_cast<const float*>(x), static_cast<const float*>(delta), static_cast<float*>(sum), static_cast<const float*>(weight),
-        static_cast<float*>(out), hidden, e);
-  } else {
-    rms_norm_kernel<__nv_bfloat16><<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(delta), static_cast<__nv_bfloat16*>(sum),
-        static_cast<const __nv_bfloat16*>(weight), static_cast<__nv_bfloat16*>(out), hidden, e);
-  }
-  check("add_rms_norm kernel");
+  with_element_type(type, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    launch("add_rms_norm kernel", rms_norm_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, stream,
+           static_cast<const T*>(x), static_cast<const T*>(delta), static_cast<T*>(sum), static_cast<const T*>(weight),
+           static_cast<T*>(out), hidden, static_cast<float>(eps));
+  });
 }
 
 void rotary(ElementType type, const void* x, const void* cos, const void* sin, void* out, int64_t batch, int64_t steps,
@@ -391,16 +535,11 @@ void rotary(ElementType type, const void* x, const void* cos, const void* sin, v
   const int64_t total = batch * steps * heads * dim;
   if (total == 0) return;
   constexpr int threads = 256;
-  if (type == ElementType::f32) {
-    rotary_kernel<float><<<blocks_for(total, threads), threads, 0, stream>>>(
-        static_cast<const float*>(x), static_cast<const float*>(cos), static_cast<const float*>(sin), static_cast<float*>(out),
-        total, heads, dim);
-  } else {
-    rotary_kernel<__nv_bfloat16><<<blocks_for(total, threads), threads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(cos), static_cast<const __nv_bfloat16*>(sin),
-        static_cast<__nv_bfloat16*>(out), total, heads, dim);
-  }
-  check("rotary kernel");
+  with_element_type(type, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    launch("rotary kernel", rotary_kernel<T>, dim3(blocks_for(total, threads)), dim3(threads), 0, stream, static_cast<const T*>(x),
+           static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(out), total, heads, dim);
+  });
 }
 
 void rotary_qkv(ElementType type, const void* q, const void* k, const void* v, const void* cos, const void* sin, void* q_out,
@@ -409,24 +548,19 @@ void rotary_qkv(ElementType type, const void* q, const void* k, const void* v, c
   const int64_t total = tokens * (heads + 2 * kv_heads) * dim;
   if (total == 0) return;
   constexpr int threads = 256;
-  const auto launch = [&](auto* typed) {
+  with_element_type(type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
-    rotary_qkv_kernel<T><<<blocks_for(total, threads), threads, 0, stream>>>(
-        static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(cos),
-        static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(k_out), slots, static_cast<T*>(cache_k),
-        static_cast<T*>(cache_v), total, heads, kv_heads, dim);
-  };
-  if (type == ElementType::f32) {
-    launch(static_cast<float*>(nullptr));
-  } else {
-    launch(static_cast<__nv_bfloat16*>(nullptr));
-  }
-  check("rotary_qkv kernel");
+    launch("rotary_qkv kernel", rotary_qkv_kernel<T>, dim3(blocks_for(total, threads)), dim3(threads), 0, stream,
+           static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), static_cast<const T*>(cos),
+           static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(k_out), slots, static_cast<T*>(cache_k),
+           static_cast<T*>(cache_v), total, heads, kv_heads, dim);
+  });
 }
 
-bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count) {
+bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count, const void* x_up) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (rows < 1 || rows > kMaxLinearRows || k < 8 || k % 8 != 0 || count < 1 || count > kMaxLinearSegments || !aligned(x)) {
+  if (rows < 1 || rows > kMaxLinearRows || k < 8 || k % 8 != 0 || count < 1 || count > kMaxLinearSegments || !aligned(x) ||
+      !aligned(x_up)) {
     return false;
   }
   for (int i = 0; i < count; ++i) {
@@ -436,13 +570,15 @@ bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const Linear
 }
 
 void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment* segments, int count,
-                       cudaStream_t stream) {
-  if (!small_rows_linear_fits(rows, k, x, segments, count)) throw Error("small_rows_linear: shapes or alignment it does not take");
+                       cudaStream_t stream, const void* x_up) {
+  if (!small_rows_linear_fits(rows, k, x, segments, count, x_up)) {
+    throw Error("small_rows_linear: shapes or alignment it does not take");
+  }
   int64_t columns = 0;
   for (int i = 0; i < count; ++i) columns += segments[i].n;
   const int warps_per_column = k >= 4096 ? 4 : k >= 2048 ? 2 : 1;
-  const unsigned grid = blocks_for(columns, kLinearWarps / warps_per_column);
-  const auto launch = [&](auto* typed) {
+  const dim3 grid(blocks_for(columns, kLinearWarps / warps_per_column));
+  with_element_type(type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     Segments<T> s{};
     s.count = count;
@@ -452,24 +588,28 @@ void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k,
       s.out[i] = static_cast<T*>(segments[i].out);
       s.n[i] = segments[i].n;
     }
-    const T* in = static_cast<const T*>(x);
-    const int r = static_cast<int>(rows);
-    if (rows <= 1) {
-      small_rows_linear_kernel<T, 1><<<grid, kLinearWarps * 32, 0, stream>>>(s, in, r, k, warps_per_column);
-    } else if (rows <= 2) {
-      small_rows_linear_kernel<T, 2><<<grid, kLinearWarps * 32, 0, stream>>>(s, in, r, k, warps_per_column);
-    } else if (rows <= 4) {
-      small_rows_linear_kernel<T, 4><<<grid, kLinearWarps * 32, 0, stream>>>(s, in, r, k, warps_per_column);
+    const auto run = [&](auto kernel) {
+      launch("small_rows_linear kernel", kernel, grid, dim3(kLinearWarps * 32), 0, stream, s, static_cast<const T*>(x),
+             static_cast<const T*>(x_up), static_cast<int>(rows), k, warps_per_column);
+    };
+    const auto by_rows = [&](auto gated) {
+      constexpr bool G = decltype(gated)::value;
+      if (rows <= 1) {
+        run(small_rows_linear_kernel<T, 1, G>);
+      } else if (rows <= 2) {
+        run(small_rows_linear_kernel<T, 2, G>);
+      } else if (rows <= 4) {
+        run(small_rows_linear_kernel<T, 4, G>);
+      } else {
+        run(small_rows_linear_kernel<T, 8, G>);
+      }
+    };
+    if (x_up != nullptr) {
+      by_rows(std::true_type{});
     } else {
-      small_rows_linear_kernel<T, 8><<<grid, kLinearWarps * 32, 0, stream>>>(s, in, r, k, warps_per_column);
+      by_rows(std::false_type{});
     }
-  };
-  if (type == ElementType::f32) {
-    launch(static_cast<float*>(nullptr));
-  } else {
-    launch(static_cast<__nv_bfloat16*>(nullptr));
-  }
-  check("small_rows_linear kernel");
+  });
 }
 
 bool paged_attention_fits(int64_t heads, int64_t kv_heads, int64_t dim) {
@@ -494,16 +634,16 @@ void paged_decode_attention(ElementType type, const void* q, const void* cache_k
   if (batch == 0) return;
   const int64_t chunk_keys = paged_attention_chunk_keys(dim);
   const int64_t splits = (blocks * block_size + chunk_keys - 1) / chunk_keys;
-  const size_t shared_bytes = sizeof(float) * static_cast<size_t>(kAttentionWarps * (heads / kv_heads) * (dim + 2));
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads), static_cast<unsigned>(batch));
   const int64_t group_size = heads / kv_heads;
-  const auto launch = [&](auto* typed) {
+  const size_t shared_bytes = sizeof(float) * static_cast<size_t>(kAttentionWarps * group_size * (dim + 2));
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads), static_cast<unsigned>(batch));
+  with_element_type(type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     const auto chunk = [&](auto kernel) {
-      kernel<<<grid, kAttentionThreads, shared_bytes, stream>>>(static_cast<const T*>(q), static_cast<const T*>(cache_k),
-                                                     static_cast<const T*>(cache_v), block_tables, lengths, workspace,
-                                                     static_cast<int>(heads), static_cast<int>(kv_heads), static_cast<int>(dim),
-                                                     blocks, block_size, scale, static_cast<int>(splits));
+      launch("paged attention kernel", kernel, grid, dim3(kAttentionThreads), shared_bytes, stream, static_cast<const T*>(q),
+             static_cast<const T*>(cache_k), static_cast<const T*>(cache_v), block_tables, lengths, workspace,
+             static_cast<int>(heads), static_cast<int>(kv_heads), static_cast<int>(dim), blocks, block_size, scale,
+             static_cast<int>(splits));
     };
     if (group_size <= 1) {
       chunk(paged_attention_chunk_kernel<T, 1>);
@@ -516,29 +656,19 @@ void paged_decode_attention(ElementType type, const void* q, const void* cache_k
     } else {
       chunk(paged_attention_chunk_kernel<T, 16>);
     }
-    check("paged attention kernel");
-    paged_attention_merge_kernel<T><<<static_cast<unsigned>(batch * heads), 64, 0, stream>>>(workspace, static_cast<T*>(out),
-                                                                                        static_cast<int>(dim), static_cast<int>(splits));
-  };
-  if (type == ElementType::f32) {
-    launch(static_cast<float*>(nullptr));
-  } else {
-    launch(static_cast<__nv_bfloat16*>(nullptr));
-  }
-  check("paged attention merge kernel");
+    launch("paged attention merge kernel", paged_attention_merge_kernel<T>, dim3(static_cast<unsigned>(batch * heads)), dim3(64),
+           0, stream, static_cast<const float*>(workspace), static_cast<T*>(out), static_cast<int>(dim), static_cast<int>(splits));
+  });
 }
 
 void silu_mul(ElementType type, const void* gate, const void* up, void* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   constexpr int threads = 256;
-  if (type == ElementType::f32) {
-    silu_mul_kernel<float><<<blocks_for(n, threads), threads, 0, stream>>>(
-        static_cast<const float*>(gate), static_cast<const float*>(up), static_cast<float*>(out), n);
-  } else {
-    silu_mul_kernel<__nv_bfloat16><<<blocks_for(n, threads), threads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(gate), static_cast<const __nv_bfloat16*>(up), static_cast<__nv_bfloat16*>(out), n);
-  }
-  check("silu_mul kernel");
+  with_element_type(type, [&](auto* typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    launch("silu_mul kernel", silu_mul_kernel<T>, dim3(blocks_for(n, threads)), dim3(threads), 0, stream,
+           static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
+  });
 }
 
 }  // namespace crl::policy::cuda

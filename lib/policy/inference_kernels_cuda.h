@@ -6,6 +6,13 @@
 // to it; products and sums are never fused into FMAs). The reductions (RMSNorm's sum of squares,
 // the projections' and the attention's dot products) accumulate in fp32 in their own order, as
 // cuBLAS and SDPA do in theirs. A plain C++ interface: the .cu file compiles without LibTorch headers.
+//
+// On compute capability 9 and later the kernels launch as programmatic dependent launches: each may
+// start while the kernel before it finishes, reading what that kernel does not write (weights, block
+// tables) before it waits for it, so a decode step's ~250 kernels do not each pay a launch latency
+// and a cold memory round trip. Every kernel before the previous one has finished when a prologue
+// runs. CRL_PROGRAMMATIC_LAUNCH=0 (or set_programmatic_launch(false)) launches them plainly: the
+// A/B switch, and the results are the same bits either way.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,6 +22,11 @@
 namespace crl::policy::cuda {
 
 enum class ElementType { f32, bf16 };
+
+// Programmatic dependent launch on or off for the kernels launched after the call (any thread);
+// on by default where the GPU has it, off when CRL_PROGRAMMATIC_LAUNCH=0.
+void set_programmatic_launch(bool on);
+bool programmatic_launch_allowed();
 
 // out[r, :] = weight * to_dtype(float(x[r, :]) * rsqrt(mean(float(x[r, :])^2) + eps)), rows x hidden,
 // contiguous; weight [hidden] in the same type.
@@ -50,9 +62,12 @@ constexpr int64_t kMaxLinearRows = 8;
 // The projections of x by up to kMaxLinearSegments weights in one launch, for rows <= kMaxLinearRows
 // (decoding: the weights are read once, with 16-byte loads). Needs k % 8 == 0 and 16-byte aligned
 // pointers (small_rows_linear_fits); fp32 accumulation, bias added before the one rounding.
-bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count);
+// x_up (not null): the input is silu_mul(x, x_up) (the MLP's gate and up outputs, [rows, k] each),
+// computed as silu_mul() rounds it, with no kernel and no tensor between.
+bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count,
+                            const void* x_up = nullptr);
 void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment* segments, int count,
-                       cudaStream_t stream);
+                       cudaStream_t stream, const void* x_up = nullptr);
 
 // Attention of one decode step over the paged cache: q [B, H, D] (rotated), the cache pools
 // [*, KVH, D], block_tables [B, blocks] (row b's token j in slot table[j / block_size] * block_size
@@ -61,6 +76,8 @@ void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k,
 // (32 at D = 64), each chunk one thread block that reads its keys in one memory round trip, and the
 // chunks are merged by a second kernel (flash-decoding), so a short sequence costs a round trip and
 // a long one at batch 1 still fills the GPU. workspace: paged_attention_workspace_floats() floats.
+// The tables, the lengths and every row's keys but its last (this step's) may be read before the
+// kernel before this one in the stream has finished: that kernel must not write them.
 bool paged_attention_fits(int64_t heads, int64_t kv_heads, int64_t dim);
 int64_t paged_attention_chunk_keys(int64_t dim);
 int64_t paged_attention_workspace_floats(int64_t batch, int64_t heads, int64_t dim, int64_t key_count);

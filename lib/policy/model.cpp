@@ -125,10 +125,19 @@ namespace {
 // The projections of x [..., k] by `linears`, with their LoRA branches, the weights read in one
 // launch of the small-rows kernel, where it applies (fused kernels on, no autograd, CUDA, one dtype,
 // at most kMaxLinearRows rows, aligned); empty where it does not (the caller projects as usual).
+// With x_up, the input is silu(x) * x_up (the MLP's down projection, no LoRA branch: a branch would
+// need that product as a tensor).
 using NamedLinear = std::pair<const char*, torch::nn::Linear*>;
-std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const torch::Tensor& x, std::initializer_list<NamedLinear> linears) {
+std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const torch::Tensor& x, std::initializer_list<NamedLinear> linears,
+                                                  const torch::Tensor* x_up = nullptr) {
 #ifdef CRL_HAVE_CUDA
   if (!use_fused({&x}) || x.dim() < 1) return {};
+  if (x_up != nullptr) {
+    if (!use_fused({&x, x_up}) || x_up->sizes() != x.sizes()) return {};
+    for (const auto& [name, linear] : linears) {
+      if (lora.branches.contains(name)) return {};
+    }
+  }
   const int64_t k = x.size(-1);
   const int64_t rows = k > 0 ? x.numel() / k : 0;
   if (rows < 1 || rows > cuda::kMaxLinearRows) return {};
@@ -144,8 +153,9 @@ std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const t
     segments.push_back({weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr, outputs.back().data_ptr(), weight.size(0)});
   }
   const int count = static_cast<int>(segments.size());
-  if (!cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments.data(), count)) return {};
-  cuda::small_rows_linear(element_type(x), x.data_ptr(), rows, k, segments.data(), count, stream_of(x));
+  const void* up = x_up != nullptr ? x_up->data_ptr() : nullptr;
+  if (!cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments.data(), count, up)) return {};
+  cuda::small_rows_linear(element_type(x), x.data_ptr(), rows, k, segments.data(), count, stream_of(x), up);
   size_t i = 0;
   for (const auto& [name, linear] : linears) {
     outputs[i] = lora.with_branch(name, outputs[i], x, /*training=*/false);
@@ -156,6 +166,7 @@ std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const t
   (void)lora;
   (void)x;
   (void)linears;
+  (void)x_up;
   return {};
 #endif
 }
@@ -328,6 +339,8 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
     if (auto p = small_rows_projections(lora, hidden, {{"down_proj", &down_proj}}); !p.empty()) return p[0];
     return lora.project("down_proj", down_proj, hidden, training);
   };
+  // silu(gate) * up read by the down projection's kernel itself, where it can.
+  if (auto p = small_rows_projections(lora, gate, {{"down_proj", &down_proj}}, &up); !p.empty()) return p[0];
 #ifdef CRL_HAVE_CUDA
   if (use_fused({&gate, &up})) {
     torch::Tensor hidden = torch::empty_like(gate);

@@ -2,7 +2,8 @@
 // forward on the GPU: one decode step over a paged cache whose blocks are scattered, for head
 // layouts from MHA to 16 query heads per kv head, head_dim 8 to 128 (and 12, which the attention
 // kernel does not take: the fallback), sequences from 1 key to several key chunks, 1 to 12 rows (the
-// small-rows projections up to 8, cuBLAS beyond), fp32 and bf16.
+// small-rows projections up to 8, cuBLAS beyond; the down projection reading silu(gate) * up
+// itself), fp32 and bf16; and programmatic dependent launch on and off.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -15,6 +16,7 @@
 
 #include "policy/config.h"
 #include "policy/engine.h"
+#include "policy/inference_kernels_cuda.h"
 #include "policy/kv_cache.h"
 #include "policy/model.h"
 
@@ -111,7 +113,10 @@ INSTANTIATE_TEST_SUITE_P(HeadLayouts, PagedDecodeStep,
                                            HeadLayout{8, 8, 32, 256},      // MHA
                                            HeadLayout{16, 1, 64, 512},     // MQA with 16 query heads
                                            HeadLayout{6, 3, 8, 48},        // head_dim 8: one lane per key
-                                           HeadLayout{4, 4, 12, 48}));     // head_dim 12: the attention falls back
+                                           HeadLayout{4, 4, 12, 48},       // head_dim 12: the attention falls back
+                                           // down_proj's rows of 9216 exceed what the projection kernel
+                                           // loads before its wait (8192 with 4 warps per column)
+                                           HeadLayout{16, 2, 128, 3072}));
 
 // The engine's decode with the kernels and without gives the same greedy tokens at Qwen2-0.5B's
 // head layout, over a prompt long enough that the attention spans several key chunks.
@@ -143,6 +148,45 @@ TEST(PagedDecodeStep, GreedyTokensOfTheEngineAreTheSameWithAndWithoutTheKernels)
     for (size_t t = 0; t < std::min(a.sequences[s].tokens.size(), b.sequences[s].tokens.size()); ++t) {
       EXPECT_NEAR(a.sequences[s].model_logprobs[t], b.sequences[s].model_logprobs[t], 1e-4) << "sample " << s << ", token " << t;
     }
+  }
+}
+
+// Programmatic dependent launch changes when a kernel may start, never what it computes: sampled
+// tokens and their log-probabilities are the same bits with it and without, in bf16 through the
+// CUDA graphs, at Qwen2-0.5B's layer shapes (down_proj split over 4 warps per column).
+TEST(PagedDecodeStep, SampledTokensAreTheSameBitsWithAndWithoutProgrammaticLaunch) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine (the gpu label runs on the GPU machine)";
+  ModelConfig config = load_model_config(kModels / "qwen2_gqa2_tied");
+  config.num_attention_heads = 14;
+  config.num_key_value_heads = 2;
+  config.head_dim = 64;
+  config.hidden_size = 896;
+  config.intermediate_size = 4864;
+  config.max_position_embeddings = 4096;
+  CausalLm model(config);
+  init_weights(model, 5);
+  model->to(torch::kCUDA, torch::kBFloat16);
+  std::vector<int64_t> prompt(150);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int64_t>((i * 53 + 7) % static_cast<size_t>(config.vocab_size));
+  GenerationOptions options;
+  options.max_new_tokens = 40;
+  options.sampling.temperature = 1.0;
+  options.sampling.seed = 17;
+  const bool before = cuda::programmatic_launch_allowed();
+  const auto run = [&](bool programmatic) {
+    cuda::set_programmatic_launch(programmatic);
+    GenerationEngine engine(model, EngineOptions{});
+    return engine.run({{prompt, 6, std::nullopt, std::nullopt}}, options);
+  };
+  const GenerationResult a = run(false);
+  const GenerationResult b = run(true);
+  cuda::set_programmatic_launch(before);
+  EXPECT_TRUE(a.used_cuda_graph && b.used_cuda_graph);
+  ASSERT_EQ(a.sequences.size(), 6u);
+  ASSERT_EQ(a.sequences.size(), b.sequences.size());
+  for (size_t s = 0; s < a.sequences.size(); ++s) {
+    EXPECT_EQ(a.sequences[s].tokens, b.sequences[s].tokens) << "sample " << s;
+    EXPECT_EQ(a.sequences[s].logprobs, b.sequences[s].logprobs) << "sample " << s;
   }
 }
 
