@@ -16,6 +16,7 @@
 //      CRL_BENCH_GROUP_NEW 1024;  CRL_BENCH_GRAPH 0 = eager;  CRL_BENCH_KV_GB KV budget (16 on CUDA)
 //      CRL_BENCH_FUSED=0: ATen and cuBLAS only, without crl's inference kernels (EngineOptions::fused_kernels)
 //      CRL_BENCH_HBM_GBPS 4800 (H200);  CRL_BENCH_PROFILE=N: the kernels of one eager N-token run per row, to stderr
+//  BM_Projection: one decode projection, crl's small-rows kernel against cuBLAS, per row count.
 // Run:  build-gpu/bench/bench_generate --benchmark_format=json
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
@@ -24,6 +25,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -35,6 +37,11 @@
 #include "static_generate_baseline.h"
 #include "policy/engine.h"
 #include "policy/generate.h"
+#ifdef CRL_HAVE_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "policy/inference_kernels_cuda.h"
+#endif
 #include "policy/model.h"
 
 namespace {
@@ -216,6 +223,67 @@ void BM_GroupMixedBaseline(benchmark::State& state) {
   for (int64_t length : group_lengths(s)) useful += static_cast<double>(length);
   time_baseline(state, s, std::vector<std::vector<int64_t>>(static_cast<size_t>(s.group), prompt), s.group_new, useful);
 }
+
+#ifdef CRL_HAVE_CUDA
+// One decode projection at Qwen2-0.5B's shapes (bf16), crl's small-rows kernel against cuBLAS
+// (at::linear per weight; the down projection after silu_mul): microseconds per call and the
+// weights' bytes per second. Args: rows, shape (0 q/k/v, 1 o, 2 gate/up, 3 down), 1 = crl's kernel.
+void BM_Projection(benchmark::State& state) {
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t rows = state.range(0), shape = state.range(1);
+  const bool crl_kernel = state.range(2) == 1;
+  struct Shape {
+    int64_t k;
+    std::vector<int64_t> n;
+    bool gated;
+  };
+  const Shape shapes[] = {{896, {896, 128, 128}, false}, {896, {896}, false}, {896, {4864, 4864}, false}, {4864, {896}, true}};
+  const Shape& sh = shapes[shape];
+  const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  const torch::Tensor x = torch::randn({rows, sh.k}, options), up = torch::randn({rows, sh.k}, options);
+  std::vector<torch::Tensor> weights, outputs;
+  std::vector<cuda::LinearSegment> segments;
+  double bytes = 0;
+  for (int64_t n : sh.n) {
+    weights.push_back(torch::randn({n, sh.k}, options) * 0.02);
+    outputs.push_back(torch::empty({rows, n}, options));
+    segments.push_back({weights.back().data_ptr(), nullptr, outputs.back().data_ptr(), n});
+    bytes += static_cast<double>(n * sh.k * 2);
+  }
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  const auto call = [&] {
+    if (crl_kernel) {
+      cuda::small_rows_linear(cuda::ElementType::bf16, x.data_ptr(), rows, sh.k, segments.data(), static_cast<int>(segments.size()),
+                              stream, sh.gated ? up.data_ptr() : nullptr);
+    } else {
+      const torch::Tensor in = sh.gated ? torch::silu(x) * up : x;
+      for (size_t i = 0; i < weights.size(); ++i) at::linear_out(outputs[i], in, weights[i]);
+    }
+  };
+  for (int i = 0; i < 20; ++i) call();
+  constexpr int kCalls = 200;
+  double seconds = 0;
+  for (auto _ : state) {
+    torch::cuda::synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) call();
+    torch::cuda::synchronize();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  const double per_call = seconds / (static_cast<double>(state.iterations()) * kCalls);
+  state.counters["us_per_call"] = per_call * 1e6;
+  state.counters["weight_GBps"] = bytes / per_call / 1e9;
+  state.SetLabel(crl_kernel ? "crl small_rows_linear" : "cuBLAS (at::linear)");
+}
+BENCHMARK(BM_Projection)
+    ->ArgsProduct({{1, 4, 8, 12, 16}, {0, 1, 2, 3}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->Iterations(5);
+#endif
 
 BENCHMARK(BM_Batch)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_BatchBaseline)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);

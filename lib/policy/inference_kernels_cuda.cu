@@ -600,8 +600,10 @@ void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k,
         run(small_rows_linear_kernel<T, 2, G>);
       } else if (rows <= 4) {
         run(small_rows_linear_kernel<T, 4, G>);
-      } else {
+      } else if (rows <= 8) {
         run(small_rows_linear_kernel<T, 8, G>);
+      } else {
+        run(small_rows_linear_kernel<T, 16, G>);
       }
     };
     if (x_up != nullptr) {

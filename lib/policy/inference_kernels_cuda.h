@@ -57,8 +57,10 @@ struct LinearSegment {
   int64_t n = 0;
 };
 constexpr int kMaxLinearSegments = 3;
-// Beyond 8 rows x (read by every warp) outgrows L1 on the larger projections; cuBLAS takes those.
-constexpr int64_t kMaxLinearRows = 8;
+// The kernel takes up to 16 rows; the model uses it up to kSmallRowsModelLimit rows and cuBLAS
+// beyond (bench_generate's BM_Projection times both per row count at Qwen2-0.5B's shapes).
+constexpr int64_t kMaxLinearRows = 16;
+constexpr int64_t kSmallRowsModelLimit = 8;
 // The projections of x by up to kMaxLinearSegments weights in one launch, for rows <= kMaxLinearRows
 // (decoding: the weights are read once, with 16-byte loads). Needs k % 8 == 0 and 16-byte aligned
 // pointers (small_rows_linear_fits); fp32 accumulation, bias added before the one rounding.

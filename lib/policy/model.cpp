@@ -124,7 +124,7 @@ namespace {
 
 // The projections of x [..., k] by `linears`, with their LoRA branches, the weights read in one
 // launch of the small-rows kernel, where it applies (fused kernels on, no autograd, CUDA, one dtype,
-// at most kMaxLinearRows rows, aligned); empty where it does not (the caller projects as usual).
+// at most kSmallRowsModelLimit rows, aligned); empty where it does not (the caller projects as usual).
 // With x_up, the input is silu(x) * x_up (the MLP's down projection, no LoRA branch: a branch would
 // need that product as a tensor).
 using NamedLinear = std::pair<const char*, torch::nn::Linear*>;
@@ -140,7 +140,7 @@ std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const t
   }
   const int64_t k = x.size(-1);
   const int64_t rows = k > 0 ? x.numel() / k : 0;
-  if (rows < 1 || rows > cuda::kMaxLinearRows) return {};
+  if (rows < 1 || rows > cuda::kSmallRowsModelLimit) return {};
   std::vector<cuda::LinearSegment> segments;
   std::vector<torch::Tensor> outputs;
   for (const auto& [name, linear] : linears) {

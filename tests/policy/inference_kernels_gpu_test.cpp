@@ -4,11 +4,13 @@
 // kernel does not take: the fallback), sequences from 1 key to several key chunks, 1 to 12 rows (the
 // small-rows projections up to 8, cuBLAS beyond; the down projection reading silu(gate) * up
 // itself), fp32 and bf16; and programmatic dependent launch on and off.
+#include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -147,6 +149,41 @@ TEST(PagedDecodeStep, GreedyTokensOfTheEngineAreTheSameWithAndWithoutTheKernels)
     EXPECT_EQ(a.sequences[s].tokens, b.sequences[s].tokens) << "sample " << s;
     for (size_t t = 0; t < std::min(a.sequences[s].tokens.size(), b.sequences[s].tokens.size()); ++t) {
       EXPECT_NEAR(a.sequences[s].model_logprobs[t], b.sequences[s].model_logprobs[t], 1e-4) << "sample " << s << ", token " << t;
+    }
+  }
+}
+
+// The projection kernel alone against at::linear, for every row count it takes (the model uses it
+// up to kSmallRowsModelLimit), k within and beyond the weights it loads before its wait, with and
+// without bias, and gated (silu(x) * up as the input), fp32 and bf16.
+TEST(SmallRowsLinear, MatchesAtLinearForEveryRowCountItTakes) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine (the gpu label runs on the GPU machine)";
+  torch::manual_seed(4);
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    const auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    for (const int64_t k : {64, 896, 4864, 9216}) {
+      for (const bool gated : {false, true}) {
+        const torch::Tensor w1 = torch::randn({200, k}, options) / std::sqrt(static_cast<double>(k));
+        const torch::Tensor w2 = torch::randn({24, k}, options) / std::sqrt(static_cast<double>(k));
+        const torch::Tensor b2 = torch::randn({24}, options);
+        for (int64_t rows = 1; rows <= cuda::kMaxLinearRows; ++rows) {
+          const torch::Tensor x = torch::randn({rows, k}, options), up = torch::randn({rows, k}, options);
+          torch::Tensor y1 = torch::empty({rows, 200}, options), y2 = torch::empty({rows, 24}, options);
+          const cuda::LinearSegment segments[] = {{w1.data_ptr(), nullptr, y1.data_ptr(), 200},
+                                                  {w2.data_ptr(), b2.data_ptr(), y2.data_ptr(), 24}};
+          const auto type = dtype == torch::kFloat32 ? cuda::ElementType::f32 : cuda::ElementType::bf16;
+          ASSERT_TRUE(cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments, 2, gated ? up.data_ptr() : nullptr));
+          cuda::small_rows_linear(type, x.data_ptr(), rows, k, segments, 2, c10::cuda::getCurrentCUDAStream().stream(),
+                                  gated ? up.data_ptr() : nullptr);
+          // The ATen ops the model runs without the kernel: silu, then the product, each rounded.
+          const torch::Tensor in = gated ? torch::silu(x) * up : x;
+          const double tolerance = dtype == torch::kFloat32 ? 1e-5 : 2e-2;
+          EXPECT_LE(relative_error(y1, torch::nn::functional::linear(in, w1)), tolerance)
+              << "rows " << rows << ", k " << k << (gated ? ", gated " : " ") << c10::toString(dtype);
+          EXPECT_LE(relative_error(y2, torch::nn::functional::linear(in, w2, b2)), tolerance)
+              << "rows " << rows << ", k " << k << (gated ? ", gated, " : ", ") << "with bias " << c10::toString(dtype);
+        }
+      }
     }
   }
 }
