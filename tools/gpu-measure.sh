@@ -10,7 +10,8 @@
 #       a 1.5B model with activation checkpointing, and the all-reduce bandwidth benchmark (on one
 #       GPU, ONLY= without dist_gpu and bench_allreduce);
 #   tools/gpu-measure.sh baselines            re-measures every level's references at full scale
-#       into level<N>_full_h200.json in the archive (the files in results/baselines).
+#       into level<N>_full_h200.json in the archive (the files in results/baselines); a level cut
+#       short by its step's limit is continued by the next call from results/gpu-measure/.
 #   tools/gpu-measure.sh generate             builds the generation targets, runs the inference kernels',
 #       the engine's and the model's GPU tests (transformers at Qwen2-0.5B's shape), then step `generate`: bench_generate
 #       (issue #16's rows, each against the pre-engine static batch) and transformers' generate() on
@@ -142,9 +143,15 @@ train)
 baselines)
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
   # Timed by the evaluator (each reference judged against itself): BASELINE_BUDGET seconds per task.
+  # The report is rewritten after every task, so a step cut by its limit keeps what it checked; a
+  # file of an earlier call (its archive's copy in results/gpu-measure/, carried) is continued
+  # (`crl tasks check --resume`: only the tasks it lacks are checked). Delete it to start afresh.
   for level in 1 2 3; do
+    report="$LOGS/level${level}_full_h200.json"
+    earlier="results/gpu-measure/level${level}_full_h200.json"
+    if [ ! -f "$report" ] && [ -f "$earlier" ]; then cp "$earlier" "$report"; chmod u+w "$report"; fi
     step "baseline_level$level" 540 "$BUILD_DIR/apps/crl/crl" tasks check --scale full --level "$level" \
-      --backend cuda --time-budget "${BASELINE_BUDGET:-1}" --out "$LOGS/level${level}_full_h200.json"
+      --backend cuda --time-budget "${BASELINE_BUDGET:-1}" --out "$report" --resume
   done
   ;;
 generate)

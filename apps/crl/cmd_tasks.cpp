@@ -2,13 +2,17 @@
 // every reference compiles, is deterministic, is not degenerate on its inputs, and how fast it runs.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <torch/version.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "apps/crl/commands.h"
 #include "core/atomic_file.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/text_table.h"
 #include "machine/machine_probe.h"
@@ -24,6 +28,7 @@ struct TasksOptions {
   std::string category, id, scale = "small", backend, out;
   std::vector<std::string> check_ids;  // check's --task (repeatable)
   bool json = false;
+  bool resume = false;  // with out: keep the results it holds and check only the other tasks
   uint64_t seed = 1;
   double time_budget = 2;
   int cpu_threads = 0;
@@ -96,10 +101,59 @@ void run_show(const TasksOptions& o, int& exit_code) {
   exit_code = kExitOk;
 }
 
+// --resume: the results that `path` (an earlier, perhaps cut-short, `--out` of the same check) holds,
+// by task id, after making sure they were measured the same way.
+std::map<std::string, nlohmann::json> earlier_results(const std::string& path, const ReferenceCheckReport& now) {
+  std::map<std::string, nlohmann::json> by_id;
+  if (!std::filesystem::exists(path)) return by_id;
+  nlohmann::json j;
+  try {
+    std::ifstream in(path);
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("--resume: {} is not a `crl tasks check` report ({}); move it aside", path, e.what()));
+  }
+  const auto differs = [&](const char* key, const nlohmann::json& value) {
+    if (!j.contains(key) || j[key] != value) {
+      throw InputError(fmt::format("--resume: {} was checked with {} {}, this check asks for {}; give another --out",
+                                   path, key, j.contains(key) ? j[key].dump() : "(none)", value.dump()));
+    }
+  };
+  differs("scale", now.scale);
+  differs("backend", now.backend);
+  differs("time_budget_seconds", now.time_budget_seconds);
+  differs("torch_version", now.torch_version);
+  for (const auto& r : j.at("results")) by_id[r.at("id").get<std::string>()] = r;
+  return by_id;
+}
+
+// The report as JSON with the results of an earlier --out merged in, in the selection's order.
+nlohmann::json merged_report(const ReferenceCheckReport& report, const std::vector<const Task*>& selected,
+                             const std::map<std::string, nlohmann::json>& earlier, bool complete) {
+  nlohmann::json j = to_json(report);
+  std::map<std::string, nlohmann::json> by_id = earlier;
+  for (const auto& r : report.results) by_id[r.id] = to_json(r);
+  nlohmann::json results = nlohmann::json::array();
+  size_t failures = 0;
+  for (const Task* t : selected) {
+    const auto it = by_id.find(t->id);
+    if (it == by_id.end()) continue;
+    failures += it->second.at("status") != "ok";
+    results.push_back(it->second);
+  }
+  j["tasks"] = results.size();
+  j["failures"] = failures;
+  j["results"] = std::move(results);
+  // false while the check is still running (or was cut short): `--resume` continues it.
+  j["complete"] = complete;
+  return j;
+}
+
 void run_check(const TasksOptions& o, int& exit_code) {
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
-  const auto tasks = suite.select(filter_of(o));
-  if (tasks.empty()) throw InputError("no task matches the given --level, --category and --task");
+  const auto selected = suite.select(filter_of(o));
+  if (selected.empty()) throw InputError("no task matches the given --level, --category and --task");
+  if (o.resume && o.out.empty()) throw InputError("--resume needs --out FILE: the report whose results are kept");
   ReferenceCheckOptions options;
   options.scale = o.scale;
   const MachineReport machine = probe_machine();
@@ -109,15 +163,38 @@ void run_check(const TasksOptions& o, int& exit_code) {
   options.cpu_threads = o.cpu_threads;
   options.compiler.jobs = o.jobs;
   options.compiler.cache_dir = o.cache_dir;
+  ReferenceCheckReport partial;  // what the check has found so far, written to --out after every task
+  partial.scale = o.scale;
+  partial.backend = backend_name(options.backend);
+  partial.torch_version = TORCH_VERSION;
+  partial.time_budget_seconds = options.time_budget_seconds;
+  partial.device_name = options.backend == Backend::cuda && !machine.gpus.empty() ? machine.gpus.front().name : "cpu";
+  const auto earlier = o.resume ? earlier_results(o.out, partial) : std::map<std::string, nlohmann::json>{};
+  std::vector<const Task*> tasks;
+  for (const Task* t : selected) {
+    if (!earlier.count(t->id)) tasks.push_back(t);
+  }
+  if (o.resume) {
+    spdlog::info("--resume: {} holds {} of the {} selected tasks; checking the other {}", o.out,
+                 selected.size() - tasks.size(), selected.size(), tasks.size());
+  }
   spdlog::info("checking {} reference(s) at scale '{}' on {} (compiling in parallel first)", tasks.size(), o.scale,
                backend_name(options.backend));
-  size_t done = 0;
+  const auto start = std::chrono::steady_clock::now();
   ReferenceCheckReport report = check_references(tasks, options, [&](const ReferenceCheckResult& r) {
-    ++done;
-    spdlog::info("[{}/{}] {} {} {}", done, tasks.size(), r.id, r.status, r.ok() ? time_text(r.median_ms) : "");
+    partial.results.push_back(r);
+    const size_t done = partial.results.size();
+    const double seconds = seconds_since(start);
+    spdlog::info("[{}/{}] {} {} {} ({:.1f} s a task, about {:.0f} s left)", done, tasks.size(), r.id, r.status,
+                 r.ok() ? time_text(r.median_ms) : "", seconds / done, seconds / done * (tasks.size() - done));
+    // A check cut short (a time limit, a lost node) keeps every result so far: --resume continues it.
+    if (!o.out.empty()) {
+      partial.seconds = seconds;
+      write_file_atomically(o.out, merged_report(partial, selected, earlier, false).dump(2) + "\n");
+    }
   });
-  report.device_name = options.backend == Backend::cuda && !machine.gpus.empty() ? machine.gpus.front().name : "cpu";
-  const nlohmann::json j = to_json(report);
+  report.device_name = partial.device_name;
+  const nlohmann::json j = merged_report(report, selected, earlier, true);
   if (!o.out.empty()) write_file_atomically(o.out, j.dump(2) + "\n");
   if (o.json) {
     std::cout << j.dump(2) << "\n";
@@ -139,8 +216,12 @@ void run_check(const TasksOptions& o, int& exit_code) {
     std::cout << fmt::format("\n{} of {} tasks ok at scale '{}' on {} ({}) in {:.1f} s\n",
                              report.results.size() - report.failures(), report.results.size(), report.scale,
                              report.backend, report.device_name, report.seconds);
+    if (!earlier.empty()) {
+      std::cout << fmt::format("with the {} results kept from {}: {} of {} ok\n", earlier.size(), o.out,
+                               j["tasks"].get<size_t>() - j["failures"].get<size_t>(), j["tasks"].get<size_t>());
+    }
   }
-  exit_code = report.failures() == 0 ? kExitOk : kExitFailure;
+  exit_code = j["failures"].get<size_t>() == 0 ? kExitOk : kExitFailure;
 }
 
 }  // namespace
@@ -184,7 +265,10 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   check->add_option("--jobs", o.jobs, "Parallel compiles (default: hardware threads)");
   check->add_option("--cache-dir", o.cache_dir, "Compile cache (default: $CRL_CACHE_DIR, else ~/.cache/crl/compile)");
   check->add_flag("--json", o.json, "Print the report as JSON");
-  check->add_option("--out", o.out, "Also write the JSON report to this file (e.g. results/baselines/...)");
+  check->add_option("--out", o.out,
+                    "Also write the JSON report to this file (e.g. results/baselines/...), rewritten after every task");
+  check->add_flag("--resume", o.resume,
+                  "With --out: keep the results the file holds (a check cut short) and check only the other tasks");
   check->callback([&exit_code] { run_check(o, exit_code); });
 }
 

@@ -75,6 +75,57 @@ TEST(TasksCli, CheckOfADegenerateFixtureExitsOne) {
   EXPECT_NE(r.output.find("degenerate"), std::string::npos) << r.output;
 }
 
+// A check cut short keeps what it found (--out is rewritten after every task), and --resume checks
+// only the tasks the file lacks, refusing a file that was measured another way.
+TEST(TasksCli, CheckResumeKeepsTheResultsOfAnEarlierCheckAndChecksTheRest) {
+  const std::string out = (std::filesystem::path(CRL_BINARY_DIR) / "tasks_check_resume.json").string();
+  std::filesystem::remove(out);
+  const std::vector<std::string> check = {CRL_EXE, "tasks", "check", "--backend", "cpu", "--time-budget", "0",
+                                          "--task", "level1/019_relu", "--task", "level1/012_diag_matmul",
+                                          "--out", out};
+  const auto first = run_command(check, with_suite_env());
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  nlohmann::json j;
+  {
+    std::ifstream f(out);
+    j = nlohmann::json::parse(f);
+  }
+  ASSERT_EQ(j["tasks"], 2);
+  EXPECT_TRUE(j["complete"].get<bool>());
+  // As if the check had been cut after its first task: one result kept, marked so we can tell it
+  // was not checked again.
+  ASSERT_EQ(j["results"][0]["id"], "level1/019_relu");  // in the order of --task
+  j["results"].erase(1);
+  j["results"][0]["message"] = "kept from the first check";
+  j["complete"] = false;
+  std::ofstream(out) << j.dump(2);
+
+  std::vector<std::string> resume = check;
+  resume.push_back("--resume");
+  const auto second = run_command(resume, with_suite_env());
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("holds 1 of the 2 selected tasks; checking the other 1"), std::string::npos)
+      << second.output;
+  std::ifstream f(out);
+  const auto merged = nlohmann::json::parse(f);
+  ASSERT_EQ(merged["tasks"], 2);
+  EXPECT_EQ(merged["failures"], 0);
+  EXPECT_TRUE(merged["complete"].get<bool>());
+  EXPECT_EQ(merged["results"][0]["message"], "kept from the first check");
+  EXPECT_EQ(merged["results"][1]["id"], "level1/012_diag_matmul");
+  EXPECT_EQ(merged["results"][1]["status"], "ok");
+
+  // Another scale is another measurement: refused, naming the key, and the file is left as it was.
+  std::vector<std::string> other_scale = resume;
+  other_scale.insert(other_scale.begin() + 3, {"--scale", "full"});
+  const auto refused = run_command(other_scale, with_suite_env());
+  EXPECT_EQ(refused.exit_code, 3) << refused.output;
+  EXPECT_NE(refused.output.find("was checked with scale \"small\", this check asks for \"full\""), std::string::npos)
+      << refused.output;
+  std::ifstream again(out);
+  EXPECT_EQ(nlohmann::json::parse(again), merged);
+}
+
 // Runs `crl tasks check --scale small --level N --backend cpu` and expects every task ok.
 void expect_small_check_passes(int level, size_t expected_tasks) {
   const std::string out =
