@@ -16,7 +16,8 @@
 //      CRL_BENCH_GROUP_NEW 1024;  CRL_BENCH_GRAPH 0 = eager;  CRL_BENCH_KV_GB KV budget (16 on CUDA)
 //      CRL_BENCH_FUSED=0: ATen and cuBLAS only, without crl's inference kernels (EngineOptions::fused_kernels)
 //      CRL_BENCH_HBM_GBPS 4800 (H200);  CRL_BENCH_PROFILE=N: the kernels of one eager N-token run per row, to stderr
-//  BM_Projection: one decode projection, crl's small-rows kernel against cuBLAS, per row count.
+//  BM_Projection: one decode projection, crl's small-rows kernel against cuBLAS, per row count (GPU
+//                time: 200 calls replayed as one CUDA graph).
 // Run:  build-gpu/bench/bench_generate --benchmark_format=json
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
@@ -38,6 +39,8 @@
 #include "policy/engine.h"
 #include "policy/generate.h"
 #ifdef CRL_HAVE_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "policy/inference_kernels_cuda.h"
@@ -235,15 +238,16 @@ void BM_Projection(benchmark::State& state) {
   }
   const int64_t rows = state.range(0), shape = state.range(1);
   const bool crl_kernel = state.range(2) == 1;
+  // Qwen2-0.5B's decode projections: q/k/v, o, gate/up with silu(gate) * up, down.
   struct Shape {
     int64_t k;
     std::vector<int64_t> n;
     bool gated;
   };
-  const Shape shapes[] = {{896, {896, 128, 128}, false}, {896, {896}, false}, {896, {4864, 4864}, false}, {4864, {896}, true}};
+  const Shape shapes[] = {{896, {896, 128, 128}, false}, {896, {896}, false}, {896, {4864, 4864}, true}, {4864, {896}, false}};
   const Shape& sh = shapes[shape];
   const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
-  const torch::Tensor x = torch::randn({rows, sh.k}, options), up = torch::randn({rows, sh.k}, options);
+  const torch::Tensor x = torch::randn({rows, sh.k}, options);
   std::vector<torch::Tensor> weights, outputs;
   std::vector<cuda::LinearSegment> segments;
   double bytes = 0;
@@ -253,23 +257,38 @@ void BM_Projection(benchmark::State& state) {
     segments.push_back({weights.back().data_ptr(), nullptr, outputs.back().data_ptr(), n});
     bytes += static_cast<double>(n * sh.k * 2);
   }
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  const auto call = [&] {
-    if (crl_kernel) {
+  const auto call = [&] {  // on the current stream (the capture's, below)
+    if (crl_kernel && sh.gated) {
+      cuda::small_rows_gated_linear(cuda::ElementType::bf16, x.data_ptr(), rows, sh.k, segments[0], segments[1],
+                                    c10::cuda::getCurrentCUDAStream().stream());
+    } else if (crl_kernel) {
       cuda::small_rows_linear(cuda::ElementType::bf16, x.data_ptr(), rows, sh.k, segments.data(), static_cast<int>(segments.size()),
-                              stream, sh.gated ? up.data_ptr() : nullptr);
+                              c10::cuda::getCurrentCUDAStream().stream());
+    } else if (sh.gated) {
+      outputs[0].copy_(torch::silu(at::linear(x, weights[0])) * at::linear(x, weights[1]));
     } else {
-      const torch::Tensor in = sh.gated ? torch::silu(x) * up : x;
-      for (size_t i = 0; i < weights.size(); ++i) at::linear_out(outputs[i], in, weights[i]);
+      for (size_t i = 0; i < weights.size(); ++i) at::linear_out(outputs[i], x, weights[i]);
     }
   };
   for (int i = 0; i < 20; ++i) call();
+  torch::cuda::synchronize();
+  // The calls as one CUDA graph, as the engine's decode step replays them: GPU time per call, not
+  // the host's launch rate (an eager at::linear costs ~15 us of host time, more than its kernel).
   constexpr int kCalls = 200;
+  at::cuda::CUDAGraph graph;
+  {
+    const c10::cuda::CUDAStream capture_stream = c10::cuda::getStreamFromPool();
+    const c10::cuda::CUDAStreamGuard guard(capture_stream);
+    graph.capture_begin();
+    for (int i = 0; i < kCalls; ++i) call();
+    graph.capture_end();
+  }
+  graph.replay();
+  torch::cuda::synchronize();
   double seconds = 0;
   for (auto _ : state) {
-    torch::cuda::synchronize();
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kCalls; ++i) call();
+    graph.replay();
     torch::cuda::synchronize();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
@@ -279,7 +298,7 @@ void BM_Projection(benchmark::State& state) {
   state.SetLabel(crl_kernel ? "crl small_rows_linear" : "cuBLAS (at::linear)");
 }
 BENCHMARK(BM_Projection)
-    ->ArgsProduct({{1, 4, 8, 12, 16}, {0, 1, 2, 3}, {0, 1}})
+    ->ArgsProduct({{1, 2, 4, 8, 12, 16}, {0, 1, 2, 3}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->Iterations(5);

@@ -207,106 +207,138 @@ __device__ __forceinline__ void unpack(const Pack8<__nv_bfloat16>& v, float (&ou
   }
 }
 
-// acc[m] += w . x[m, k0 .. k0+7] for the rows; Gated: x is silu_mul(x, x_up), as silu_mul_kernel
-// writes it (the down projection reads the MLP's gate and up outputs without a kernel between).
-template <typename T, int MaxRows, bool Gated>
-__device__ __forceinline__ void accumulate8(const float (&wv)[8], const T* __restrict__ x, const T* __restrict__ x_up, int rows,
-                                            int64_t k, int64_t k0, float (&acc)[MaxRows]) {
+// acc[m] += w . x[m, k0 .. k0+7] for the rows.
+template <typename T, int MaxRows>
+__device__ __forceinline__ void accumulate8(const float (&wv)[8], const T* __restrict__ x, int rows, int64_t k, int64_t k0,
+                                            float (&acc)[MaxRows]) {
 #pragma unroll
   for (int m = 0; m < MaxRows; ++m) {
     if (m < rows) {
       float xv[8];
       load8(x + m * k + k0, xv);
-      if constexpr (Gated) {
-        float uv[8];
-        load8(x_up + m * k + k0, uv);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) xv[j] = silu_mul_value(x, xv[j], uv[j]);
-      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[m] = fmaf(wv[j], xv[j], acc[m]);
     }
   }
 }
 
-// One output column (a weight row) per `warps_per_column` warps: their lanes stride over k eight
-// values at a time, each weight value read once for all `rows` rows of x; a warp sum, then (split
-// k) the column's warps' sums in a fixed order. Long rows (down_proj's k = 4864) are split so that a
-// layer with few columns still has enough loads in flight to reach the memory's bandwidth. The
-// weights are loaded before the wait for the previous kernel (they are not written during a
-// forward), so their memory round trip overlaps that kernel's end.
-template <typename T, int MaxRows, bool Gated>
-__global__ void __launch_bounds__(kLinearWarps * 32) small_rows_linear_kernel(Segments<T> s, const T* __restrict__ x,
-                                                                              const T* __restrict__ x_up, int rows, int64_t k,
-                                                                              int warps_per_column) {
+// One output column per `warps_per_column` warps: their lanes stride over k eight values at a time,
+// each weight value read once for all `rows` rows of x; a warp sum, then (split k) the column's
+// warps' sums in a fixed order. Long rows (down_proj's k = 4864) are split so that a layer with few
+// columns still has enough loads in flight to reach the memory's bandwidth. The weights are loaded
+// before the wait for the previous kernel (they are not written during a forward), so their memory
+// round trip overlaps that kernel's end.
+// GatedOut: segments 0 and 1 are the MLP's gate and up projections (same n); a column reads both
+// weight rows and writes silu_mul(gate, up) of its two values to segment 0's out, each value first
+// rounded as at::linear would store it, so the MLP's [rows, 2n] intermediate never exists.
+template <typename T, int MaxRows, bool GatedOut>
+__global__ void __launch_bounds__(kLinearWarps * 32) small_rows_linear_kernel(Segments<T> s, const T* __restrict__ x, int rows,
+                                                                              int64_t k, int warps_per_column) {
+  constexpr int W = GatedOut ? 2 : 1;  // weight rows per column
+  // Loads before the wait: fp32's are twice as wide, and two rows of them would not fit in registers.
+  constexpr int P = GatedOut && sizeof(T) == 4 ? kPrefetchLoads / 2 : kPrefetchLoads;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int part = warp % warps_per_column;
   int64_t column = static_cast<int64_t>(blockIdx.x) * (kLinearWarps / warps_per_column) + warp / warps_per_column;
   // The column's segment, with constant indices only (a dynamic index would copy s to local memory).
-  const T* weight = nullptr;
-  const T* bias = nullptr;
+  const T* weight[W] = {};
+  const T* bias[W] = {};
   T* out = nullptr;
   int64_t n = 0;
+  if constexpr (GatedOut) {
+    if (column < s.n[0]) {
+      weight[0] = s.weight[0], weight[1] = s.weight[1], bias[0] = s.bias[0], bias[1] = s.bias[1];
+      out = s.out[0], n = s.n[0];
+    }
+  } else {
 #pragma unroll
-  for (int i = 0; i < kMaxLinearSegments; ++i) {
-    if (i >= s.count || weight != nullptr) continue;
-    if (column < s.n[i]) {
-      weight = s.weight[i], bias = s.bias[i], out = s.out[i], n = s.n[i];
-    } else {
-      column -= s.n[i];
+    for (int i = 0; i < kMaxLinearSegments; ++i) {
+      if (i >= s.count || weight[0] != nullptr) continue;
+      if (column < s.n[i]) {
+        weight[0] = s.weight[i], bias[0] = s.bias[i], out = s.out[i], n = s.n[i];
+      } else {
+        column -= s.n[i];
+      }
     }
   }
-  const bool active = weight != nullptr;
-  const T* __restrict__ w = active ? weight + column * k : nullptr;
+  const bool active = weight[0] != nullptr;
   const int64_t first = (part * 32 + lane) * 8, stride = 256 * static_cast<int64_t>(warps_per_column);
-  Pack8<T> prefetched[kPrefetchLoads];
+  Pack8<T> prefetched[W][P];
 #pragma unroll
-  for (int c = 0; c < kPrefetchLoads; ++c) {
-    if (active && first + c * stride < k) prefetched[c] = load_pack(w + first + c * stride);
+  for (int r = 0; r < W; ++r) {
+#pragma unroll
+    for (int c = 0; c < P; ++c) {
+      if (active && first + c * stride < k) prefetched[r][c] = load_pack(weight[r] + column * k + first + c * stride);
+    }
   }
   wait_for_previous_kernel();
   let_next_kernel_start();
-  float acc[MaxRows];
+  float acc[W][MaxRows];
 #pragma unroll
-  for (int m = 0; m < MaxRows; ++m) acc[m] = 0.f;
+  for (int r = 0; r < W; ++r) {
+#pragma unroll
+    for (int m = 0; m < MaxRows; ++m) acc[r][m] = 0.f;
+  }
   if (active) {
 #pragma unroll
-    for (int c = 0; c < kPrefetchLoads; ++c) {
+    for (int c = 0; c < P; ++c) {
       if (first + c * stride < k) {
-        float wv[8];
-        unpack(prefetched[c], wv);
-        accumulate8<T, MaxRows, Gated>(wv, x, x_up, rows, k, first + c * stride, acc);
+#pragma unroll
+        for (int r = 0; r < W; ++r) {
+          float wv[8];
+          unpack(prefetched[r][c], wv);
+          accumulate8<T, MaxRows>(wv, x, rows, k, first + c * stride, acc[r]);
+        }
       }
     }
-    for (int64_t k0 = first + kPrefetchLoads * stride; k0 < k; k0 += stride) {
-      float wv[8];
-      load8(w + k0, wv);
-      accumulate8<T, MaxRows, Gated>(wv, x, x_up, rows, k, k0, acc);
+    for (int64_t k0 = first + P * stride; k0 < k; k0 += stride) {
+#pragma unroll
+      for (int r = 0; r < W; ++r) {
+        float wv[8];
+        load8(weight[r] + column * k + k0, wv);
+        accumulate8<T, MaxRows>(wv, x, rows, k, k0, acc[r]);
+      }
     }
   }
 #pragma unroll
-  for (int m = 0; m < MaxRows; ++m) {
-    for (int offset = 16; offset > 0; offset /= 2) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], offset);
+  for (int r = 0; r < W; ++r) {
+#pragma unroll
+    for (int m = 0; m < MaxRows; ++m) {
+      for (int offset = 16; offset > 0; offset /= 2) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], offset);
+    }
   }
   if (warps_per_column > 1) {
-    __shared__ float partial[kLinearWarps][MaxRows];
+    __shared__ float partial[kLinearWarps][W][MaxRows];
     if (lane == 0) {
 #pragma unroll
-      for (int m = 0; m < MaxRows; ++m) partial[warp][m] = acc[m];
+      for (int r = 0; r < W; ++r) {
+#pragma unroll
+        for (int m = 0; m < MaxRows; ++m) partial[warp][r][m] = acc[r][m];
+      }
     }
     __syncthreads();
     if (part != 0) return;
 #pragma unroll
-    for (int m = 0; m < MaxRows; ++m) {
-      acc[m] = partial[warp][m];
-      for (int p = 1; p < warps_per_column; ++p) acc[m] += partial[warp + p][m];
+    for (int r = 0; r < W; ++r) {
+#pragma unroll
+      for (int m = 0; m < MaxRows; ++m) {
+        acc[r][m] = partial[warp][r][m];
+        for (int p = 1; p < warps_per_column; ++p) acc[r][m] += partial[warp + p][r][m];
+      }
     }
   }
   if (lane != 0 || !active) return;
-  const float b = bias != nullptr ? load(bias, column) : 0.f;
+  float b[W];
+#pragma unroll
+  for (int r = 0; r < W; ++r) b[r] = bias[r] != nullptr ? load(bias[r], column) : 0.f;
 #pragma unroll
   for (int m = 0; m < MaxRows; ++m) {
-    if (m < rows) store(out, m * n + column, acc[m] + b);
+    if (m >= rows) continue;
+    if constexpr (GatedOut) {
+      store(out, m * n + column, silu_mul_value(out, round_to(out, acc[0][m] + b[0]), round_to(out, acc[1][m] + b[1])));
+    } else {
+      store(out, m * n + column, acc[0][m] + b[0]);
+    }
   }
 }
 
@@ -557,10 +589,9 @@ void rotary_qkv(ElementType type, const void* q, const void* k, const void* v, c
   });
 }
 
-bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count, const void* x_up) {
+bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (rows < 1 || rows > kMaxLinearRows || k < 8 || k % 8 != 0 || count < 1 || count > kMaxLinearSegments || !aligned(x) ||
-      !aligned(x_up)) {
+  if (rows < 1 || rows > kMaxLinearRows || k < 8 || k % 8 != 0 || count < 1 || count > kMaxLinearSegments || !aligned(x)) {
     return false;
   }
   for (int i = 0; i < count; ++i) {
@@ -569,13 +600,12 @@ bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const Linear
   return true;
 }
 
-void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment* segments, int count,
-                       cudaStream_t stream, const void* x_up) {
-  if (!small_rows_linear_fits(rows, k, x, segments, count, x_up)) {
-    throw Error("small_rows_linear: shapes or alignment it does not take");
-  }
-  int64_t columns = 0;
-  for (int i = 0; i < count; ++i) columns += segments[i].n;
+namespace {
+
+// Launches the kernel for `columns` output columns, its row count rounded up to an instantiation.
+template <bool GatedOut>
+void launch_small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment* segments, int count,
+                              int64_t columns, cudaStream_t stream) {
   const int warps_per_column = k >= 4096 ? 4 : k >= 2048 ? 2 : 1;
   const dim3 grid(blocks_for(columns, kLinearWarps / warps_per_column));
   with_element_type(type, [&](auto* typed) {
@@ -590,28 +620,39 @@ void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k,
     }
     const auto run = [&](auto kernel) {
       launch("small_rows_linear kernel", kernel, grid, dim3(kLinearWarps * 32), 0, stream, s, static_cast<const T*>(x),
-             static_cast<const T*>(x_up), static_cast<int>(rows), k, warps_per_column);
+             static_cast<int>(rows), k, warps_per_column);
     };
-    const auto by_rows = [&](auto gated) {
-      constexpr bool G = decltype(gated)::value;
-      if (rows <= 1) {
-        run(small_rows_linear_kernel<T, 1, G>);
-      } else if (rows <= 2) {
-        run(small_rows_linear_kernel<T, 2, G>);
-      } else if (rows <= 4) {
-        run(small_rows_linear_kernel<T, 4, G>);
-      } else if (rows <= 8) {
-        run(small_rows_linear_kernel<T, 8, G>);
-      } else {
-        run(small_rows_linear_kernel<T, 16, G>);
-      }
-    };
-    if (x_up != nullptr) {
-      by_rows(std::true_type{});
+    if (rows <= 1) {
+      run(small_rows_linear_kernel<T, 1, GatedOut>);
+    } else if (rows <= 2) {
+      run(small_rows_linear_kernel<T, 2, GatedOut>);
+    } else if (rows <= 4) {
+      run(small_rows_linear_kernel<T, 4, GatedOut>);
+    } else if (rows <= 8) {
+      run(small_rows_linear_kernel<T, 8, GatedOut>);
     } else {
-      by_rows(std::false_type{});
+      run(small_rows_linear_kernel<T, 16, GatedOut>);
     }
   });
+}
+
+}  // namespace
+
+void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment* segments, int count,
+                       cudaStream_t stream) {
+  if (!small_rows_linear_fits(rows, k, x, segments, count)) throw Error("small_rows_linear: shapes or alignment it does not take");
+  int64_t columns = 0;
+  for (int i = 0; i < count; ++i) columns += segments[i].n;
+  launch_small_rows_linear<false>(type, x, rows, k, segments, count, columns, stream);
+}
+
+void small_rows_gated_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment& gate,
+                             const LinearSegment& up, cudaStream_t stream) {
+  const LinearSegment segments[2] = {gate, up};
+  if (!small_rows_linear_fits(rows, k, x, segments, 2) || gate.n != up.n || gate.out == nullptr) {
+    throw Error("small_rows_gated_linear: shapes or alignment it does not take");
+  }
+  launch_small_rows_linear<true>(type, x, rows, k, segments, 2, gate.n, stream);
 }
 
 bool paged_attention_fits(int64_t heads, int64_t kv_heads, int64_t dim) {

@@ -64,12 +64,15 @@ constexpr int64_t kSmallRowsModelLimit = 8;
 // The projections of x by up to kMaxLinearSegments weights in one launch, for rows <= kMaxLinearRows
 // (decoding: the weights are read once, with 16-byte loads). Needs k % 8 == 0 and 16-byte aligned
 // pointers (small_rows_linear_fits); fp32 accumulation, bias added before the one rounding.
-// x_up (not null): the input is silu_mul(x, x_up) (the MLP's gate and up outputs, [rows, k] each),
-// computed as silu_mul() rounds it, with no kernel and no tensor between.
-bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count,
-                            const void* x_up = nullptr);
+bool small_rows_linear_fits(int64_t rows, int64_t k, const void* x, const LinearSegment* segments, int count);
 void small_rows_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment* segments, int count,
-                       cudaStream_t stream, const void* x_up = nullptr);
+                       cudaStream_t stream);
+// The MLP's gate and up projections and silu_mul of the two in one launch: gate.out [rows, n] =
+// silu_mul(x gate^T + gate.bias, x up^T + up.bias), each projection rounded to the type first (as
+// at::linear stores it, then silu_mul() rounds), so the [rows, 2n] intermediate is never written;
+// up.out is not used. Needs gate.n == up.n and what small_rows_linear_fits needs of both.
+void small_rows_gated_linear(ElementType type, const void* x, int64_t rows, int64_t k, const LinearSegment& gate,
+                             const LinearSegment& up, cudaStream_t stream);
 
 // Attention of one decode step over the paged cache: q [B, H, D] (rotated), the cache pools
 // [*, KVH, D], block_tables [B, blocks] (row b's token j in slot table[j / block_size] * block_size

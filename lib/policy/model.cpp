@@ -125,15 +125,15 @@ namespace {
 // The projections of x [..., k] by `linears`, with their LoRA branches, the weights read in one
 // launch of the small-rows kernel, where it applies (fused kernels on, no autograd, CUDA, one dtype,
 // at most kSmallRowsModelLimit rows, aligned); empty where it does not (the caller projects as usual).
-// With x_up, the input is silu(x) * x_up (the MLP's down projection, no LoRA branch: a branch would
-// need that product as a tensor).
+// gated_mlp: `linears` are gate_proj and up_proj, and the one output is silu(gate) * up (no LoRA
+// branch on either: a branch adds to the projection before the product).
 using NamedLinear = std::pair<const char*, torch::nn::Linear*>;
 std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const torch::Tensor& x, std::initializer_list<NamedLinear> linears,
-                                                  const torch::Tensor* x_up = nullptr) {
+                                                  bool gated_mlp = false) {
 #ifdef CRL_HAVE_CUDA
   if (!use_fused({&x}) || x.dim() < 1) return {};
-  if (x_up != nullptr) {
-    if (!use_fused({&x, x_up}) || x_up->sizes() != x.sizes()) return {};
+  if (gated_mlp) {
+    if (linears.size() != 2) return {};
     for (const auto& [name, linear] : linears) {
       if (lora.branches.contains(name)) return {};
     }
@@ -149,13 +149,18 @@ std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const t
     if (!use_fused({&x, &weight}) || weight.size(1) != k || (bias.defined() && !use_fused({&x, &bias}))) return {};
     std::vector<int64_t> sizes = x.sizes().vec();
     sizes.back() = weight.size(0);
-    outputs.push_back(torch::empty(sizes, x.options()));
-    segments.push_back({weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr, outputs.back().data_ptr(), weight.size(0)});
+    if (!gated_mlp || outputs.empty()) outputs.push_back(torch::empty(sizes, x.options()));
+    segments.push_back({weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
+                        gated_mlp && segments.size() == 1 ? nullptr : outputs.back().data_ptr(), weight.size(0)});
   }
   const int count = static_cast<int>(segments.size());
-  const void* up = x_up != nullptr ? x_up->data_ptr() : nullptr;
-  if (!cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments.data(), count, up)) return {};
-  cuda::small_rows_linear(element_type(x), x.data_ptr(), rows, k, segments.data(), count, stream_of(x), up);
+  if (!cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments.data(), count)) return {};
+  if (gated_mlp) {
+    if (segments[0].n != segments[1].n) return {};
+    cuda::small_rows_gated_linear(element_type(x), x.data_ptr(), rows, k, segments[0], segments[1], stream_of(x));
+    return outputs;
+  }
+  cuda::small_rows_linear(element_type(x), x.data_ptr(), rows, k, segments.data(), count, stream_of(x));
   size_t i = 0;
   for (const auto& [name, linear] : linears) {
     outputs[i] = lora.with_branch(name, outputs[i], x, /*training=*/false);
@@ -166,7 +171,7 @@ std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const t
   (void)lora;
   (void)x;
   (void)linears;
-  (void)x_up;
+  (void)gated_mlp;
   return {};
 #endif
 }
@@ -328,6 +333,15 @@ MlpImpl::MlpImpl(const ModelConfig& config, WeightInit init) {
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   const bool training = is_training();
+  const auto project_down = [&](const torch::Tensor& hidden) {
+    if (auto p = small_rows_projections(lora, hidden, {{"down_proj", &down_proj}}); !p.empty()) return p[0];
+    return lora.project("down_proj", down_proj, hidden, training);
+  };
+  // silu(gate) * up written by the gate and up projections' kernel itself, where it can.
+  if (auto p = small_rows_projections(lora, x, {{"gate_proj", &gate_proj}, {"up_proj", &up_proj}}, /*gated_mlp=*/true);
+      !p.empty()) {
+    return project_down(p[0]);
+  }
   torch::Tensor gate, up;
   if (auto p = small_rows_projections(lora, x, {{"gate_proj", &gate_proj}, {"up_proj", &up_proj}}); !p.empty()) {
     gate = p[0], up = p[1];
@@ -335,12 +349,6 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
     gate = lora.project("gate_proj", gate_proj, x, training);
     up = lora.project("up_proj", up_proj, x, training);
   }
-  const auto project_down = [&](const torch::Tensor& hidden) {
-    if (auto p = small_rows_projections(lora, hidden, {{"down_proj", &down_proj}}); !p.empty()) return p[0];
-    return lora.project("down_proj", down_proj, hidden, training);
-  };
-  // silu(gate) * up read by the down projection's kernel itself, where it can.
-  if (auto p = small_rows_projections(lora, gate, {{"down_proj", &down_proj}}, &up); !p.empty()) return p[0];
 #ifdef CRL_HAVE_CUDA
   if (use_fused({&gate, &up})) {
     torch::Tensor hidden = torch::empty_like(gate);

@@ -2,7 +2,7 @@
 // forward on the GPU: one decode step over a paged cache whose blocks are scattered, for head
 // layouts from MHA to 16 query heads per kv head, head_dim 8 to 128 (and 12, which the attention
 // kernel does not take: the fallback), sequences from 1 key to several key chunks, 1 to 12 rows (the
-// small-rows projections up to 8, cuBLAS beyond; the down projection reading silu(gate) * up
+// small-rows projections up to 8, cuBLAS beyond; the gate and up projections writing silu(gate) * up
 // itself), fp32 and bf16; and programmatic dependent launch on and off.
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "policy/config.h"
 #include "policy/engine.h"
 #include "policy/inference_kernels_cuda.h"
@@ -155,37 +156,50 @@ TEST(PagedDecodeStep, GreedyTokensOfTheEngineAreTheSameWithAndWithoutTheKernels)
 
 // The projection kernel alone against at::linear, for every row count it takes (the model uses it
 // up to kSmallRowsModelLimit), k within and beyond the weights it loads before its wait, with and
-// without bias, and gated (silu(x) * up as the input), fp32 and bf16.
+// without bias, fp32 and bf16; and its gated form (the MLP's silu(x gate^T) * x up^T in one launch)
+// against the ATen ops the model runs without it.
 TEST(SmallRowsLinear, MatchesAtLinearForEveryRowCountItTakes) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine (the gpu label runs on the GPU machine)";
   torch::manual_seed(4);
+  namespace F = torch::nn::functional;
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
     const auto options = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    const auto type = dtype == torch::kFloat32 ? cuda::ElementType::f32 : cuda::ElementType::bf16;
+    const double tolerance = dtype == torch::kFloat32 ? 1e-5 : 2e-2;
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
     for (const int64_t k : {64, 896, 4864, 9216}) {
-      for (const bool gated : {false, true}) {
-        const torch::Tensor w1 = torch::randn({200, k}, options) / std::sqrt(static_cast<double>(k));
-        const torch::Tensor w2 = torch::randn({24, k}, options) / std::sqrt(static_cast<double>(k));
-        const torch::Tensor b2 = torch::randn({24}, options);
-        for (int64_t rows = 1; rows <= cuda::kMaxLinearRows; ++rows) {
-          const torch::Tensor x = torch::randn({rows, k}, options), up = torch::randn({rows, k}, options);
-          torch::Tensor y1 = torch::empty({rows, 200}, options), y2 = torch::empty({rows, 24}, options);
-          const cuda::LinearSegment segments[] = {{w1.data_ptr(), nullptr, y1.data_ptr(), 200},
-                                                  {w2.data_ptr(), b2.data_ptr(), y2.data_ptr(), 24}};
-          const auto type = dtype == torch::kFloat32 ? cuda::ElementType::f32 : cuda::ElementType::bf16;
-          ASSERT_TRUE(cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments, 2, gated ? up.data_ptr() : nullptr));
-          cuda::small_rows_linear(type, x.data_ptr(), rows, k, segments, 2, c10::cuda::getCurrentCUDAStream().stream(),
-                                  gated ? up.data_ptr() : nullptr);
-          // The ATen ops the model runs without the kernel: silu, then the product, each rounded.
-          const torch::Tensor in = gated ? torch::silu(x) * up : x;
-          const double tolerance = dtype == torch::kFloat32 ? 1e-5 : 2e-2;
-          EXPECT_LE(relative_error(y1, torch::nn::functional::linear(in, w1)), tolerance)
-              << "rows " << rows << ", k " << k << (gated ? ", gated " : " ") << c10::toString(dtype);
-          EXPECT_LE(relative_error(y2, torch::nn::functional::linear(in, w2, b2)), tolerance)
-              << "rows " << rows << ", k " << k << (gated ? ", gated, " : ", ") << "with bias " << c10::toString(dtype);
-        }
+      const torch::Tensor w1 = torch::randn({200, k}, options) / std::sqrt(static_cast<double>(k));
+      const torch::Tensor w2 = torch::randn({200, k}, options) / std::sqrt(static_cast<double>(k));
+      const torch::Tensor w3 = torch::randn({24, k}, options) / std::sqrt(static_cast<double>(k));
+      const torch::Tensor b1 = torch::randn({200}, options), b3 = torch::randn({24}, options);
+      for (int64_t rows = 1; rows <= cuda::kMaxLinearRows; ++rows) {
+        const std::string where = "rows " + std::to_string(rows) + ", k " + std::to_string(k) + ", " + c10::toString(dtype);
+        const torch::Tensor x = torch::randn({rows, k}, options);
+        torch::Tensor y1 = torch::empty({rows, 200}, options), y3 = torch::empty({rows, 24}, options);
+        const cuda::LinearSegment segments[] = {{w1.data_ptr(), nullptr, y1.data_ptr(), 200},
+                                                {w3.data_ptr(), b3.data_ptr(), y3.data_ptr(), 24}};
+        ASSERT_TRUE(cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments, 2));
+        cuda::small_rows_linear(type, x.data_ptr(), rows, k, segments, 2, stream);
+        EXPECT_LE(relative_error(y1, F::linear(x, w1)), tolerance) << where;
+        EXPECT_LE(relative_error(y3, F::linear(x, w3, b3)), tolerance) << where << ", with bias";
+
+        // Gated, with a bias on the gate only: each projection rounded as at::linear stores it, then
+        // silu and the product, each rounded (what silu_mul computes).
+        torch::Tensor gated = torch::empty({rows, 200}, options);
+        cuda::small_rows_gated_linear(type, x.data_ptr(), rows, k, {w1.data_ptr(), b1.data_ptr(), gated.data_ptr(), 200},
+                                      {w2.data_ptr(), nullptr, nullptr, 200}, stream);
+        const torch::Tensor expected = torch::silu(F::linear(x, w1, b1)) * F::linear(x, w2);
+        EXPECT_LE(relative_error(gated, expected), tolerance) << where << ", gated";
       }
     }
   }
+  // The gated form needs the two projections to have the same width.
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA);
+  const torch::Tensor x = torch::randn({1, 64}, options), w1 = torch::randn({8, 64}, options),
+                      w2 = torch::randn({16, 64}, options), out = torch::empty({1, 8}, options);
+  EXPECT_THROW(cuda::small_rows_gated_linear(cuda::ElementType::f32, x.data_ptr(), 1, 64, {w1.data_ptr(), nullptr, out.data_ptr(), 8},
+                                             {w2.data_ptr(), nullptr, nullptr, 16}, c10::cuda::getCurrentCUDAStream().stream()),
+               Error);
 }
 
 // Programmatic dependent launch changes when a kernel may start, never what it computes: sampled
