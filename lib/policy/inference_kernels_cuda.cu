@@ -490,8 +490,10 @@ std::atomic<bool> programmatic_launch_on{[] {
 }()};
 std::array<std::atomic<int>, 64> major_of_device{};
 
+thread_local bool programmatic_launch_in_scope = true;  // ProgrammaticLaunchScope's setting
+
 bool programmatic_launch() {
-  if (!programmatic_launch_on.load(std::memory_order_relaxed)) return false;
+  if (!programmatic_launch_on.load(std::memory_order_relaxed) || !programmatic_launch_in_scope) return false;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= static_cast<int>(major_of_device.size())) return false;
   if (major_of_device[device].load(std::memory_order_relaxed) == 0) {
@@ -539,6 +541,11 @@ void with_element_type(ElementType type, F&& f) {
 
 void set_programmatic_launch(bool on) { programmatic_launch_on.store(on); }
 bool programmatic_launch_allowed() { return programmatic_launch_on.load(); }
+
+ProgrammaticLaunchScope::ProgrammaticLaunchScope(bool on) : outer_(programmatic_launch_in_scope) {
+  programmatic_launch_in_scope = outer_ && on;
+}
+ProgrammaticLaunchScope::~ProgrammaticLaunchScope() { programmatic_launch_in_scope = outer_; }
 
 void rms_norm(ElementType type, const void* x, const void* weight, void* out, int64_t rows, int64_t hidden, double eps,
               cudaStream_t stream) {

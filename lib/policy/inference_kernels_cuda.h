@@ -27,6 +27,20 @@ enum class ElementType { f32, bf16 };
 // on by default where the GPU has it, off when CRL_PROGRAMMATIC_LAUNCH=0.
 void set_programmatic_launch(bool on);
 bool programmatic_launch_allowed();
+// Within its scope (this thread), kernels launch plainly when `on` is false. The model turns it off
+// for forwards of more rows than the small-rows projections take: there cuBLAS runs the projections,
+// and on the H200 (issue 16, batch 64) the kernels that started early beside its GEMMs made a
+// decode step slower (2.78 -> 3.06 ms), while at batch 1 they made it faster (1.39 -> 1.34 ms).
+class ProgrammaticLaunchScope {
+ public:
+  explicit ProgrammaticLaunchScope(bool on);
+  ~ProgrammaticLaunchScope();
+  ProgrammaticLaunchScope(const ProgrammaticLaunchScope&) = delete;
+  ProgrammaticLaunchScope& operator=(const ProgrammaticLaunchScope&) = delete;
+
+ private:
+  bool outer_;
+};
 
 // out[r, :] = weight * to_dtype(float(x[r, :]) * rsqrt(mean(float(x[r, :])^2) + eps)), rows x hidden,
 // contiguous; weight [hidden] in the same type.

@@ -470,6 +470,9 @@ torch::Tensor CausalLmImpl::forward(const ForwardInputs& in) {
   }
   torch::Tensor h = model->embed_tokens(in.input_ids);
   if (FusedInferenceKernels::active() && !torch::GradMode::is_enabled()) {
+#ifdef CRL_HAVE_CUDA
+    const cuda::ProgrammaticLaunchScope early_start(in.input_ids.numel() <= cuda::kSmallRowsModelLimit);
+#endif
     // The layers' ops in the same order, each residual add joined with the RMSNorm after it (the
     // layer's post-attention norm, the next layer's input norm, the final norm): one kernel each.
     const auto& layers = *model->layers;
