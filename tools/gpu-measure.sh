@@ -84,7 +84,7 @@ case "$what" in
 eval)
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker program_gpu_test compile_gpu_test \
     compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test eval_attack_gpu_test eval_sandbox_test \
-    suite_examples_gpu_test bench_compile bench_eval
+    suite_examples_gpu_test suite_reference_check_gpu_test bench_compile bench_eval
   # Each test program runs whole, in one process, not test by test as ctest would: its evaluator's
   # workers, compile cache and reference outputs then serve all of its tests (ctest spent ~20 s of
   # process and CUDA start-up per test). One program at a time: several of them time programs.
@@ -99,6 +99,7 @@ eval)
   step compile_gpu 120 "$BUILD_DIR/tests/compile/compile_gpu_test"
   step compile_cuda 120 "$BUILD_DIR/tests/compile/compile_cuda_test"
   step program_gpu 60 "$BUILD_DIR/tests/program/program_gpu_test"
+  step reference_check_gpu 60 "$BUILD_DIR/tests/suite/suite_reference_check_gpu_test"
   # The CUDA examples judged by the evaluator; their speedups go to $LOGS/examples_speedups.json.
   CRL_TEST_OUT_DIR="$LOGS" step examples_gpu 180 "$BUILD_DIR/tests/suite/suite_examples_gpu_test"
   if [ $# -gt 0 ]; then
