@@ -28,7 +28,7 @@ enum class ElementType { f32, bf16 };
 void set_programmatic_launch(bool on);
 bool programmatic_launch_allowed();
 // Within its scope (this thread), kernels launch plainly when `on` is false. The model turns it off
-// for forwards of more rows than the small-rows projections take: there cuBLAS runs the projections,
+// for forwards of more than kSmallRowsModelLimit rows: there cuBLAS runs the projections,
 // and on the H200 (issue 16, batch 64) the kernels that started early beside its GEMMs made a
 // decode step slower (2.78 -> 3.06 ms), while at batch 1 they made it faster (1.39 -> 1.34 ms).
 class ProgrammaticLaunchScope {
@@ -71,10 +71,18 @@ struct LinearSegment {
   int64_t n = 0;
 };
 constexpr int kMaxLinearSegments = 3;
-// The kernel takes up to 16 rows; the model uses it up to kSmallRowsModelLimit rows and cuBLAS
-// beyond (bench_generate's BM_Projection times both per row count at Qwen2-0.5B's shapes).
+// The kernel takes up to 16 rows; the model uses it where it beats cuBLAS and cuBLAS beyond. On the
+// H200 (bench_generate's BM_Projection, Qwen2-0.5B's shapes, bf16, GPU time in a CUDA graph, us):
+//   rows               1            2            4            8
+//   q/k/v (3 weights)  2.0 / 10.4   2.9 / 10.4   4.5 / 10.2   8.1 / 10.2   (crl / cuBLAS)
+//   o                  1.9 / 4.4    2.8 / 4.4    4.4 / 4.2    7.9 / 3.5
+//   gate/up + silu     6.4 / 12.1   8.4 / 11.9   13.7 / 11.7  28.1 / 11.5
+//   down               4.8 / 6.0    6.9 / 6.6    10.4 / 6.6   19.5 / 6.6
+// so q/k/v up to kSmallRowsQkvLimit rows, the others (and programmatic launch) up to
+// kSmallRowsModelLimit. Its time grows with the rows (each lane reads x once per row and weight).
 constexpr int64_t kMaxLinearRows = 16;
-constexpr int64_t kSmallRowsModelLimit = 8;
+constexpr int64_t kSmallRowsModelLimit = 2;
+constexpr int64_t kSmallRowsQkvLimit = 8;
 // The projections of x by up to kMaxLinearSegments weights in one launch, for rows <= kMaxLinearRows
 // (decoding: the weights are read once, with 16-byte loads). Needs k % 8 == 0 and 16-byte aligned
 // pointers (small_rows_linear_fits); fp32 accumulation, bias added before the one rounding.

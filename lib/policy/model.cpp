@@ -124,12 +124,13 @@ namespace {
 
 // The projections of x [..., k] by `linears`, with their LoRA branches, the weights read in one
 // launch of the small-rows kernel, where it applies (fused kernels on, no autograd, CUDA, one dtype,
-// at most kSmallRowsModelLimit rows, aligned); empty where it does not (the caller projects as usual).
+// at most max_rows rows, 0: kSmallRowsModelLimit; aligned); empty where it does not (the caller
+// projects as usual).
 // gated_mlp: `linears` are gate_proj and up_proj, and the one output is silu(gate) * up (no LoRA
 // branch on either: a branch adds to the projection before the product).
 using NamedLinear = std::pair<const char*, torch::nn::Linear*>;
 std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const torch::Tensor& x, std::initializer_list<NamedLinear> linears,
-                                                  bool gated_mlp = false) {
+                                                  bool gated_mlp = false, int64_t max_rows = 0) {
 #ifdef CRL_HAVE_CUDA
   if (!use_fused({&x}) || x.dim() < 1) return {};
   if (gated_mlp) {
@@ -140,7 +141,7 @@ std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const t
   }
   const int64_t k = x.size(-1);
   const int64_t rows = k > 0 ? x.numel() / k : 0;
-  if (rows < 1 || rows > cuda::kSmallRowsModelLimit) return {};
+  if (rows < 1 || rows > (max_rows > 0 ? max_rows : cuda::kSmallRowsModelLimit)) return {};
   std::vector<cuda::LinearSegment> segments;
   std::vector<torch::Tensor> outputs;
   for (const auto& [name, linear] : linears) {
@@ -172,6 +173,7 @@ std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const t
   (void)x;
   (void)linears;
   (void)gated_mlp;
+  (void)max_rows;
   return {};
 #endif
 }
@@ -219,7 +221,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
   const int64_t steps = x.size(1);
   const bool training = is_training();
   torch::Tensor q, k, v;  // [B, S, heads * head_dim], [B, S, kv_heads * head_dim] twice
-  if (auto p = small_rows_projections(lora, x, {{"q_proj", &q_proj}, {"k_proj", &k_proj}, {"v_proj", &v_proj}}); !p.empty()) {
+  if (auto p = small_rows_projections(lora, x, {{"q_proj", &q_proj}, {"k_proj", &k_proj}, {"v_proj", &v_proj}},
+                                        /*gated_mlp=*/false, cuda::kSmallRowsQkvLimit); !p.empty()) {
     q = p[0], k = p[1], v = p[2];
   } else {
     q = lora.project("q_proj", q_proj, x, training);
