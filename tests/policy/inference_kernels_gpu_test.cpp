@@ -227,13 +227,14 @@ TEST(PagedDecodeStep, SampledTokensAreTheSameBitsWithAndWithoutProgrammaticLaunc
   const auto run = [&](bool programmatic) {
     cuda::set_programmatic_launch(programmatic);
     GenerationEngine engine(model, EngineOptions{});
-    return engine.run({{prompt, 6, std::nullopt, std::nullopt}}, options);
+    // As many samples as the forwards launched programmatically take (ProgrammaticLaunchScope).
+    return engine.run({{prompt, cuda::kSmallRowsModelLimit, std::nullopt, std::nullopt}}, options);
   };
   const GenerationResult a = run(false);
   const GenerationResult b = run(true);
   cuda::set_programmatic_launch(before);
   EXPECT_TRUE(a.used_cuda_graph && b.used_cuda_graph);
-  ASSERT_EQ(a.sequences.size(), 6u);
+  ASSERT_EQ(a.sequences.size(), static_cast<size_t>(cuda::kSmallRowsModelLimit));
   ASSERT_EQ(a.sequences.size(), b.sequences.size());
   for (size_t s = 0; s < a.sequences.size(); ++s) {
     EXPECT_EQ(a.sequences[s].tokens, b.sequences[s].tokens) << "sample " << s;
