@@ -142,11 +142,13 @@ train)
     --benchmark_filter=AllReduce --benchmark_format=json
   ;;
 baselines)
-  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker suite_reference_check_gpu_test
+  # The check's own runs must leave crl's caching allocator empty for the judge and the workers.
+  step reference_check_gpu 60 "$BUILD_DIR/tests/suite/suite_reference_check_gpu_test"
   # Timed by the evaluator (each reference judged against itself): BASELINE_BUDGET seconds per task.
   # The report is rewritten after every task, so a step cut by its limit keeps what it checked; a
   # file of an earlier call (its archive's copy in results/gpu-measure/, carried) is continued
-  # (`crl tasks check --resume`: only the tasks it lacks are checked). Delete it to start afresh.
+  # (`crl tasks check --resume`: only the tasks it holds no ok result of are checked). Delete it to start afresh.
   for level in 1 2 3; do
     report="$LOGS/level${level}_full_h200.json"
     earlier="results/gpu-measure/level${level}_full_h200.json"

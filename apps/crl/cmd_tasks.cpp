@@ -101,8 +101,8 @@ void run_show(const TasksOptions& o, int& exit_code) {
   exit_code = kExitOk;
 }
 
-// --resume: the results that `path` (an earlier, perhaps cut-short, `--out` of the same check) holds,
-// by task id, after making sure they were measured the same way.
+// --resume: the ok results that `path` (an earlier, perhaps cut-short, `--out` of the same check)
+// holds, by task id, after making sure they were measured the same way.
 std::map<std::string, nlohmann::json> earlier_results(const std::string& path, const ReferenceCheckReport& now) {
   std::map<std::string, nlohmann::json> by_id;
   if (!std::filesystem::exists(path)) return by_id;
@@ -110,6 +110,10 @@ std::map<std::string, nlohmann::json> earlier_results(const std::string& path, c
   try {
     std::ifstream in(path);
     j = nlohmann::json::parse(in);
+    // A failed task is checked again: the failure may have been crl's, since fixed.
+    for (const auto& r : j.at("results")) {
+      if (r.at("status") == "ok") by_id[r.at("id").get<std::string>()] = r;
+    }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("--resume: {} is not a `crl tasks check` report ({}); move it aside", path, e.what()));
   }
@@ -123,7 +127,6 @@ std::map<std::string, nlohmann::json> earlier_results(const std::string& path, c
   differs("backend", now.backend);
   differs("time_budget_seconds", now.time_budget_seconds);
   differs("torch_version", now.torch_version);
-  for (const auto& r : j.at("results")) by_id[r.at("id").get<std::string>()] = r;
   return by_id;
 }
 
@@ -175,7 +178,7 @@ void run_check(const TasksOptions& o, int& exit_code) {
     if (!earlier.count(t->id)) tasks.push_back(t);
   }
   if (o.resume) {
-    spdlog::info("--resume: {} holds {} of the {} selected tasks; checking the other {}", o.out,
+    spdlog::info("--resume: {} holds ok results of {} of the {} selected tasks; checking the other {}", o.out,
                  selected.size() - tasks.size(), selected.size(), tasks.size());
   }
   spdlog::info("checking {} reference(s) at scale '{}' on {} (compiling in parallel first)", tasks.size(), o.scale,
@@ -216,8 +219,8 @@ void run_check(const TasksOptions& o, int& exit_code) {
     std::cout << fmt::format("\n{} of {} tasks ok at scale '{}' on {} ({}) in {:.1f} s\n",
                              report.results.size() - report.failures(), report.results.size(), report.scale,
                              report.backend, report.device_name, report.seconds);
-    if (!earlier.empty()) {
-      std::cout << fmt::format("with the {} results kept from {}: {} of {} ok\n", earlier.size(), o.out,
+    if (tasks.size() < selected.size()) {
+      std::cout << fmt::format("with the {} results kept from {}: {} of {} ok\n", selected.size() - tasks.size(), o.out,
                                j["tasks"].get<size_t>() - j["failures"].get<size_t>(), j["tasks"].get<size_t>());
     }
   }
@@ -268,7 +271,7 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   check->add_option("--out", o.out,
                     "Also write the JSON report to this file (e.g. results/baselines/...), rewritten after every task");
   check->add_flag("--resume", o.resume,
-                  "With --out: keep the results the file holds (a check cut short) and check only the other tasks");
+                  "With --out: keep the ok results the file holds (a check cut short) and check only the other tasks");
   check->callback([&exit_code] { run_check(o, exit_code); });
 }
 

@@ -60,9 +60,13 @@ struct DeviceCacheRelease {
   Backend backend;
   ~DeviceCacheRelease() {
 #if CRL_HAVE_CUDA
-    if (backend == Backend::cuda) {
+    if (backend != Backend::cuda) return;
+    try {
       torch::cuda::synchronize();
       c10::cuda::CUDACachingAllocator::emptyCache();
+    } catch (const std::exception&) {
+      // A reference that broke the context (a fault) is reported by the check itself; a destructor
+      // must not throw.
     }
 #endif
   }

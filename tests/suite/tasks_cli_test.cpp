@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "core/subprocess.h"
 #include "shared_test_cache.h"
@@ -76,7 +78,7 @@ TEST(TasksCli, CheckOfADegenerateFixtureExitsOne) {
 }
 
 // A check cut short keeps what it found (--out is rewritten after every task), and --resume checks
-// only the tasks the file lacks, refusing a file that was measured another way.
+// only the tasks the file holds no ok result of, refusing a file that was measured another way.
 TEST(TasksCli, CheckResumeKeepsTheResultsOfAnEarlierCheckAndChecksTheRest) {
   const std::string out = (std::filesystem::path(CRL_BINARY_DIR) / "tasks_check_resume.json").string();
   std::filesystem::remove(out);
@@ -93,10 +95,10 @@ TEST(TasksCli, CheckResumeKeepsTheResultsOfAnEarlierCheckAndChecksTheRest) {
   ASSERT_EQ(j["tasks"], 2);
   EXPECT_TRUE(j["complete"].get<bool>());
   // As if the check had been cut after its first task: one result kept, marked so we can tell it
-  // was not checked again.
+  // was not checked again; a failed one is checked again (the failure may have been crl's).
   ASSERT_EQ(j["results"][0]["id"], "level1/019_relu");  // in the order of --task
-  j["results"].erase(1);
   j["results"][0]["message"] = "kept from the first check";
+  j["results"][1]["status"] = "timing_error";
   j["complete"] = false;
   std::ofstream(out) << j.dump(2);
 
@@ -104,7 +106,7 @@ TEST(TasksCli, CheckResumeKeepsTheResultsOfAnEarlierCheckAndChecksTheRest) {
   resume.push_back("--resume");
   const auto second = run_command(resume, with_suite_env());
   ASSERT_EQ(second.exit_code, 0) << second.output;
-  EXPECT_NE(second.output.find("holds 1 of the 2 selected tasks; checking the other 1"), std::string::npos)
+  EXPECT_NE(second.output.find("holds ok results of 1 of the 2 selected tasks; checking the other 1"), std::string::npos)
       << second.output;
   std::ifstream f(out);
   const auto merged = nlohmann::json::parse(f);
@@ -124,6 +126,17 @@ TEST(TasksCli, CheckResumeKeepsTheResultsOfAnEarlierCheckAndChecksTheRest) {
       << refused.output;
   std::ifstream again(out);
   EXPECT_EQ(nlohmann::json::parse(again), merged);
+
+  // A file that is not a check's report: an input error naming it, the file left as it was.
+  const std::string other = (std::filesystem::path(CRL_BINARY_DIR) / "tasks_check_resume_not_a_report.json").string();
+  std::ofstream(other) << "{\"scale\": \"small\"}";
+  std::vector<std::string> not_a_report = resume;
+  not_a_report[not_a_report.size() - 2] = other;  // the value of --out
+  const auto broken = run_command(not_a_report, with_suite_env());
+  EXPECT_EQ(broken.exit_code, 3) << broken.output;
+  EXPECT_NE(broken.output.find(other + " is not a `crl tasks check` report"), std::string::npos) << broken.output;
+  std::ifstream left(other);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(left), {}), "{\"scale\": \"small\"}");
 }
 
 // Runs `crl tasks check --scale small --level N --backend cpu` and expects every task ok.
