@@ -147,12 +147,14 @@ baselines)
   step reference_check_gpu 60 "$BUILD_DIR/tests/suite/suite_reference_check_gpu_test"
   # Timed by the evaluator (each reference judged against itself): BASELINE_BUDGET seconds per task.
   # The report is rewritten after every task, so a step cut by its limit keeps what it checked; a
-  # file of an earlier call (its archive's copy in results/gpu-measure/, carried) is continued
-  # (`crl tasks check --resume`: only the tasks it holds no ok result of are checked). Delete it to start afresh.
+  # file of an earlier call is continued (`crl tasks check --resume`: only the tasks it holds no ok
+  # result of are checked): its archive's copy in results/gpu-measure/ (carried), else the committed
+  # partial results/baselines/level<N>_full_evaluator_h200.json. Delete both to start afresh.
   for level in 1 2 3; do
     report="$LOGS/level${level}_full_h200.json"
-    earlier="results/gpu-measure/level${level}_full_h200.json"
-    if [ ! -f "$report" ] && [ -f "$earlier" ]; then cp "$earlier" "$report"; chmod u+w "$report"; fi
+    for earlier in "results/gpu-measure/level${level}_full_h200.json" "results/baselines/level${level}_full_evaluator_h200.json"; do
+      if [ ! -f "$report" ] && [ -f "$earlier" ]; then cp "$earlier" "$report"; chmod u+w "$report"; fi
+    done
     step "baseline_level$level" 540 "$BUILD_DIR/apps/crl/crl" tasks check --scale full --level "$level" \
       --backend cuda --time-budget "${BASELINE_BUDGET:-1}" --out "$report" --resume
   done
