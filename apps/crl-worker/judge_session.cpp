@@ -355,16 +355,18 @@ eval::Message JudgeSession::probe(const nlohmann::json& request) {
   // slow probes in a row after the first.
   const double first_us = probe_once();
   const double limit_us = probe_baseline_us_ * 1.5 + slack_us;
-  double us = probe_once();
+  const double second_us = probe_once();
+  double us = second_us;
   int retries = 0;
   if (us > limit_us) {
     retries = 1;
     const double again_us = probe_once();
-    if (again_us <= limit_us) us = again_us;
+    us = again_us <= limit_us ? again_us : std::max(second_us, again_us);
   }
   return reply({{"idle", us <= limit_us},
                 {"probe_us", us},
                 {"first_probe_us", first_us},
+                {"second_probe_us", second_us},
                 {"retries", retries},
                 {"baseline_us", probe_baseline_us_}});
 }

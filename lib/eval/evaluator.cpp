@@ -64,6 +64,14 @@ std::string absolute(const std::string& path) {
 
 bool file_is_executable(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
 
+// The judge's idle probe for a verdict: the deciding reading, then the first two (the first pays
+// any switch between contexts; busy means the second and a retry slow too), so that a
+// deferred-work verdict shows how the GPU behaved.
+std::string probe_readings(const nlohmann::json& probe) {
+  return fmt::format("{:.0f} us (first {:.0f}, second {:.0f}{})", probe.value("probe_us", 0.0), probe.value("first_probe_us", 0.0),
+                     probe.value("second_probe_us", 0.0), probe.value("retries", 0) > 0 ? ", then a retry" : "");
+}
+
 std::string self_dir() {
   char buffer[4096];
   const ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
@@ -544,8 +552,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       if (!probe) return *judge_failed = true, "";
       if (!probe->value("idle", true)) {
         *kind = "deferred_work";
-        return fmt::format("work was still running on the GPU after the worker replied (idle probe {:.0f} us, {:.0f} us when idle)",
-                           probe->value("probe_us", 0.0), probe->value("baseline_us", 0.0));
+        return fmt::format("work was still running on the GPU after the worker replied (idle probe {}, {:.0f} us when idle)",
+                           probe_readings(*probe), probe->value("baseline_us", 0.0));
       }
     }
     if (refs.size() != js.output_metas.size()) {
@@ -905,8 +913,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           if (!probe) return m.failure = "probing the GPU", m.internal = true, m;
           if (!probe->value("idle", true)) {
             m.failure = fmt::format("{} pair {}: work was still running on the GPU after the candidate's timed calls "
-                                    "returned (idle probe {:.0f} us, {:.0f} us when idle)",
-                                    purpose, m.reference_us.size() + 1, probe->value("probe_us", 0.0),
+                                    "returned (idle probe {}, {:.0f} us when idle)",
+                                    purpose, m.reference_us.size() + 1, probe_readings(*probe),
                                     probe->value("baseline_us", 0.0));
             m.failure_kind = "deferred_work";
             return m;
