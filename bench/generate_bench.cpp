@@ -257,6 +257,7 @@ void BM_Projection(benchmark::State& state) {
     segments.push_back({weights.back().data_ptr(), nullptr, outputs.back().data_ptr(), n});
     bytes += static_cast<double>(n * sh.k * 2);
   }
+  const torch::Tensor hidden = torch::empty({rows, sh.n[0]}, options);  // cuBLAS's gated output
   const auto call = [&] {  // on the current stream (the capture's, below)
     if (crl_kernel && sh.gated) {
       cuda::small_rows_gated_linear(cuda::ElementType::bf16, x.data_ptr(), rows, sh.k, segments[0], segments[1],
@@ -264,8 +265,11 @@ void BM_Projection(benchmark::State& state) {
     } else if (crl_kernel) {
       cuda::small_rows_linear(cuda::ElementType::bf16, x.data_ptr(), rows, sh.k, segments.data(), static_cast<int>(segments.size()),
                               c10::cuda::getCurrentCUDAStream().stream());
-    } else if (sh.gated) {
-      outputs[0].copy_(torch::silu(at::linear(x, weights[0])) * at::linear(x, weights[1]));
+    } else if (sh.gated) {  // what the model runs above the kernel's limit: two GEMMs, then silu_mul
+      at::linear_out(outputs[0], x, weights[0]);
+      at::linear_out(outputs[1], x, weights[1]);
+      cuda::silu_mul(cuda::ElementType::bf16, outputs[0].data_ptr(), outputs[1].data_ptr(), hidden.data_ptr(), hidden.numel(),
+                     c10::cuda::getCurrentCUDAStream().stream());
     } else {
       for (size_t i = 0; i < weights.size(); ++i) at::linear_out(outputs[i], x, weights[i]);
     }

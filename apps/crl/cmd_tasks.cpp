@@ -2,7 +2,6 @@
 // every reference compiles, is deterministic, is not degenerate on its inputs, and how fast it runs.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/version.h>
 
 #include <chrono>
 #include <filesystem>
@@ -134,15 +133,19 @@ std::map<std::string, nlohmann::json> earlier_results(const std::string& path, c
 nlohmann::json merged_report(const ReferenceCheckReport& report, const std::vector<const Task*>& selected,
                              const std::map<std::string, nlohmann::json>& earlier, bool complete) {
   nlohmann::json j = to_json(report);
-  std::map<std::string, nlohmann::json> by_id = earlier;
-  for (const auto& r : report.results) by_id[r.id] = to_json(r);
+  std::map<std::string, const ReferenceCheckResult*> checked;
+  for (const auto& r : report.results) checked[r.id] = &r;
   nlohmann::json results = nlohmann::json::array();
   size_t failures = 0;
   for (const Task* t : selected) {
-    const auto it = by_id.find(t->id);
-    if (it == by_id.end()) continue;
-    failures += it->second.at("status") != "ok";
-    results.push_back(it->second);
+    if (const auto it = checked.find(t->id); it != checked.end()) {
+      results.push_back(to_json(*it->second));
+    } else if (const auto kept = earlier.find(t->id); kept != earlier.end()) {
+      results.push_back(kept->second);
+    } else {
+      continue;
+    }
+    failures += results.back().at("status") != "ok";
   }
   j["tasks"] = results.size();
   j["failures"] = failures;
@@ -166,11 +169,7 @@ void run_check(const TasksOptions& o, int& exit_code) {
   options.cpu_threads = o.cpu_threads;
   options.compiler.jobs = o.jobs;
   options.compiler.cache_dir = o.cache_dir;
-  ReferenceCheckReport partial;  // what the check has found so far, written to --out after every task
-  partial.scale = o.scale;
-  partial.backend = backend_name(options.backend);
-  partial.torch_version = TORCH_VERSION;
-  partial.time_budget_seconds = options.time_budget_seconds;
+  ReferenceCheckReport partial = empty_report(options);  // what the check found so far, written to --out after every task
   partial.device_name = options.backend == Backend::cuda && !machine.gpus.empty() ? machine.gpus.front().name : "cpu";
   const auto earlier = o.resume ? earlier_results(o.out, partial) : std::map<std::string, nlohmann::json>{};
   std::vector<const Task*> tasks;

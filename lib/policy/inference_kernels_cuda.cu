@@ -207,17 +207,21 @@ __device__ __forceinline__ void unpack(const Pack8<__nv_bfloat16>& v, float (&ou
   }
 }
 
-// acc[m] += w . x[m, k0 .. k0+7] for the rows.
-template <typename T, int MaxRows>
-__device__ __forceinline__ void accumulate8(const float (&wv)[8], const T* __restrict__ x, int rows, int64_t k, int64_t k0,
-                                            float (&acc)[MaxRows]) {
+// acc[r][m] += w[r] . x[m, k0 .. k0+7] for the rows and the W weight rows of a column (each x value
+// loaded once for all of them).
+template <typename T, int MaxRows, int W>
+__device__ __forceinline__ void accumulate8(const float (&wv)[W][8], const T* __restrict__ x, int rows, int64_t k, int64_t k0,
+                                            float (&acc)[W][MaxRows]) {
 #pragma unroll
   for (int m = 0; m < MaxRows; ++m) {
     if (m < rows) {
       float xv[8];
       load8(x + m * k + k0, xv);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[m] = fmaf(wv[j], xv[j], acc[m]);
+      for (int r = 0; r < W; ++r) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[r][m] = fmaf(wv[r][j], xv[j], acc[r][m]);
+      }
     }
   }
 }
@@ -283,21 +287,17 @@ __global__ void __launch_bounds__(kLinearWarps * 32) small_rows_linear_kernel(Se
 #pragma unroll
     for (int c = 0; c < P; ++c) {
       if (first + c * stride < k) {
+        float wv[W][8];
 #pragma unroll
-        for (int r = 0; r < W; ++r) {
-          float wv[8];
-          unpack(prefetched[r][c], wv);
-          accumulate8<T, MaxRows>(wv, x, rows, k, first + c * stride, acc[r]);
-        }
+        for (int r = 0; r < W; ++r) unpack(prefetched[r][c], wv[r]);
+        accumulate8<T, MaxRows, W>(wv, x, rows, k, first + c * stride, acc);
       }
     }
     for (int64_t k0 = first + P * stride; k0 < k; k0 += stride) {
+      float wv[W][8];
 #pragma unroll
-      for (int r = 0; r < W; ++r) {
-        float wv[8];
-        load8(weight[r] + column * k + k0, wv);
-        accumulate8<T, MaxRows>(wv, x, rows, k, k0, acc[r]);
-      }
+      for (int r = 0; r < W; ++r) load8(weight[r] + column * k + k0, wv[r]);
+      accumulate8<T, MaxRows, W>(wv, x, rows, k, k0, acc);
     }
   }
 #pragma unroll

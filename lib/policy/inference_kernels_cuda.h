@@ -78,6 +78,8 @@ constexpr int kMaxLinearSegments = 3;
 //   o                  1.9 / 4.4    2.8 / 4.4    4.4 / 4.2    7.9 / 3.5
 //   gate/up + silu     6.4 / 12.1   8.4 / 11.9   13.7 / 11.7  28.1 / 11.5
 //   down               4.8 / 6.0    6.9 / 6.6    10.4 / 6.6   19.5 / 6.6
+// (gate/up's cuBLAS column was timed with ATen's silu, mul and a copy after the GEMMs, three kernels
+// where the model's fallback, which the benchmark runs now, has one silu_mul)
 // so q/k/v up to kSmallRowsQkvLimit rows, the others (and programmatic launch) up to
 // kSmallRowsModelLimit. Its time grows with the rows (each lane reads x once per row and weight).
 constexpr int64_t kMaxLinearRows = 16;

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -122,46 +123,61 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 
 namespace {
 
+// Rows up to which q/k/v take the small-rows kernel (the other projections: kSmallRowsModelLimit).
+#ifdef CRL_HAVE_CUDA
+constexpr int64_t kQkvSmallRowsLimit = cuda::kSmallRowsQkvLimit;
+#else
+constexpr int64_t kQkvSmallRowsLimit = 0;  // not used: without CUDA no projection takes the kernel
+#endif
+
+#ifdef CRL_HAVE_CUDA
+// The rows of x [..., k] when the small-rows kernel may project it (fused kernels on, no autograd,
+// CUDA, at most max_rows rows, 0: kSmallRowsModelLimit); else 0.
+int64_t small_rows_of(const torch::Tensor& x, int64_t max_rows) {
+  if (!use_fused({&x}) || x.dim() < 1 || x.size(-1) < 1) return 0;
+  const int64_t rows = x.numel() / x.size(-1);
+  return rows >= 1 && rows <= (max_rows > 0 ? max_rows : cuda::kSmallRowsModelLimit) ? rows : 0;
+}
+
+// The kernel's segment of `linear` for x, written to `out`; nullopt where the kernel cannot read the
+// weight with x (another dtype or device, another k).
+std::optional<cuda::LinearSegment> segment_of(const torch::Tensor& x, const torch::nn::Linear& linear, void* out) {
+  const torch::Tensor& weight = linear->weight;
+  const torch::Tensor& bias = linear->bias;
+  if (!use_fused({&x, &weight}) || weight.size(1) != x.size(-1) || (bias.defined() && !use_fused({&x, &bias}))) {
+    return std::nullopt;
+  }
+  return cuda::LinearSegment{weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr, out, weight.size(0)};
+}
+
+// x [..., k]'s projection to n features, not yet written.
+torch::Tensor projection_output(const torch::Tensor& x, int64_t n) {
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = n;
+  return torch::empty(sizes, x.options());
+}
+#endif
+
 // The projections of x [..., k] by `linears`, with their LoRA branches, the weights read in one
-// launch of the small-rows kernel, where it applies (fused kernels on, no autograd, CUDA, one dtype,
-// at most max_rows rows, 0: kSmallRowsModelLimit; aligned); empty where it does not (the caller
-// projects as usual).
-// gated_mlp: `linears` are gate_proj and up_proj, and the one output is silu(gate) * up (no LoRA
-// branch on either: a branch adds to the projection before the product).
+// launch of the small-rows kernel, where it applies (small_rows_of(x, max_rows), every weight of
+// x's dtype and device, aligned); empty where it does not (the caller projects as usual).
 using NamedLinear = std::pair<const char*, torch::nn::Linear*>;
 std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const torch::Tensor& x, std::initializer_list<NamedLinear> linears,
-                                                  bool gated_mlp = false, int64_t max_rows = 0) {
+                                                  int64_t max_rows = 0) {
 #ifdef CRL_HAVE_CUDA
-  if (!use_fused({&x}) || x.dim() < 1) return {};
-  if (gated_mlp) {
-    if (linears.size() != 2) return {};
-    for (const auto& [name, linear] : linears) {
-      if (lora.branches.contains(name)) return {};
-    }
-  }
-  const int64_t k = x.size(-1);
-  const int64_t rows = k > 0 ? x.numel() / k : 0;
-  if (rows < 1 || rows > (max_rows > 0 ? max_rows : cuda::kSmallRowsModelLimit)) return {};
+  const int64_t rows = small_rows_of(x, max_rows);
+  if (rows == 0) return {};
   std::vector<cuda::LinearSegment> segments;
   std::vector<torch::Tensor> outputs;
   for (const auto& [name, linear] : linears) {
-    const torch::Tensor& weight = (*linear)->weight;
-    const torch::Tensor& bias = (*linear)->bias;
-    if (!use_fused({&x, &weight}) || weight.size(1) != k || (bias.defined() && !use_fused({&x, &bias}))) return {};
-    std::vector<int64_t> sizes = x.sizes().vec();
-    sizes.back() = weight.size(0);
-    if (!gated_mlp || outputs.empty()) outputs.push_back(torch::empty(sizes, x.options()));
-    segments.push_back({weight.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
-                        gated_mlp && segments.size() == 1 ? nullptr : outputs.back().data_ptr(), weight.size(0)});
+    outputs.push_back(projection_output(x, (*linear)->weight.size(0)));
+    const auto segment = segment_of(x, *linear, outputs.back().data_ptr());
+    if (!segment) return {};
+    segments.push_back(*segment);
   }
   const int count = static_cast<int>(segments.size());
-  if (!cuda::small_rows_linear_fits(rows, k, x.data_ptr(), segments.data(), count)) return {};
-  if (gated_mlp) {
-    if (segments[0].n != segments[1].n) return {};
-    cuda::small_rows_gated_linear(element_type(x), x.data_ptr(), rows, k, segments[0], segments[1], stream_of(x));
-    return outputs;
-  }
-  cuda::small_rows_linear(element_type(x), x.data_ptr(), rows, k, segments.data(), count, stream_of(x));
+  if (!cuda::small_rows_linear_fits(rows, x.size(-1), x.data_ptr(), segments.data(), count)) return {};
+  cuda::small_rows_linear(element_type(x), x.data_ptr(), rows, x.size(-1), segments.data(), count, stream_of(x));
   size_t i = 0;
   for (const auto& [name, linear] : linears) {
     outputs[i] = lora.with_branch(name, outputs[i], x, /*training=*/false);
@@ -172,8 +188,34 @@ std::vector<torch::Tensor> small_rows_projections(const LoraSlots& lora, const t
   (void)lora;
   (void)x;
   (void)linears;
-  (void)gated_mlp;
   (void)max_rows;
+  return {};
+#endif
+}
+
+// silu(x gate_proj^T) * x up_proj^T from one launch of the small-rows kernel (the MLP's
+// intermediate, never written), where it applies as in small_rows_projections and neither
+// projection has a LoRA branch (a branch adds to the projection before the product); undefined
+// where it does not.
+torch::Tensor small_rows_silu_mlp(const LoraSlots& lora, const torch::Tensor& x, const torch::nn::Linear& gate_proj,
+                                  const torch::nn::Linear& up_proj) {
+#ifdef CRL_HAVE_CUDA
+  if (lora.branches.contains("gate_proj") || lora.branches.contains("up_proj")) return {};
+  const int64_t rows = small_rows_of(x, 0);
+  if (rows == 0) return {};
+  torch::Tensor out = projection_output(x, gate_proj->weight.size(0));
+  const auto gate = segment_of(x, gate_proj, out.data_ptr());
+  const auto up = segment_of(x, up_proj, nullptr);
+  if (!gate || !up || gate->n != up->n) return {};
+  const cuda::LinearSegment both[] = {*gate, *up};
+  if (!cuda::small_rows_linear_fits(rows, x.size(-1), x.data_ptr(), both, 2)) return {};
+  cuda::small_rows_gated_linear(element_type(x), x.data_ptr(), rows, x.size(-1), *gate, *up, stream_of(x));
+  return out;
+#else
+  (void)lora;
+  (void)x;
+  (void)gate_proj;
+  (void)up_proj;
   return {};
 #endif
 }
@@ -222,7 +264,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionInpu
   const bool training = is_training();
   torch::Tensor q, k, v;  // [B, S, heads * head_dim], [B, S, kv_heads * head_dim] twice
   if (auto p = small_rows_projections(lora, x, {{"q_proj", &q_proj}, {"k_proj", &k_proj}, {"v_proj", &v_proj}},
-                                        /*gated_mlp=*/false, cuda::kSmallRowsQkvLimit); !p.empty()) {
+                                        kQkvSmallRowsLimit);
+      !p.empty()) {
     q = p[0], k = p[1], v = p[2];
   } else {
     q = lora.project("q_proj", q_proj, x, training);
@@ -341,10 +384,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
     return lora.project("down_proj", down_proj, hidden, training);
   };
   // silu(gate) * up written by the gate and up projections' kernel itself, where it can.
-  if (auto p = small_rows_projections(lora, x, {{"gate_proj", &gate_proj}, {"up_proj", &up_proj}}, /*gated_mlp=*/true);
-      !p.empty()) {
-    return project_down(p[0]);
-  }
+  if (const torch::Tensor hidden = small_rows_silu_mlp(lora, x, gate_proj, up_proj); hidden.defined()) return project_down(hidden);
   torch::Tensor gate, up;
   if (auto p = small_rows_projections(lora, x, {{"gate_proj", &gate_proj}, {"up_proj", &up_proj}}); !p.empty()) {
     gate = p[0], up = p[1];

@@ -187,14 +187,19 @@ void time_with_evaluator(eval::Evaluator& evaluator, const Task& task, Reference
 
 }  // namespace
 
-ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, const ReferenceCheckOptions& options,
-                                      const std::function<void(const ReferenceCheckResult&)>& progress) {
-  const auto start = std::chrono::steady_clock::now();
+ReferenceCheckReport empty_report(const ReferenceCheckOptions& options) {
   ReferenceCheckReport report;
   report.scale = options.scale;
   report.backend = backend_name(options.backend);
   report.torch_version = TORCH_VERSION;
   report.time_budget_seconds = options.time_budget_seconds;
+  return report;
+}
+
+ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, const ReferenceCheckOptions& options,
+                                      const std::function<void(const ReferenceCheckResult&)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  ReferenceCheckReport report = empty_report(options);
   device_for(options.backend);  // fail early, before compiling anything, when the backend is unusable
   apply_program_run_settings();  // the numerics the evaluator's workers run references with
   for (const Task* task : tasks) task->spec.scale_variables(options.scale);  // every task has the scale

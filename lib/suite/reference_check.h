@@ -66,6 +66,9 @@ struct ReferenceCheckReport {
   size_t failures() const;
 };
 
+// A report with no results yet, its scale, backend, LibTorch version and timing budget from `options`.
+ReferenceCheckReport empty_report(const ReferenceCheckOptions& options);
+
 // Checks `tasks` (compiling them all in parallel first, then running them one at a time).
 // `progress` is called after each task with its result (for a running log); may be empty.
 ReferenceCheckReport check_references(const std::vector<const Task*>& tasks, const ReferenceCheckOptions& options,

@@ -2,8 +2,8 @@
 // forward on the GPU: one decode step over a paged cache whose blocks are scattered, for head
 // layouts from MHA to 16 query heads per kv head, head_dim 8 to 128 (and 12, which the attention
 // kernel does not take: the fallback), sequences from 1 key to several key chunks, 1 to 12 rows (the
-// small-rows projections up to their limits, cuBLAS beyond; the gate and up projections writing silu(gate) * up
-// itself), fp32 and bf16; and programmatic dependent launch on and off.
+// small-rows projections up to their limits, cuBLAS beyond; the gate and up projections writing
+// silu(gate) * up themselves), fp32 and bf16; and programmatic dependent launch on and off.
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -155,9 +155,9 @@ TEST(PagedDecodeStep, GreedyTokensOfTheEngineAreTheSameWithAndWithoutTheKernels)
 }
 
 // The projection kernel alone against at::linear, for every row count it takes (the model uses it
-// up to kSmallRowsModelLimit or kSmallRowsQkvLimit), k within and beyond the weights it loads before its wait, with and
-// without bias, fp32 and bf16; and its gated form (the MLP's silu(x gate^T) * x up^T in one launch)
-// against the ATen ops the model runs without it.
+// up to kSmallRowsModelLimit or kSmallRowsQkvLimit), k within and beyond the weights it loads
+// before its wait, with and without bias, fp32 and bf16; and its gated form (the MLP's
+// silu(x gate^T) * x up^T in one launch) against the ATen ops the model runs without it.
 TEST(SmallRowsLinear, MatchesAtLinearForEveryRowCountItTakes) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine (the gpu label runs on the GPU machine)";
   torch::manual_seed(4);
