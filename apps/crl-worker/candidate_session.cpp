@@ -72,6 +72,7 @@ eval::Message CandidateSession::run(const nlohmann::json& request) {
   const auto outputs = call_and_check(device_, *candidate_, args);
   nlohmann::json header;
   header["outputs"] = export_outputs(outputs, &held_);
+  device_.check("describing the outputs");  // the copies of non-contiguous outputs done before the reply
   header["spread_inputs"] = spread_inputs;
   return eval::Message{header, {}};
 }
@@ -95,7 +96,11 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
     for (const auto& s : request.at("slots")) outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
   }
   device_.check(fmt::format("the {}'s timed calls", candidate_->which()));
-  return eval::Message{{{"batch", eval::describe_batch(outputs, &held_)}}, {}};
+  // Describing makes non-contiguous outputs contiguous: those copies run before the reply, timed
+  // (they were the program's to do) and never after it, where the judge's idle probe would see them.
+  nlohmann::json batch = eval::describe_batch(outputs, &held_);
+  device_.check(fmt::format("describing the {}'s timed outputs", candidate_->which()));
+  return eval::Message{{{"batch", std::move(batch)}}, {}};
 }
 
 eval::Message CandidateSession::start_timing(const nlohmann::json& request) {
@@ -144,6 +149,7 @@ eval::Message CandidateSession::guard(const nlohmann::json& request) {
   std::vector<at::Tensor> tensors;
   for (const auto& t : probes.tensors) tensors.push_back(t.values);
   probes.header["outputs"] = export_outputs(tensors, &held_);
+  device_.check("describing the guard's outputs");
   probes.tensors.clear();
   return probes;
 }

@@ -452,6 +452,42 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     }
     return std::get<Message>(reply).header;
   };
+  // The GPU after a reply of the candidate's worker, frozen: probed until idle, for up to
+  // wait_seconds. A legitimate program's reply is now and then followed by probes that read busy
+  // with nothing of its own left (level1 008 and 097, seen on the H200), so one busy reading does
+  // not decide: what the callers do with the wait does (the outputs compared before and after it,
+  // or the wait charged to the timed batch).
+  struct IdleWait {
+    bool asked = false;   // false: the judge failed
+    bool idle = false;
+    bool busy_at_first = false;
+    double waited_s = 0;  // from the first probe's request to the request of the one that read idle
+    nlohmann::json first, last;
+  };
+  auto await_idle = [&](double wait_seconds) -> IdleWait {
+    IdleWait w;
+    const auto started = Clock::now();
+    for (;;) {
+      const auto asked = Clock::now();
+      const auto probe = judge_ask({{"op", "probe"}, {"slack_us", options_.idle_slack_us}}, "probing the GPU");
+      if (!probe) return w;
+      w.asked = true;
+      if (w.first.is_null()) w.first = *probe;
+      w.last = *probe;
+      w.idle = probe->value("idle", true);
+      if (w.idle || seconds_since(started) >= wait_seconds) {
+        w.waited_s = w.idle ? std::chrono::duration<double>(asked - started).count() : seconds_since(started);
+        return w;
+      }
+      w.busy_at_first = true;
+    }
+  };
+  auto describe_wait = [](const IdleWait& w) {
+    return fmt::format("idle probe {}{}, {:.0f} us when idle", probe_readings(w.first),
+                       w.idle ? fmt::format("; idle {:.1f} ms later", 1e3 * w.waited_s)
+                              : fmt::format("; still busy {:.1f} ms later ({})", 1e3 * w.waited_s, probe_readings(w.last)),
+                       w.first.value("baseline_us", 0.0));
+  };
   auto internal = [&](const std::string& during) {
     const std::string log = judge.log(options_.max_log_bytes);
     judge_.reset();
@@ -532,9 +568,13 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     step("load", true, options_.sandbox ? "sandboxed worker (see its log for what the kernel allowed)" : "worker without sandbox", t);
   }
 
-  // Reads outputs a reply described, while the worker is frozen: the GPU first checked idle (work
-  // left running would finish while the judge looks), then the judge compares them with the
-  // reference outputs it holds under `key`. Empty when they match; else why not, and *kind.
+  // Reads outputs a reply described, while the worker is frozen, and has the judge compare them with
+  // the reference outputs it holds under `key`. Empty when they match; else why not, and *kind.
+  // On the GPU the judge probes first: busy, the outputs are compared as they are, then again once
+  // the GPU is idle (up to guard_settle_seconds): outputs that match only the second time were
+  // written after the reply (hack:deferred_work); outputs that matched at once were complete
+  // whatever the GPU was doing (legitimate references read busy now and then); a GPU still busy
+  // after the wait is work left running (hack:deferred_work).
   auto judge_outputs = [&](const nlohmann::json& described, const std::string& key, std::string* kind,
                            bool* judge_failed) -> std::string {
     *judge_failed = false;
@@ -547,51 +587,67 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       *kind = "crash";
       return std::string("malformed output description: ") + e.what();
     }
-    if (options_.backend == Backend::cuda) {
-      const auto probe = judge_ask({{"op", "probe"}, {"slack_us", options_.idle_slack_us}}, "probing the GPU");
-      if (!probe) return *judge_failed = true, "";
-      if (!probe->value("idle", true)) {
-        *kind = "deferred_work";
-        return fmt::format("work was still running on the GPU after the worker replied (idle probe {}, {:.0f} us when idle)",
-                           probe_readings(*probe), probe->value("baseline_us", 0.0));
-      }
-    }
     if (refs.size() != js.output_metas.size()) {
       *kind = "mismatch";
       return fmt::format("returned {} outputs, the reference returns {}", refs.size(), js.output_metas.size());
     }
-    uint64_t offset = 0;
-    nlohmann::json forwarded = nlohmann::json::array();
     for (size_t i = 0; i < refs.size(); ++i) {
       if (!(refs[i].meta == js.output_metas[i]) || refs[i].device != js.output_devices[i]) {
         *kind = "mismatch";
         return fmt::format("output {}: shape and dtype {} on {}, but the reference's are {} on {}", i, describe(refs[i].meta), refs[i].device,
                            describe(js.output_metas[i]), js.output_devices[i]);
       }
-      if (refs[i].device == "cpu") {
-        // Copied out of the frozen worker into the region the judge reads (bounded by the reference's size).
-        try {
-          read_process_memory(worker->pid(), refs[i].address, static_cast<uint64_t>(refs[i].meta.nbytes()),
-                              static_cast<char*>(js.region) + offset);
-        } catch (const InputError& e) {
-          *kind = "crash";
-          return e.what();
+    }
+    const auto compare = [&]() -> std::string {
+      uint64_t offset = 0;
+      nlohmann::json forwarded = nlohmann::json::array();
+      for (TensorRef ref : refs) {
+        if (ref.device == "cpu") {
+          // Copied out of the frozen worker into the region the judge reads (bounded by the reference's size).
+          try {
+            read_process_memory(worker->pid(), ref.address, static_cast<uint64_t>(ref.meta.nbytes()), static_cast<char*>(js.region) + offset);
+          } catch (const InputError& e) {
+            *kind = "crash";
+            return e.what();
+          }
+          ref.address = offset;
+          offset += (static_cast<uint64_t>(ref.meta.nbytes()) + 255) / 256 * 256;
         }
-        refs[i].address = offset;
-        offset += (static_cast<uint64_t>(refs[i].meta.nbytes()) + 255) / 256 * 256;
+        forwarded.push_back(to_json(ref));
       }
-      forwarded.push_back(to_json(refs[i]));
+      const auto cmp = judge_ask({{"op", "compare"}, {"key", key}, {"outputs", forwarded}}, "comparing outputs");
+      if (!cmp) {
+        // An output handle that does not open is the candidate's doing, not crl's: the judge says so.
+        return *judge_failed = true, "";
+      }
+      if (!cmp->value("match", false)) {
+        *kind = "mismatch";
+        return cmp->value("message", std::string("outputs differ"));
+      }
+      return "";
+    };
+    if (options_.backend != Backend::cuda) return compare();
+    const IdleWait now = await_idle(0);
+    if (!now.asked) return *judge_failed = true, "";
+    if (now.idle) return compare();
+    const std::string while_busy = compare();
+    if (*judge_failed || *kind == "crash") return while_busy;
+    const IdleWait later = await_idle(options_.guard_settle_seconds);
+    if (!later.asked) return *judge_failed = true, "";
+    if (!later.idle) {
+      *kind = "deferred_work";
+      return fmt::format("work was still running on the GPU {:.0f} ms after the worker replied (idle probe {} at first, {} at last, "
+                         "{:.0f} us when idle)",
+                         1e3 * (options_.guard_settle_seconds), probe_readings(now.first), probe_readings(later.last),
+                         now.first.value("baseline_us", 0.0));
     }
-    const auto cmp = judge_ask({{"op", "compare"}, {"key", key}, {"outputs", forwarded}}, "comparing outputs");
-    if (!cmp) {
-      // An output handle that does not open is the candidate's doing, not crl's: the judge says so.
-      return *judge_failed = true, "";
-    }
-    if (!cmp->value("match", false)) {
-      *kind = "mismatch";
-      return cmp->value("message", std::string("outputs differ"));
-    }
-    return "";
+    if (while_busy.empty()) return "";
+    const std::string once_idle = compare();
+    if (!once_idle.empty() || *judge_failed) return once_idle;
+    *kind = "deferred_work";
+    return fmt::format("the outputs were complete only after the worker replied: while the GPU was busy (idle probe {}, {:.0f} us "
+                       "when idle) they differed ({}), {:.1f} ms later, idle, they matched",
+                       probe_readings(now.first), now.first.value("baseline_us", 0.0), while_busy, 1e3 * later.waited_s);
   };
   // keep: the judge keeps the inputs it made to compare with, for a reference_slot of the same seed next.
   auto inputs_changed = [&](int slot, uint64_t seed, bool* judge_failed, bool edges = false, bool keep = false) -> std::string {
@@ -730,6 +786,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     int rounds = 0;
     std::string stop_reason;
     std::string pair_cost;  // where a pair's wall time went (timed calls, the judge's requests, the rest)
+    int late_idle_pairs = 0;     // pairs whose GPU read busy after the candidate's reply (the wait charged to it)
+    double late_idle_ms_max = 0;
   };
   auto measure = [&](WorkerProcess& cand_worker, int slots, int min_pairs, double budget, const std::string& purpose) {
     Measured m;
@@ -908,16 +966,24 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           return m;
         }
         if (options_.backend == Backend::cuda) {
-          // Work still running now, with the candidate's worker frozen, is deferred work.
-          const auto probe = judge_ask({{"op", "probe"}, {"slack_us", options_.idle_slack_us}}, "probing the GPU");
-          if (!probe) return m.failure = "probing the GPU", m.internal = true, m;
-          if (!probe->value("idle", true)) {
+          // Work still running now, with the candidate's worker frozen, ran after its reply: the
+          // GPU is probed until idle, for up to as long again as the batch took (guard_settle_seconds
+          // at least), and the wait is charged to the candidate's batch, so work deferred past the
+          // reply gains nothing, and a legitimate program whose reply the probe misreads as busy
+          // (seen on the H200) loses one pair's time, not its verdict. Still busy after: a hack.
+          const IdleWait w = await_idle(std::max(options_.guard_settle_seconds, cand_s));
+          if (!w.asked) return m.failure = "probing the GPU", m.internal = true, m;
+          if (!w.idle) {
             m.failure = fmt::format("{} pair {}: work was still running on the GPU after the candidate's timed calls "
-                                    "returned (idle probe {}, {:.0f} us when idle)",
-                                    purpose, m.reference_us.size() + 1, probe_readings(*probe),
-                                    probe->value("baseline_us", 0.0));
+                                    "returned ({})",
+                                    purpose, m.reference_us.size() + 1, describe_wait(w));
             m.failure_kind = "deferred_work";
             return m;
+          }
+          if (w.busy_at_first) {
+            cand_us += w.waited_s * 1e6 / slots;
+            ++m.late_idle_pairs;
+            m.late_idle_ms_max = std::max(m.late_idle_ms_max, 1e3 * w.waited_s);
           }
         }
         if (!reference_first && !time_reference()) return reference_failed();
@@ -1014,6 +1080,10 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     m.pair_cost = fmt::format("{:.1f} ms a pair, {:.1f} ms of it timed requests; the judge's requests {:.1f} ms ({}), the rest {:.1f} ms",
                               1e3 * pairs_wall / n, 1e3 * timed_wall / n, 1e3 * judged / n, judge_ops,
                               1e3 * std::max(pairs_wall - timed_wall - judged, 0.0) / n);
+    if (m.late_idle_pairs > 0) {
+      m.pair_cost += fmt::format("; in {} pairs the GPU read busy after the candidate's reply, idle within {:.1f} ms (the wait charged to it)",
+                                 m.late_idle_pairs, m.late_idle_ms_max);
+    }
     return m;
   };
   auto measurement_failed = [&](const Measured& m, const std::string& step_name) -> std::optional<Verdict> {

@@ -36,6 +36,22 @@ TEST_F(GpuAttackTest, AGraphLeftRunningOnItsOwnStreamIsDeferredWork) {
   const Verdict v = judge("deferred_graph.cuda.crl");
   EXPECT_TRUE(v.status_text() == "hack:deferred_work" || v.status == VerdictStatus::kMismatch) << explain(v);
 }
+// Kernels launched by a host thread after the worker's sync returned run while it is frozen: the
+// outputs compared as the GPU was busy and again once idle (late: a hack), the timed batch charged
+// the wait, or the thread frozen before its launch (its outputs missing: a mismatch).
+TEST_F(GpuAttackTest, KernelsLaunchedAfterTheWorkersSyncGainNothing) {
+  const Verdict v = judge("late_launch.cuda.crl");
+  if (v.status == VerdictStatus::kMismatch) return;
+  expect_no_gain(v);
+}
+TEST_F(GpuAttackTest, AHostThreadJoinedBeforeForwardReturnsIsLegitimate) {
+  const Verdict v = judge("late_launch_joined.legit.cuda.crl");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+TEST_F(GpuAttackTest, ANonContiguousOutputIsLegitimate) {
+  const Verdict v = judge("noncontiguous_output.legit.cuda.crl");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
 TEST_F(GpuAttackTest, KernelsQueuedBetweenCallsDoNotSlowTheReference) { expect_no_gain(judge("gpu_interference.cuda.crl")); }
 // Work left running while the worker is frozen and stopped when its own batch begins: the judge
 // waits for an idle GPU before every batch (the reference's too), and a GPU that stays busy fails
