@@ -460,9 +460,9 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   struct IdleWait {
     bool asked = false;   // false: the judge failed
     bool idle = false;
-    bool busy_at_first = false;
     double waited_s = 0;  // from the first probe's request to the request of the one that read idle
     nlohmann::json first, last;
+    bool busy_at_first() const { return !first.value("idle", true); }
   };
   auto await_idle = [&](double wait_seconds) -> IdleWait {
     IdleWait w;
@@ -479,7 +479,6 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         w.waited_s = w.idle ? std::chrono::duration<double>(asked - started).count() : seconds_since(started);
         return w;
       }
-      w.busy_at_first = true;
     }
   };
   auto describe_wait = [](const IdleWait& w) {
@@ -638,7 +637,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       *kind = "deferred_work";
       return fmt::format("work was still running on the GPU {:.0f} ms after the worker replied (idle probe {} at first, {} at last, "
                          "{:.0f} us when idle)",
-                         1e3 * (options_.guard_settle_seconds), probe_readings(now.first), probe_readings(later.last),
+                         1e3 * later.waited_s, probe_readings(now.first), probe_readings(later.last),
                          now.first.value("baseline_us", 0.0));
     }
     if (while_busy.empty()) return "";
@@ -980,7 +979,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
             m.failure_kind = "deferred_work";
             return m;
           }
-          if (w.busy_at_first) {
+          if (w.busy_at_first()) {
             cand_us += w.waited_s * 1e6 / slots;
             ++m.late_idle_pairs;
             m.late_idle_ms_max = std::max(m.late_idle_ms_max, 1e3 * w.waited_s);
