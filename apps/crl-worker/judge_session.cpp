@@ -33,6 +33,22 @@ int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
   return n;
 }
 
+// The reference is crl's own code, so its out-of-memory errors (the caching allocator's, or ATen's
+// reached through the program's forward, which reports them as text) can be recognised by their words.
+bool is_out_of_memory(const std::exception& e) { return std::string_view(e.what()).find("out of memory") != std::string_view::npos; }
+
+// Byte-wise equality in pieces: at::equal on the GPU makes a bool tensor as large as its inputs,
+// which at full scale (a 17 GB input of level1/045) was more than the judge's share of memory.
+bool equal_in_chunks(const at::Tensor& a, const at::Tensor& b) {
+  constexpr int64_t kChunk = int64_t{256} << 20;
+  const int64_t n = a.numel();
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t length = std::min(kChunk, n - begin);
+    if (!at::equal(a.narrow(0, begin, length), b.narrow(0, begin, length))) return false;
+  }
+  return true;
+}
+
 nlohmann::json metas_of(const std::vector<at::Tensor>& tensors) {
   nlohmann::json metas = nlohmann::json::array();
   for (const auto& t : tensors) {
@@ -131,6 +147,22 @@ void JudgeSession::evict_to(int64_t budget) {
   }
 }
 
+template <typename Make>
+auto JudgeSession::reclaiming(Make make) -> decltype(make()) {
+  // The judge's share of GPU memory holds the cached reference outputs beside what a request makes
+  // (inputs again, a reference's outputs and temporaries): at full scale that can be more than the
+  // share (level1 030, 038: 6-9 GB per tensor). Cached outputs are made again from their seeds when
+  // next asked for, so they are let go, with the allocator's free blocks, and the request runs once more.
+  try {
+    return make();
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e)) throw;
+  }
+  for (auto& [key, o] : outputs_) o.tensors.clear();
+  device_.release_cached_memory();
+  return make();
+}
+
 void JudgeSession::keep(const std::string& key, Outputs outputs) {
   outputs.bytes = bytes_of(outputs.tensors);
   outputs_[key] = std::move(outputs);
@@ -145,7 +177,7 @@ const std::vector<at::Tensor>& JudgeSession::outputs_for(const std::string& key)
   if (it->second.tensors.empty()) {
     // Evicted for memory: made again from the same seed (references are deterministic per seed).
     Outputs again = it->second;
-    again.tensors = call_and_check(device_, *reference_, arguments_for(again.seed, again.spread, again.edges));
+    again.tensors = reclaiming([&] { return call_and_check(device_, *reference_, arguments_for(again.seed, again.spread, again.edges)); });
     keep(key, std::move(again));
     it = outputs_.find(key);
   } else {
@@ -161,9 +193,12 @@ eval::Message JudgeSession::reference(const nlohmann::json& request) {
   o.seed = request.at("seed").get<uint64_t>();
   o.spread = request.value("spread", false);
   o.edges = request.value("edges", false);
-  auto args = arguments_for(o.seed, false, o.edges);
-  const size_t spread_inputs = o.spread ? spread_samples(*spec_, args) : 0;
-  o.tensors = call_and_check(device_, *reference_, args);
+  size_t spread_inputs = 0;
+  o.tensors = reclaiming([&] {
+    auto args = arguments_for(o.seed, false, o.edges);
+    spread_inputs = o.spread ? spread_samples(*spec_, args) : 0;
+    return call_and_check(device_, *reference_, args);
+  });
   nlohmann::json metas = metas_of(o.tensors);
   keep(key, std::move(o));
   return reply({{"outputs", metas}, {"spread_inputs", spread_inputs}});
@@ -216,7 +251,7 @@ eval::Message JudgeSession::fill(const nlohmann::json& request) {
   const bool both = request.value("both", false);
   for (const auto& item : request.at("slots")) {
     const int slot = item.at("slot").get<int>();
-    const auto args = arguments_for(item.at("seed").get<uint64_t>(), item.value("spread", false), item.value("edges", false));
+    const auto args = reclaiming([&] { return arguments_for(item.at("seed").get<uint64_t>(), item.value("spread", false), item.value("edges", false)); });
     for (InputArena* arena : {&arena_, both ? &reference_arena_ : nullptr}) {
       if (arena == nullptr) continue;
       auto slot_args = arena->arguments(slot);
@@ -236,8 +271,11 @@ eval::Message JudgeSession::reference_slot(const nlohmann::json& request) {
   std::vector<at::Tensor> args;
   if (kept_inputs_ && kept_inputs_->seed == o.seed) args = std::move(kept_inputs_->tensors);
   kept_inputs_.reset();
-  if (args.empty()) args = arguments_for(o.seed, false, false);
-  o.tensors = call_and_check(device_, *reference_, args);
+  int attempts = 0;  // a retry makes the inputs again: the failed run may have written into them
+  o.tensors = reclaiming([&] {
+    if (args.empty() || attempts++ > 0) args = arguments_for(o.seed, false, false);
+    return call_and_check(device_, *reference_, args);
+  });
   keep(fmt::format("batch:{}", request.at("slot").get<int>()), std::move(o));
   return reply();
 }
@@ -293,14 +331,14 @@ eval::Message JudgeSession::compare(const nlohmann::json& request) {
 
 eval::Message JudgeSession::check_inputs(const nlohmann::json& request) {
   const int slot = request.at("slot").get<int>();
-  const auto expected =
-      arguments_for(request.at("seed").get<uint64_t>(), request.value("spread", false), request.value("edges", false));
+  const auto expected = reclaiming(
+      [&] { return arguments_for(request.at("seed").get<uint64_t>(), request.value("spread", false), request.value("edges", false)); });
   const auto seen = arena_.arguments(slot);
   nlohmann::json changed = nlohmann::json::array();
   for (size_t i = 0; i < expected.size(); ++i) {
     const auto a = expected[i].contiguous().reshape({-1}).view(at::kByte);
     const auto b = seen[i].reshape({-1}).view(at::kByte);
-    if (!at::equal(a, b)) changed.push_back(i);
+    if (!equal_in_chunks(a, b)) changed.push_back(i);
   }
   device_.check("checking the candidate's inputs");
   kept_inputs_.reset();

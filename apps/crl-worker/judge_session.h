@@ -54,6 +54,8 @@ class JudgeSession {
   const std::vector<at::Tensor>& outputs_for(const std::string& key);
   void keep(const std::string& key, Outputs outputs);
   void evict_to(int64_t budget);
+  template <typename Make>
+  auto reclaiming(Make make) -> decltype(make());
   double probe_once();
 
   WorkerDevice device_;

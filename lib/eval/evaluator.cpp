@@ -294,7 +294,7 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
     if (auto* f = std::get_if<WorkerFailure>(&reply)) fail(*f);
     return std::get<Message>(reply).header;
   };
-  const auto loaded = get(Message{load_request(task, state->library, "reference_library", 0.3), {}}, "loading the reference");
+  const auto loaded = get(Message{load_request(task, state->library, "reference_library", options_.judge_gpu_memory_fraction), {}}, "loading the reference");
   std::vector<TensorMeta> arguments;
   for (const auto& a : loaded.at("arguments")) arguments.push_back(tensor_meta_from_json(a));
   state->device_name = loaded.value("device_name", "");
@@ -442,12 +442,14 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   // While set, judge_ask adds each request's seconds to it by op: the timing step says where a
   // timed pair's untimed work goes (fills, the checked slot's reference run, comparisons, input checks).
   std::map<std::string, double>* judge_seconds = nullptr;
+  std::string judge_error;  // the judge's last failed request, for the internal_error's message
   auto judge_ask = [&](const nlohmann::json& header, const std::string& during) -> std::optional<nlohmann::json> {
     const auto asked = Clock::now();
     auto reply = ask(judge, Message{header, {}}, options_.call_timeout_seconds * 4, "the judge, " + during);
     if (judge_seconds != nullptr) (*judge_seconds)[header.value("op", std::string("?"))] += seconds_since(asked);
     if (auto* f = std::get_if<WorkerFailure>(&reply)) {
       step("judge: " + during, false, f->message, Clock::now());
+      judge_error = f->message;
       return std::nullopt;
     }
     return std::get<Message>(reply).header;
@@ -490,7 +492,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   auto internal = [&](const std::string& during) {
     const std::string log = judge.log(options_.max_log_bytes);
     judge_.reset();
-    return finish(VerdictStatus::kInternalError, "the judge failed while " + during + "\n" + log);
+    return finish(VerdictStatus::kInternalError,
+                  "the judge failed while " + during + (judge_error.empty() ? "" : " (" + judge_error + ")") + "\n" + log);
   };
 
   // 2. Compile, then the symbol guard and the static scan on the program's own objects.

@@ -45,6 +45,7 @@ struct EvalOptions {
   uint64_t cpu_address_space_limit = 0; // RLIMIT_AS of CPU workers; 0: half the RAM + 16 GiB
   uint64_t worker_storage_bytes = 1ull << 30;  // files in a worker's folder plus memfds it made; 0: unwatched
   double gpu_memory_fraction = 0.6;     // candidate worker's share of the GPU's memory
+  double judge_gpu_memory_fraction = 0.3;  // the judge's (its cached outputs are let go when a request needs more)
   int cpu_threads = 0;                  // intra-op threads of CPU workers; 0: LibTorch's default
   size_t max_log_bytes = 8192;          // compile and worker logs kept in a verdict
   std::string worker_executable;        // empty: find_worker_executable()

@@ -103,5 +103,22 @@ TEST_F(GpuEvaluatorTest, SegfaultAndHangDoNotTakeTheEvaluatorDown) {
   EXPECT_EQ(evaluate("same_as_reference").status, VerdictStatus::kOk);
 }
 
+// A judge whose share of GPU memory holds less than its cached reference outputs (at full scale:
+// level1 030 and 038, 6-9 GB per output, failed so in the baselines): it lets its cache go and
+// makes outputs again from their seeds, and the evaluation ends ok, not as crl's internal error.
+TEST_F(GpuEvaluatorTest, AJudgeWithLessMemoryThanItsCachedOutputsStillJudges) {
+#if CRL_HAVE_CUDA
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  EvalOptions o = quick_options(Backend::cuda);
+  o.trials = 5;  // five trials' outputs of 256 MiB, besides a call's inputs and outputs, in 0.9 GB
+  o.judge_gpu_memory_fraction = 0.9e9 / static_cast<double>(total_bytes);
+  Evaluator e(o, fixture_compiler());
+  const Verdict v = e.evaluate(fixture_suite().find("level1/019_relu"), relu_candidate("same_as_reference"), "small judge");
+  EXPECT_EQ(v.status, VerdictStatus::kOk) << explain(v);
+  EXPECT_EQ(v.trials_passed, 5) << explain(v);
+#endif
+}
+
 }  // namespace
 }  // namespace crl::eval
