@@ -11,6 +11,7 @@
 #include "program/run_settings.h"
 
 #if CRL_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime.h>
 #endif
@@ -41,6 +42,17 @@ void WorkerDevice::init(const nlohmann::json& request) {
 void WorkerDevice::synchronize() {
 #if CRL_HAVE_CUDA
   if (device_.is_cuda()) cudaDeviceSynchronize();
+#endif
+}
+
+void WorkerDevice::touch() {
+#if CRL_HAVE_CUDA
+  if (!device_.is_cuda()) return;
+  if (touch_buffer_ == nullptr && cudaMalloc(&touch_buffer_, 4) != cudaSuccess) {
+    touch_buffer_ = nullptr;
+    throw Error("cudaMalloc of 4 bytes failed");
+  }
+  if (cudaMemsetAsync(touch_buffer_, 0, 4, at::cuda::getCurrentCUDAStream()) != cudaSuccess) throw Error("cudaMemsetAsync failed");
 #endif
 }
 
