@@ -54,6 +54,7 @@ struct EvalCommandOptions {
   bool no_timing = false;
   bool explain = false;
   bool no_sandbox = false;
+  double gpu_memory_fraction = 0.6;  // each program worker's share of the GPU (EvalOptions)
   double remeasure_above = 3;
   int compile_ahead = -1;  // -1: 8 on CUDA (compiles use the CPU while the GPU times), 0 on the CPU
   int cpu_threads = 0;     // intra-op threads of the CPU workers; 0: LibTorch's default (every core)
@@ -257,6 +258,7 @@ int run_eval(const EvalCommandOptions& o) {
   options.sandbox = !o.no_sandbox;
   options.baseline = o.baseline;
   options.cpu_threads = o.cpu_threads;
+  options.gpu_memory_fraction = o.gpu_memory_fraction;
   if (o.time_budget >= 0) {
     options.time_budget_seconds = o.time_budget;
   } else {
@@ -381,6 +383,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                   "captured once and replayed: what a user would try before writing kernels; CUDA only)")
       ->check(CLI::IsMember({"eager", "cuda_graph"}));
   cmd->add_flag("--no-sandbox", o.no_sandbox, "Run candidates without seccomp and Landlock (debugging only)");
+  cmd->add_option("--gpu-memory-fraction", o.gpu_memory_fraction,
+                  "Share of the GPU's memory each program's worker (the candidate's, the reference's timing worker) "
+                  "may hold in its caching allocator; the judge has 0.3")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--compile-ahead", o.compile_ahead,
                   "Candidates compiled ahead of the one being judged (default: 8 on CUDA, 0 on the CPU)")
       ->check(CLI::Range(0, 1024));
