@@ -84,6 +84,7 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
   std::vector<std::vector<at::Tensor>> outputs;
   device_.synchronize();
   device_.touch();
+  DeviceInterval interval(device_);
   if (replay_as_graph_) {
 #if CRL_HAVE_CUDA
     for (const auto& s : request.at("slots")) {
@@ -96,12 +97,13 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
   } else {
     for (const auto& s : request.at("slots")) outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
   }
+  const double device_us = interval.stop_us();
   device_.check(fmt::format("the {}'s timed calls", candidate_->which()));
   // Describing makes non-contiguous outputs contiguous: those copies run before the reply, timed
   // (they were the program's to do) and never after it, where the judge's idle probe would see them.
   nlohmann::json batch = eval::describe_batch(outputs, &held_);
   device_.check(fmt::format("describing the {}'s timed outputs", candidate_->which()));
-  return eval::Message{{{"batch", std::move(batch)}}, {}};
+  return eval::Message{{{"batch", std::move(batch)}, {"device_us", device_us}}, {}};
 }
 
 eval::Message CandidateSession::start_timing(const nlohmann::json& request) {

@@ -56,6 +56,42 @@ void WorkerDevice::touch() {
 #endif
 }
 
+DeviceInterval::DeviceInterval(WorkerDevice& device) {
+#if CRL_HAVE_CUDA
+  if (!device.is_cuda()) return;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) throw Error("cudaEventCreate failed");
+  start_ = start;
+  stop_ = stop;
+  cudaEventRecord(start, at::cuda::getCurrentCUDAStream());
+#else
+  (void)device;
+#endif
+}
+
+DeviceInterval::~DeviceInterval() {
+#if CRL_HAVE_CUDA
+  if (start_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  if (stop_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+#endif
+}
+
+double DeviceInterval::stop_us() {
+#if CRL_HAVE_CUDA
+  if (start_ == nullptr) return 0;
+  const auto stop = static_cast<cudaEvent_t>(stop_);
+  cudaEventRecord(stop, at::cuda::getCurrentCUDAStream());
+  float ms = 0;
+  if (cudaEventSynchronize(stop) != cudaSuccess ||
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), stop) != cudaSuccess) {
+    return 0;
+  }
+  return 1e3 * ms;
+#else
+  return 0;
+#endif
+}
+
 void WorkerDevice::release_cached_memory() {
   synchronize();
 #if CRL_HAVE_CUDA

@@ -65,6 +65,22 @@ class NamedProgram {
   LoadedProgram program_;
 };
 
+// The GPU time of the work queued on the current stream between construction and stop_us(), by
+// CUDA events (0 on the CPU). A diagnostic only: a program's worker could fake it, so the
+// evaluator reports the reference worker's beside its own clock and never measures by it.
+class DeviceInterval {
+ public:
+  explicit DeviceInterval(WorkerDevice& device);
+  ~DeviceInterval();
+  DeviceInterval(const DeviceInterval&) = delete;
+  DeviceInterval& operator=(const DeviceInterval&) = delete;
+  double stop_us();  // waits for the stream
+
+ private:
+  void* start_ = nullptr;  // cudaEvent_t
+  void* stop_ = nullptr;
+};
+
 // Runs `program` and waits for the device (a sticky error explains a failure better than forward's).
 std::vector<at::Tensor> call_and_check(WorkerDevice& device, const NamedProgram& program,
                                        const std::vector<at::Tensor>& args);

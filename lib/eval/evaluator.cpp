@@ -449,7 +449,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     if (judge_seconds != nullptr) (*judge_seconds)[header.value("op", std::string("?"))] += seconds_since(asked);
     if (auto* f = std::get_if<WorkerFailure>(&reply)) {
       step("judge: " + during, false, f->message, Clock::now());
-      judge_error = f->message;
+      judge_error = f->message.substr(0, f->message.find('\n'));  // c10's errors go on with a stack trace
       return std::nullopt;
     }
     return std::get<Message>(reply).header;
@@ -489,6 +489,10 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
                               : fmt::format("; still busy {:.1f} ms later ({})", 1e3 * w.waited_s, probe_readings(w.last)),
                        w.first.value("baseline_us", 0.0));
   };
+  // A comparison the judge could not make for want of its own GPU memory (after letting its cache
+  // go) is crl's failure, not a bad output handle of the candidate's: its memory depends on the
+  // reference's shapes alone.
+  auto judge_out_of_memory = [&] { return judge_error.find("out of memory") != std::string::npos; };
   auto internal = [&](const std::string& during) {
     const std::string log = judge.log(options_.max_log_bytes);
     judge_.reset();
@@ -684,6 +688,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     std::string kind;
     bool judge_failed = false;
     const std::string problem = judge_outputs(std::get<Message>(reply).header.at("outputs"), key, &kind, &judge_failed);
+    if (judge_failed && judge_out_of_memory()) return internal("comparing outputs");
     if (judge_failed) {
       step(name, false, "the judge could not compare the outputs", t);
       return finish(VerdictStatus::kCrash, "the candidate's outputs could not be read (bad output handle?)");
@@ -743,6 +748,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
         bool judge_failed = false;
         const std::string problem = judge_outputs(slice, fmt::format("trial:{}", seed_index), &kind, &judge_failed);
         const std::string name = "guard: " + group.at("name").get<std::string>();
+        if (judge_failed && judge_out_of_memory()) return internal("comparing outputs");
         if (judge_failed) return finish(VerdictStatus::kCrash, name + ": the candidate's outputs could not be read");
         step(name, problem.empty(), problem.empty() ? "matches the reference" : problem, t);
         if (!problem.empty()) {
@@ -765,6 +771,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       std::string kind;
       bool judge_failed = false;
       const std::string problem = judge_outputs(std::get<Message>(spread).header.at("outputs"), "spread", &kind, &judge_failed);
+      if (judge_failed && judge_out_of_memory()) return internal("comparing outputs");
       if (judge_failed) return finish(VerdictStatus::kCrash, "samples scaled apart: the candidate's outputs could not be read");
       step("guard: samples scaled apart", problem.empty(), problem.empty() ? "matches the reference" : problem, t);
       if (!problem.empty()) {
@@ -789,6 +796,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     std::string stop_reason;
     std::string pair_cost;  // where a pair's wall time went (timed calls, the judge's requests, the rest)
     int late_idle_pairs = 0;     // pairs whose GPU read busy after the candidate's reply (the wait charged to it)
+    std::vector<double> reference_device_us;  // the reference worker's CUDA events per call (a diagnostic)
     double late_idle_ms_max = 0;
   };
   auto measure = [&](WorkerProcess& cand_worker, int slots, int min_pairs, double budget, const std::string& purpose) {
@@ -930,6 +938,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           if (!std::holds_alternative<Message>(r)) return false;
           ref_s = s;
           ref_us = std::max(s * 1e6 - *round_trip, 0.0) / slots;
+          if (const double d = std::get<Message>(r).header.value("device_us", 0.0); d > 0) m.reference_device_us.push_back(d / slots);
           // Its outputs are let go outside the timed window (the judge compares with its own), and
           // it is frozen again after: threads of its intra-op pool spin for a while after their last
           // job, and did so through the candidate's batch that followed (the reference judged against
@@ -1022,6 +1031,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           return m.failure = "the judge's reference run on the checked slot", m.internal = true, m;
         }
         if (problem.empty()) problem = judge_outputs(refs, fmt::format("batch:{}", j), &kind, &judge_failed);
+        if (judge_failed && judge_out_of_memory()) return m.failure = "comparing outputs", m.internal = true, m;
         if (judge_failed) return m.failure = "the candidate's timed outputs could not be read", m.failure_kind = "crash", m;
         if (!problem.empty()) {
           m.failure = fmt::format("{} pair {} slot {}: {}", purpose, m.reference_us.size() + 1, j, problem);
@@ -1082,6 +1092,13 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     m.pair_cost = fmt::format("{:.1f} ms a pair, {:.1f} ms of it timed requests; the judge's requests {:.1f} ms ({}), the rest {:.1f} ms",
                               1e3 * pairs_wall / n, 1e3 * timed_wall / n, 1e3 * judged / n, judge_ops,
                               1e3 * std::max(pairs_wall - timed_wall - judged, 0.0) / n);
+    if (!m.reference_device_us.empty() && !m.reference_us.empty()) {
+      // Where the evaluator's clock and the GPU's own time of the reference's calls part, the
+      // difference is host time inside the batch (allocations, synchronisations, launches) or
+      // the GPU waiting for something outside the calls.
+      m.pair_cost += fmt::format("; the reference's calls by its worker's CUDA events {:.1f} us (median), by the evaluator's clock {:.1f} us",
+                                 median(m.reference_device_us), median(m.reference_us));
+    }
     if (m.late_idle_pairs > 0) {
       m.pair_cost += fmt::format("; in {} pairs the GPU read busy after the candidate's reply, idle within {:.1f} ms (the wait charged to it)",
                                  m.late_idle_pairs, m.late_idle_ms_max);
