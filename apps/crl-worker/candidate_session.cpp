@@ -84,7 +84,7 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
   std::vector<std::vector<at::Tensor>> outputs;
   device_.synchronize();
   device_.touch();
-  DeviceInterval interval(device_);
+  DeviceTimeline timeline(events_);
   if (replay_as_graph_) {
 #if CRL_HAVE_CUDA
     for (const auto& s : request.at("slots")) {
@@ -92,18 +92,22 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
       if (slot < 0 || static_cast<size_t>(slot) >= graphs_.size()) throw InputError(fmt::format("slot {} has no graph", slot));
       graphs_[static_cast<size_t>(slot)]->graph.replay();
       outputs.push_back(graphs_[static_cast<size_t>(slot)]->outputs);
+      timeline.mark();
     }
 #endif
   } else {
-    for (const auto& s : request.at("slots")) outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
+    for (const auto& s : request.at("slots")) {
+      outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
+      timeline.mark();
+    }
   }
-  const double device_us = interval.stop_us();
+  const std::vector<double> device_us = timeline.device_us();
   device_.check(fmt::format("the {}'s timed calls", candidate_->which()));
   // Describing makes non-contiguous outputs contiguous: those copies run before the reply, timed
   // (they were the program's to do) and never after it, where the judge's idle probe would see them.
   nlohmann::json batch = eval::describe_batch(outputs, &held_);
   device_.check(fmt::format("describing the {}'s timed outputs", candidate_->which()));
-  return eval::Message{{{"batch", std::move(batch)}, {"device_us", device_us}}, {}};
+  return eval::Message{{{"batch", std::move(batch)}, {"call_device_us", device_us}, {"call_host_us", timeline.host_us()}}, {}};
 }
 
 eval::Message CandidateSession::start_timing(const nlohmann::json& request) {
@@ -112,6 +116,7 @@ eval::Message CandidateSession::start_timing(const nlohmann::json& request) {
   graphs_.clear();
   device_.release_cached_memory();
   const int slots = request.at("slots").get<int>();
+  events_.reserve(device_, static_cast<size_t>(std::max(slots, 0)) + 1);  // the timed batches' diagnostic timeline
   if (!replay_as_graph_) {
     // One untimed batch first: the reference's worker has run nothing yet, while the candidate's
     // ran its trials and guards, so the first timed batches would find one allocator (and, on

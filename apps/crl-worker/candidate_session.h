@@ -36,6 +36,7 @@ class CandidateSession {
   InputArena arena_;
   // Outputs the last request described: alive until the next request, so the judge can read them.
   std::vector<at::Tensor> held_;
+  EventPool events_;
   std::optional<eval::SandboxPolicy> file_rules_;
   // The reference's timing worker under baseline cuda_graph: each slot's call captured once (at
   // start_timing) and replayed by `time`; the evaluator never asks this of a candidate's worker.

@@ -56,40 +56,53 @@ void WorkerDevice::touch() {
 #endif
 }
 
-DeviceInterval::DeviceInterval(WorkerDevice& device) {
+EventPool::~EventPool() {
 #if CRL_HAVE_CUDA
-  if (!device.is_cuda()) return;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) throw Error("cudaEventCreate failed");
-  start_ = start;
-  stop_ = stop;
-  cudaEventRecord(start, at::cuda::getCurrentCUDAStream());
+  for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+#endif
+}
+
+void EventPool::reserve(const WorkerDevice& device, size_t count) {
+#if CRL_HAVE_CUDA
+  while (device.is_cuda() && events_.size() < count) {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess) throw Error("cudaEventCreate failed");
+    events_.push_back(e);
+  }
 #else
   (void)device;
+  (void)count;
 #endif
 }
 
-DeviceInterval::~DeviceInterval() {
+DeviceTimeline::DeviceTimeline(const EventPool& events) : events_(events), last_(std::chrono::steady_clock::now()) { record(); }
+
+void DeviceTimeline::mark() {
+  const auto now = std::chrono::steady_clock::now();
+  host_us_.push_back(std::chrono::duration<double, std::micro>(now - last_).count());
+  last_ = now;
+  record();
+}
+
+void DeviceTimeline::record() {
 #if CRL_HAVE_CUDA
-  if (start_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(start_));
-  if (stop_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+  if (recorded_ < events_.size()) cudaEventRecord(static_cast<cudaEvent_t>(events_.at(recorded_++)), at::cuda::getCurrentCUDAStream());
 #endif
 }
 
-double DeviceInterval::stop_us() {
+std::vector<double> DeviceTimeline::device_us() const {
+  std::vector<double> us;
 #if CRL_HAVE_CUDA
-  if (start_ == nullptr) return 0;
-  const auto stop = static_cast<cudaEvent_t>(stop_);
-  cudaEventRecord(stop, at::cuda::getCurrentCUDAStream());
-  float ms = 0;
-  if (cudaEventSynchronize(stop) != cudaSuccess ||
-      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), stop) != cudaSuccess) {
-    return 0;
+  if (recorded_ == 0 || cudaEventSynchronize(static_cast<cudaEvent_t>(events_.at(recorded_ - 1))) != cudaSuccess) return us;
+  for (size_t i = 1; i < recorded_; ++i) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(events_.at(i - 1)), static_cast<cudaEvent_t>(events_.at(i))) != cudaSuccess) {
+      return {};
+    }
+    us.push_back(1e3 * ms);
   }
-  return 1e3 * ms;
-#else
-  return 0;
 #endif
+  return us;
 }
 
 void WorkerDevice::release_cached_memory() {

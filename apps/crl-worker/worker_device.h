@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,20 +66,39 @@ class NamedProgram {
   LoadedProgram program_;
 };
 
-// The GPU time of the work queued on the current stream between construction and stop_us(), by
-// CUDA events (0 on the CPU). A diagnostic only: a program's worker could fake it, so the
-// evaluator reports the reference worker's beside its own clock and never measures by it.
-class DeviceInterval {
+// CUDA events made ahead of the timed requests that record into them (none on the CPU).
+class EventPool {
  public:
-  explicit DeviceInterval(WorkerDevice& device);
-  ~DeviceInterval();
-  DeviceInterval(const DeviceInterval&) = delete;
-  DeviceInterval& operator=(const DeviceInterval&) = delete;
-  double stop_us();  // waits for the stream
+  EventPool() = default;
+  ~EventPool();
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  void reserve(const WorkerDevice& device, size_t count);
+  size_t size() const { return events_.size(); }
+  void* at(size_t i) const { return events_[i]; }  // a cudaEvent_t
 
  private:
-  void* start_ = nullptr;  // cudaEvent_t
-  void* stop_ = nullptr;
+  std::vector<void*> events_;
+};
+
+// The GPU time of the work queued on the current stream between construction and each mark(), by
+// the pool's CUDA events, and the host's time to each mark. A diagnostic only: a program's worker
+// could fake it, so the evaluator reports the reference worker's beside its own clock and never
+// measures by it. Marks beyond the pool's size are not timed on the GPU.
+class DeviceTimeline {
+ public:
+  explicit DeviceTimeline(const EventPool& events);
+  void mark();  // after a call has been queued
+  // Waits for the stream; the GPU time of each interval between marks (the first from the start).
+  std::vector<double> device_us() const;
+  const std::vector<double>& host_us() const { return host_us_; }  // each interval's host time
+
+ private:
+  void record();
+  const EventPool& events_;
+  size_t recorded_ = 0;
+  std::vector<double> host_us_;
+  std::chrono::steady_clock::time_point last_;
 };
 
 // Runs `program` and waits for the device (a sticky error explains a failure better than forward's).
