@@ -240,24 +240,34 @@ job)
   tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
   ;;
 cudnn)
-  # Which cuDNN engines a task's reference uses in crl and its KernelBench module in PyTorch eager
-  # (issue 13's level1/078: crl 0.65x of eager's time). Needs a KernelBench checkout in
-  # .carry/KernelBench. cuDNN's API log (CUDNN_LOGLEVEL_DBG=3) is reduced to its engine and algorithm
-  # lines, counted, in cudnn_{crl,eager}_<task>.txt; the raw logs are removed (they grow by KBs a call).
+  # Which cuDNN engines a task's reference runs in crl's processes and its KernelBench module in
+  # PyTorch eager (issue 13: level2 010 and 019 take 2x eager's time in the reference's timing
+  # worker, by its own CUDA events, while the judge's call of the same reference takes eager's).
+  # The crl side is `crl eval` of the reference against itself without the sandbox (Landlock would
+  # keep the workers from writing the log), so the judge, the reference's timing worker and the
+  # candidate's worker all log; its verdict's timing step gives the reference worker's timeline.
+  # Needs a KernelBench checkout in .carry/KernelBench. cuDNN's API log (CUDNN_LOGLEVEL_DBG=3) is
+  # reduced to its engine, algorithm and heuristics lines, counted per process id, in
+  # cudnn_{crl,eager}_<task>.txt; the raw logs are removed (they grow by KBs a call).
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
   for task in "$@"; do
-    safe=${task//\//_}
+    file=$(ls jobs/suite/"$task"*.crl | head -1)
+    id=${file#jobs/suite/}
+    id=${id%.crl}
+    safe=${id//\//_}
     for side in crl eager; do
       raw="/tmp/cudnn_${side}_$safe.log"
       if [ "$side" = crl ]; then
-        cmd=("$BUILD_DIR/apps/crl/crl" tasks check --scale full --backend cuda --task "$task" --time-budget 0.3 --json)
+        cmd=("$BUILD_DIR/apps/crl/crl" eval "$file" --task "$id" --no-sandbox --trials 1 --time-budget 0.5 --json)
       else
-        cmd=(python3 tools/bench/eager_suite.py run --kernelbench .carry/KernelBench --task "$task" --budget 0.3 --max-trials 10
+        cmd=(python3 tools/bench/eager_suite.py run --kernelbench .carry/KernelBench --task "$id" --budget 0.3 --max-trials 10
              --out "$LOGS/eager_$safe.json")
       fi
       CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$raw" step "cudnn_${side}_$safe" 180 "${cmd[@]}"
-      grep -i -E "engine|algo|heur" "$raw" 2>/dev/null | sed -E 's/[0-9a-fx]{8,}//g' | sort | uniq -c | sort -rn | head -200 \
-        > "$LOGS/cudnn_${side}_$safe.txt"
+      # A log entry ends with its "Process=N; Thread=..." line: its earlier lines are filed under N.
+      awk '{ if (match($0, /Process=[0-9]+/)) { pid = substr($0, RSTART + 8, RLENGTH - 8); for (i = 0; i < n; i++) print "process " pid ": " buf[i]; n = 0 }
+             else if (tolower($0) ~ /engine|algo|heur/) buf[n++] = $0 }' "$raw" 2>/dev/null |
+        sed -E 's/[0-9a-fx]{8,}//g' | sort | uniq -c | sort -k2,3 -k1,1rn | head -300 > "$LOGS/cudnn_${side}_$safe.txt"
       rm -f "$raw"
     done
   done

@@ -36,8 +36,11 @@ std::string WorkerExit::describe() const {
 std::map<std::string, std::string> clean_worker_environment(const std::string& private_dir) {
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", private_dir}, {"TMPDIR", private_dir}, {"LANG", "C"}};
+  // cuDNN's and cuBLASLt's own logging too, when the evaluator's user turned it on (for finding out
+  // which engines a reference runs in its worker: tools/gpu-measure.sh cudnn); only that user sets it.
   for (const char* name : {"LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
-                           "OMP_NUM_THREADS"}) {
+                           "OMP_NUM_THREADS", "CUDNN_LOGLEVEL_DBG", "CUDNN_LOGDEST_DBG", "CUDNN_FRONTEND_LOG_INFO",
+                           "CUDNN_FRONTEND_LOG_FILE", "CUBLASLT_LOG_LEVEL", "CUBLASLT_LOG_FILE"}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   return env;

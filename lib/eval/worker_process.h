@@ -47,7 +47,8 @@ struct WorkerExit {
 
 // The environment a worker gets: PATH, HOME and TMPDIR (a private folder), LANG=C, and from the
 // evaluator's own environment only what locating libraries and GPUs needs (LD_LIBRARY_PATH,
-// CUDA_VISIBLE_DEVICES, CUDA_HOME, NVIDIA_VISIBLE_DEVICES, OMP_NUM_THREADS).
+// CUDA_VISIBLE_DEVICES, CUDA_HOME, NVIDIA_VISIBLE_DEVICES, OMP_NUM_THREADS) and cuDNN's and
+// cuBLASLt's logging switches (CUDNN_LOGLEVEL_DBG, CUDNN_LOGDEST_DBG, CUDNN_FRONTEND_LOG_*, CUBLASLT_LOG_*).
 std::map<std::string, std::string> clean_worker_environment(const std::string& private_dir);
 
 class WorkerProcess {

@@ -78,5 +78,22 @@ TEST(WorkerEnvironmentTest, PreloadIsNeverPassedToWorkers) {
   EXPECT_EQ(env.count("LD_AUDIT"), 0u);
 }
 
+// The libraries' logging switches reach the workers (what `gpu-measure.sh cudnn` reads); other
+// variables of the evaluator's do not.
+TEST(WorkerEnvironmentTest, LibraryLoggingSwitchesReachWorkersAndOtherVariablesDoNot) {
+  setenv("CUDNN_LOGLEVEL_DBG", "3", 1);
+  setenv("CUDNN_LOGDEST_DBG", "/tmp/cudnn.log", 1);
+  setenv("CRL_SOME_SECRET", "x", 1);
+  const auto env = clean_worker_environment("/tmp/private");
+  unsetenv("CUDNN_LOGLEVEL_DBG");
+  unsetenv("CUDNN_LOGDEST_DBG");
+  unsetenv("CRL_SOME_SECRET");
+  ASSERT_EQ(env.count("CUDNN_LOGLEVEL_DBG"), 1u);
+  EXPECT_EQ(env.at("CUDNN_LOGLEVEL_DBG"), "3");
+  EXPECT_EQ(env.at("CUDNN_LOGDEST_DBG"), "/tmp/cudnn.log");
+  EXPECT_EQ(env.count("CRL_SOME_SECRET"), 0u);
+  EXPECT_EQ(env.at("HOME"), "/tmp/private");
+}
+
 }  // namespace
 }  // namespace crl::eval
