@@ -276,7 +276,8 @@ eval::Message JudgeSession::reference_slot(const nlohmann::json& request) {
   kept_inputs_.reset();
   int attempts = 0;  // a retry makes the inputs again: the failed run may have written into them
   o.tensors = reclaiming([&] {
-    if (args.empty() || attempts++ > 0) args = arguments_for(o.seed, false, false);
+    const bool retry = attempts++ > 0;
+    if (args.empty() || retry) args = arguments_for(o.seed, false, false);
     return call_and_check(device_, *reference_, args);
   });
   keep(fmt::format("batch:{}", request.at("slot").get<int>()), std::move(o));
