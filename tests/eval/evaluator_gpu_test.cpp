@@ -4,6 +4,8 @@
 // memory access get their status, and the same evaluator then judges the next candidate correctly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #if CRL_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -48,6 +50,10 @@ void expect_self_judgement_unbiased(Evaluator& e, const std::string& name) {
               << v.candidate_time.median_us << " us per call; " << v.steps.front().detail << "; " << v.steps.back().detail << "\n";
     if (v.speedup_ci_low <= 1.0 && v.speedup_ci_high >= 1.0) break;
   }
+  // The timing step gives the reference worker's own timeline (first call, later calls) beside the clock.
+  const auto timing = std::find_if(v.steps.begin(), v.steps.end(), [](const auto& s) { return s.name == "timing"; });
+  ASSERT_NE(timing, v.steps.end()) << explain(v);
+  EXPECT_NE(timing->detail.find("by its worker's CUDA events: a batch's first"), std::string::npos) << timing->detail;
   EXPECT_LE(v.speedup_ci_low, 1.0) << explain(v);
   EXPECT_GE(v.speedup_ci_high, 1.0) << explain(v);
   EXPECT_LT((v.speedup_ci_high - v.speedup_ci_low) / 2 / v.speedup, 0.02) << explain(v);
