@@ -248,7 +248,8 @@ cudnn)
   # candidate's worker all log; its verdict's timing step gives the reference worker's timeline.
   # Needs a KernelBench checkout in .carry/KernelBench. cuDNN's API log (CUDNN_LOGLEVEL_DBG=3) is
   # reduced to its engine, algorithm and heuristics lines, counted per process id, in
-  # cudnn_{crl,eager}_<task>.txt; the raw logs are removed (they grow by KBs a call).
+  # cudnn_{crl,eager}_<task>.txt, and cuBLASLt's trace lines, counted, in cublaslt_{crl,eager}_<task>.txt;
+  # the raw logs are removed (they grow by KBs a call).
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
   for task in "$@"; do
     file=$(ls jobs/suite/"$task"*.crl | head -1)
@@ -263,7 +264,13 @@ cudnn)
         cmd=(python3 tools/bench/eager_suite.py run --kernelbench .carry/KernelBench --task "$id" --budget 0.3 --max-trials 10
              --out "$LOGS/eager_$safe.json")
       fi
-      CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$raw" step "cudnn_${side}_$safe" 180 "${cmd[@]}"
+      # cuBLASLt's trace too (GEMMs with a bias epilogue run there), a file per process (%i: its id).
+      CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$raw" CUBLASLT_LOG_LEVEL=2 CUBLASLT_LOG_FILE="$raw.lt.%i" \
+        step "cudnn_${side}_$safe" 180 "${cmd[@]}"
+      for lt in "$raw".lt.*; do
+        [ -f "$lt" ] && sed -E "s/0x[0-9a-f]+//g; s/^/process ${lt##*.}: /" "$lt"
+      done | sort | uniq -c | sort -k2,3 -k1,1rn | head -200 > "$LOGS/cublaslt_${side}_$safe.txt"
+      rm -f "$raw".lt.*
       # A log entry ends with its "Process=N; Thread=..." line: its earlier lines are filed under N.
       awk '{ if (match($0, /Process=[0-9]+/)) { pid = substr($0, RSTART + 8, RLENGTH - 8); for (i = 0; i < n; i++) print "process " pid ": " buf[i]; n = 0 }
              else if (tolower($0) ~ /engine|algo|heur/) buf[n++] = $0 }' "$raw" 2>/dev/null |
