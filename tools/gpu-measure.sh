@@ -84,7 +84,7 @@ case "$what" in
 eval)
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker program_gpu_test compile_gpu_test \
     compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test eval_attack_gpu_test eval_sandbox_test \
-    suite_examples_gpu_test suite_reference_check_gpu_test bench_compile bench_eval
+    eval_output_comparison_gpu_test suite_examples_gpu_test suite_reference_check_gpu_test bench_compile bench_eval
   # Each test program runs whole, in one process, not test by test as ctest would: its evaluator's
   # workers, compile cache and reference outputs then serve all of its tests (ctest spent ~20 s of
   # process and CUDA start-up per test). One program at a time: several of them time programs.
@@ -93,6 +93,7 @@ eval)
   probe_dir=$(mktemp -d)
   step sandbox_cuda 60 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-seccomp --no-landlock'; do \
     echo \"parts: \$parts\"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
+  step comparison_gpu 60 "$BUILD_DIR/tests/eval/eval_output_comparison_gpu_test"
   step attack_gpu 240 "$BUILD_DIR/tests/eval/eval_attack_gpu_test"
   step guard_fixtures_gpu 240 "$BUILD_DIR/tests/eval/eval_guard_fixtures_gpu_test"
   step evaluator_gpu 180 "$BUILD_DIR/tests/eval/eval_evaluator_gpu_test"
