@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "eval/compare_rule.h"
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -33,68 +34,26 @@ std::string shape_text(const at::Tensor& t) {
 
 std::string dtype_text(const at::Tensor& t) { return std::string(c10::toString(t.scalar_type())); }
 
-// What comparing one output's values found.
-struct ValueStats {
-  int64_t bad = 0;              // elements outside the tolerance (or breaking the NaN/Inf rules)
-  double max_abs_error = 0;     // over elements whose error is finite
-  double worst_excess = -1;     // error / allowed error of the worst element (infinity: a rule broken)
-  int64_t worst_index = -1;
-  double worst_reference = 0, worst_candidate = 0;
-
-  void add(const ValueStats& o) {
-    bad += o.bad;
-    max_abs_error = std::max(max_abs_error, o.max_abs_error);
-    if (o.worst_excess > worst_excess || (o.worst_excess == worst_excess && o.worst_index < worst_index)) {
-      worst_excess = o.worst_excess;
-      worst_index = o.worst_index;
-      worst_reference = o.worst_reference;
-      worst_candidate = o.worst_candidate;
-    }
-  }
-};
-
-// One pass over both tensors (contiguous, same shape and dtype), in parallel, each element in
-// float64: |c - r| <= atol + rtol * |r|; NaN only where both are NaN; infinities equal. Integer
-// and bool values are exact (their tolerance is 0) and compared through float64 too, except that
-// 64-bit integers beyond 2^53 compare exactly by value. Memory-bound: the earlier form (chunks
-// converted to float64 tensors, a dozen ATen passes) compared 256 MiB in 2.6 s here.
-ValueStats compare_values(const at::Tensor& ref, const at::Tensor& cand, const Tolerance& tol) {
-  ValueStats total;
+// One pass over both tensors (contiguous, same shape and dtype), in parallel, each element by
+// compare_rule.h. 64-bit integers beyond 2^53 compare exactly by value (equal integers are skipped
+// before the float64 rule). Memory-bound: the earlier form (chunks converted to float64 tensors, a
+// dozen ATen passes) compared 256 MiB in 2.6 s here.
+CompareStats compare_values(const at::Tensor& ref, const at::Tensor& cand, const Tolerance& tol) {
+  CompareStats total;
   std::mutex mutex;
   const int64_t n = ref.numel();
   AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, ref.scalar_type(), "compare_values", [&] {
     const scalar_t* r = ref.const_data_ptr<scalar_t>();
     const scalar_t* c = cand.const_data_ptr<scalar_t>();
     at::parallel_for(0, n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
-      ValueStats local;
+      CompareStats local;
       for (int64_t i = begin; i < end; ++i) {
-        if constexpr (std::is_integral_v<scalar_t>) {
-          if (r[i] == c[i]) continue;
-        }
-        const double rv = static_cast<double>(r[i]);
-        const double cv = static_cast<double>(c[i]);
-        double excess;
-        const bool r_nan = std::isnan(rv), c_nan = std::isnan(cv);
-        if (r_nan || c_nan) {
-          excess = r_nan && c_nan ? 0.0 : INFINITY;
-        } else if (std::isinf(rv) || std::isinf(cv)) {
-          excess = rv == cv ? 0.0 : INFINITY;
-        } else {
-          const double err = std::fabs(cv - rv);
-          local.max_abs_error = std::max(local.max_abs_error, err);
-          excess = err / std::max(tol.atol + tol.rtol * std::fabs(rv), 1e-300);
-          if constexpr (std::is_integral_v<scalar_t>) excess = INFINITY;  // unequal integers
-        }
-        if (excess > 1.0) ++local.bad;
-        if (excess > local.worst_excess) {
-          local.worst_excess = excess;
-          local.worst_index = i;
-          local.worst_reference = rv;
-          local.worst_candidate = cv;
-        }
+        constexpr bool integral = std::is_integral_v<scalar_t>;
+        if (integral && r[i] == c[i]) continue;
+        compare_rule::add_element(local, i, static_cast<double>(r[i]), static_cast<double>(c[i]), tol.atol, tol.rtol, integral);
       }
       std::lock_guard<std::mutex> lock(mutex);
-      total.add(local);
+      compare_rule::join(total, local);
     });
   });
   return total;
@@ -121,25 +80,16 @@ cuda::ValueType value_type(at::ScalarType t) {
   }
 }
 
-ValueStats compare_values_on_device(const at::Tensor& ref, const at::Tensor& cand, const Tolerance& tol) {
+CompareStats compare_values_on_device(const at::Tensor& ref, const at::Tensor& cand, const Tolerance& tol) {
   const at::Tensor r = ref.contiguous(), c = cand.contiguous();
   const c10::cuda::CUDAGuard on_device(r.device());
   const at::Tensor partials =
-      at::empty({static_cast<int64_t>(cuda::compare_blocks(r.numel()) * sizeof(cuda::CompareStats))}, r.options().dtype(at::kByte));
-  const cuda::CompareStats s =
-      cuda::compare_values(value_type(r.scalar_type()), r.const_data_ptr(), c.const_data_ptr(), r.numel(), tol.atol, tol.rtol,
-                           static_cast<cuda::CompareStats*>(partials.data_ptr()), at::cuda::getCurrentCUDAStream().stream());
-  ValueStats stats;
-  stats.bad = s.bad;
-  stats.max_abs_error = s.max_abs_error;
-  stats.worst_excess = s.worst_excess;
-  stats.worst_index = s.worst_index;
-  stats.worst_reference = s.worst_reference;
-  stats.worst_candidate = s.worst_candidate;
-  return stats;
+      at::empty({static_cast<int64_t>(cuda::compare_blocks(r.numel()) * sizeof(CompareStats))}, r.options().dtype(at::kByte));
+  return cuda::compare_values(value_type(r.scalar_type()), r.const_data_ptr(), c.const_data_ptr(), r.numel(), tol.atol, tol.rtol,
+                              static_cast<CompareStats*>(partials.data_ptr()), at::cuda::getCurrentCUDAStream().stream());
 }
 #else
-ValueStats compare_values_on_device(const at::Tensor&, const at::Tensor&, const Tolerance&) {
+CompareStats compare_values_on_device(const at::Tensor&, const at::Tensor&, const Tolerance&) {
   throw Error("this build has no CUDA: outputs on a GPU cannot be compared");
 }
 #endif
@@ -177,7 +127,7 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     if (ref.numel() == 0) continue;
     const Tolerance tol = tolerance_for(ref.scalar_type());
     if (ref.device() != cand.device()) return fail("is not where the reference's output is (crl compares like with like)");
-    const ValueStats stats = ref.is_cpu() ? compare_values(ref.contiguous(), cand.contiguous(), tol)
+    const CompareStats stats = ref.is_cpu() ? compare_values(ref.contiguous(), cand.contiguous(), tol)
                                           : compare_values_on_device(ref, cand, tol);
     result.max_abs_error = std::max(result.max_abs_error, stats.max_abs_error);
     if (stats.bad == 0) continue;
