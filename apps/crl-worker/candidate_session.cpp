@@ -25,26 +25,6 @@ struct CandidateSession::SlotGraph {
   std::vector<at::Tensor> outputs;  // where each replay writes (the graph's own memory)
 };
 
-namespace {
-
-// A timed batch's timeline as the evaluator reports it: its first call's GPU and host time, and
-// the mean of the later calls' (GPU time by CUDA events; empty on the CPU).
-nlohmann::json first_and_later_calls(const DeviceTimeline& timeline, size_t calls) {
-  nlohmann::json j = nlohmann::json::object();
-  const std::vector<double> device = timeline.device_us();
-  const std::vector<double>& host = timeline.host_us();
-  if (calls == 0 || host.empty()) return j;
-  j["first_call_host_us"] = host[0];
-  if (!device.empty()) j["first_call_device_us"] = device[0];
-  if (calls > 1 && host.size() > 1) {
-    j["later_call_host_us"] = host[1] / static_cast<double>(calls - 1);
-    if (device.size() > 1) j["later_call_device_us"] = device[1] / static_cast<double>(calls - 1);
-  }
-  return j;
-}
-
-}  // namespace
-
 eval::Message CandidateSession::handle(const eval::Message& request) {
   const std::string op = request.header.value("op", "");
   if (op == "load") return load(request.header);
@@ -104,7 +84,7 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
   std::vector<std::vector<at::Tensor>> outputs;
   device_.synchronize();
   device_.touch();
-  DeviceTimeline timeline(events_);
+  BatchTimeline timeline(events_, request.at("slots").size());
   if (replay_as_graph_) {
 #if CRL_HAVE_CUDA
     for (const auto& s : request.at("slots")) {
@@ -112,23 +92,22 @@ eval::Message CandidateSession::time(const nlohmann::json& request) {
       if (slot < 0 || static_cast<size_t>(slot) >= graphs_.size()) throw InputError(fmt::format("slot {} has no graph", slot));
       graphs_[static_cast<size_t>(slot)]->graph.replay();
       outputs.push_back(graphs_[static_cast<size_t>(slot)]->outputs);
-      if (outputs.size() == 1 || outputs.size() == request.at("slots").size()) timeline.mark();
+      timeline.after_call();
     }
 #endif
   } else {
     for (const auto& s : request.at("slots")) {
       outputs.push_back((*candidate_)(arena_.arguments(s.get<int>())));
-      // Marked after the first call and the last only: nothing is added to the calls between.
-      if (outputs.size() == 1 || outputs.size() == request.at("slots").size()) timeline.mark();
+      timeline.after_call();
     }
   }
-  const nlohmann::json first_and_later = first_and_later_calls(timeline, outputs.size());
+  const nlohmann::json timed = timeline.summary();
   device_.check(fmt::format("the {}'s timed calls", candidate_->which()));
   // Describing makes non-contiguous outputs contiguous: those copies run before the reply, timed
   // (they were the program's to do) and never after it, where the judge's idle probe would see them.
   nlohmann::json batch = eval::describe_batch(outputs, &held_);
   device_.check(fmt::format("describing the {}'s timed outputs", candidate_->which()));
-  return eval::Message{{{"batch", std::move(batch)}, {"timeline", first_and_later}}, {}};
+  return eval::Message{{{"batch", std::move(batch)}, {"timeline", timed}}, {}};
 }
 
 eval::Message CandidateSession::start_timing(const nlohmann::json& request) {

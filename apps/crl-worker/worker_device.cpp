@@ -75,34 +75,53 @@ void EventPool::reserve(const WorkerDevice& device, size_t count) {
 #endif
 }
 
-DeviceTimeline::DeviceTimeline(const EventPool& events) : events_(events), last_(std::chrono::steady_clock::now()) { record(); }
+BatchTimeline::BatchTimeline(const EventPool& events, size_t calls)
+    : events_(events), calls_(calls), last_(std::chrono::steady_clock::now()) {
+#if CRL_HAVE_CUDA
+  if (events_.size() > 0) cudaEventRecord(static_cast<cudaEvent_t>(events_.at(recorded_++)), at::cuda::getCurrentCUDAStream());
+#endif
+}
 
-void DeviceTimeline::mark() {
+void BatchTimeline::after_call() {
+  ++done_;
+  if (done_ == 1 || done_ == calls_) mark();
+}
+
+void BatchTimeline::mark() {
   const auto now = std::chrono::steady_clock::now();
   host_us_.push_back(std::chrono::duration<double, std::micro>(now - last_).count());
   last_ = now;
-  record();
-}
-
-void DeviceTimeline::record() {
 #if CRL_HAVE_CUDA
-  if (recorded_ < events_.size()) cudaEventRecord(static_cast<cudaEvent_t>(events_.at(recorded_++)), at::cuda::getCurrentCUDAStream());
-#endif
-}
-
-std::vector<double> DeviceTimeline::device_us() const {
-  std::vector<double> us;
-#if CRL_HAVE_CUDA
-  if (recorded_ == 0 || cudaEventSynchronize(static_cast<cudaEvent_t>(events_.at(recorded_ - 1))) != cudaSuccess) return us;
-  for (size_t i = 1; i < recorded_; ++i) {
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(events_.at(i - 1)), static_cast<cudaEvent_t>(events_.at(i))) != cudaSuccess) {
-      return {};
-    }
-    us.push_back(1e3 * ms);
+  if (recorded_ > 0 && recorded_ < events_.size()) {
+    cudaEventRecord(static_cast<cudaEvent_t>(events_.at(recorded_++)), at::cuda::getCurrentCUDAStream());
   }
 #endif
-  return us;
+}
+
+nlohmann::json BatchTimeline::summary() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (host_us_.empty()) return j;
+  std::vector<double> device_us;  // the GPU time of each interval between marks
+#if CRL_HAVE_CUDA
+  if (recorded_ > 1 && cudaEventSynchronize(static_cast<cudaEvent_t>(events_.at(recorded_ - 1))) == cudaSuccess) {
+    for (size_t i = 1; i < recorded_; ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(events_.at(i - 1)), static_cast<cudaEvent_t>(events_.at(i))) != cudaSuccess) {
+        device_us.clear();
+        break;
+      }
+      device_us.push_back(1e3 * ms);
+    }
+  }
+#endif
+  j["first_call_host_us"] = host_us_[0];
+  if (!device_us.empty()) j["first_call_device_us"] = device_us[0];
+  if (calls_ > 1 && host_us_.size() > 1) {
+    const double later = static_cast<double>(calls_ - 1);
+    j["later_call_host_us"] = host_us_[1] / later;
+    if (device_us.size() > 1) j["later_call_device_us"] = device_us[1] / later;
+  }
+  return j;
 }
 
 void WorkerDevice::release_cached_memory() {

@@ -81,23 +81,25 @@ class EventPool {
   std::vector<void*> events_;
 };
 
-// The GPU time of the work queued on the current stream between construction and each mark(), by
-// the pool's CUDA events, and the host's time to each mark. A diagnostic only: a program's worker
-// could fake it, so the evaluator reports the reference worker's beside its own clock and never
-// measures by it. Marks beyond the pool's size are not timed on the GPU.
-class DeviceTimeline {
+// A timed batch's calls as its worker sees them: after construction (the batch's start), call
+// after_call() once per call; the pool's CUDA events are recorded after the first call and the
+// last only, so nothing is added between the calls. A diagnostic only: a program's worker could
+// fake it, so the evaluator reports the reference worker's beside its own clock and never measures
+// by it.
+class BatchTimeline {
  public:
-  explicit DeviceTimeline(const EventPool& events);
-  void mark();  // after a call has been queued
-  // Waits for the stream; the GPU time of each interval between marks (the first from the start).
-  std::vector<double> device_us() const;
-  const std::vector<double>& host_us() const { return host_us_; }  // each interval's host time
+  BatchTimeline(const EventPool& events, size_t calls);
+  void after_call();
+  // Waits for the stream. first_call_host_us and, on the GPU, first_call_device_us; with more than
+  // one call, the later calls' means (later_call_host_us, later_call_device_us).
+  nlohmann::json summary() const;
 
  private:
-  void record();
+  void mark();
   const EventPool& events_;
-  size_t recorded_ = 0;
-  std::vector<double> host_us_;
+  size_t calls_ = 0, done_ = 0;
+  size_t recorded_ = 0;            // events of the pool recorded: the start, then one per mark
+  std::vector<double> host_us_;    // host time of each interval between marks
   std::chrono::steady_clock::time_point last_;
 };
 
