@@ -38,9 +38,12 @@ std::map<std::string, std::string> clean_worker_environment(const std::string& p
       {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", private_dir}, {"TMPDIR", private_dir}, {"LANG", "C"}};
   // cuDNN's and cuBLASLt's own logging too, when the evaluator's user turned it on (for finding out
   // which engines a reference runs in its worker: tools/gpu-measure.sh cudnn); only that user sets it.
+  // A site's switches that keep NVLink multicast off (shared GPU hosts set them for every process,
+  // since a program using it can take the host's GPUs out of service) reach the workers as well.
   for (const char* name : {"LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
                            "OMP_NUM_THREADS", "CUDNN_LOGLEVEL_DBG", "CUDNN_LOGDEST_DBG", "CUDNN_FRONTEND_LOG_INFO",
-                           "CUDNN_FRONTEND_LOG_FILE", "CUBLASLT_LOG_LEVEL", "CUBLASLT_LOG_FILE"}) {
+                           "CUDNN_FRONTEND_LOG_FILE", "CUBLASLT_LOG_LEVEL", "CUBLASLT_LOG_FILE", "NCCL_NVLS_ENABLE",
+                           "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   return env;

@@ -84,7 +84,9 @@ TEST(WorkerEnvironmentTest, LibraryLoggingSwitchesReachWorkersAndOtherVariablesD
   setenv("CUDNN_LOGLEVEL_DBG", "3", 1);
   setenv("CUDNN_LOGDEST_DBG", "/tmp/cudnn.log", 1);
   setenv("CRL_SOME_SECRET", "x", 1);
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
   const auto env = clean_worker_environment("/tmp/private");
+  unsetenv("NCCL_NVLS_ENABLE");
   unsetenv("CUDNN_LOGLEVEL_DBG");
   unsetenv("CUDNN_LOGDEST_DBG");
   unsetenv("CRL_SOME_SECRET");
@@ -92,6 +94,8 @@ TEST(WorkerEnvironmentTest, LibraryLoggingSwitchesReachWorkersAndOtherVariablesD
   EXPECT_EQ(env.at("CUDNN_LOGLEVEL_DBG"), "3");
   EXPECT_EQ(env.at("CUDNN_LOGDEST_DBG"), "/tmp/cudnn.log");
   EXPECT_EQ(env.count("CRL_SOME_SECRET"), 0u);
+  ASSERT_EQ(env.count("NCCL_NVLS_ENABLE"), 1u);  // the host's multicast switch survives the clean environment
+  EXPECT_EQ(env.at("NCCL_NVLS_ENABLE"), "0");
   EXPECT_EQ(env.at("HOME"), "/tmp/private");
 }
 
