@@ -37,18 +37,6 @@ int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
 // reached through the program's forward, which reports them as text) can be recognised by their words.
 bool is_out_of_memory(const std::exception& e) { return std::string_view(e.what()).find("out of memory") != std::string_view::npos; }
 
-// Byte-wise equality in pieces: at::equal on the GPU makes a bool tensor as large as its inputs,
-// which at full scale (a 17 GB input of level1/045) was more than the judge's share of memory.
-bool equal_in_chunks(const at::Tensor& a, const at::Tensor& b) {
-  constexpr int64_t kChunk = int64_t{256} << 20;
-  const int64_t n = a.numel();
-  for (int64_t begin = 0; begin < n; begin += kChunk) {
-    const int64_t length = std::min(kChunk, n - begin);
-    if (!at::equal(a.narrow(0, begin, length), b.narrow(0, begin, length))) return false;
-  }
-  return true;
-}
-
 nlohmann::json metas_of(const std::vector<at::Tensor>& tensors) {
   nlohmann::json metas = nlohmann::json::array();
   for (const auto& t : tensors) {
@@ -342,9 +330,7 @@ eval::Message JudgeSession::check_inputs(const nlohmann::json& request) {
   const auto seen = arena_.arguments(slot);
   nlohmann::json changed = nlohmann::json::array();
   for (size_t i = 0; i < expected.size(); ++i) {
-    const auto a = expected[i].contiguous().reshape({-1}).view(at::kByte);
-    const auto b = seen[i].reshape({-1}).view(at::kByte);
-    if (!equal_in_chunks(a, b)) changed.push_back(i);
+    if (!reclaiming([&] { return eval::same_bytes(expected[i], seen[i]); })) changed.push_back(i);
   }
   device_.check("checking the candidate's inputs");
   kept_inputs_.reset();

@@ -61,6 +61,28 @@ void launch(const void* ref, const void* cand, int64_t n, double atol, double rt
   compare_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(ref), static_cast<const T*>(cand), n, atol, rtol, partials);
 }
 
+// Sets *differs when any word of a and b differs (a plain store: every writer writes 1). Words of
+// 16 bytes where both pointers allow it, bytes otherwise and for the tail.
+__global__ void bytes_equal_kernel(const unsigned char* __restrict__ a, const unsigned char* __restrict__ b, uint64_t bytes,
+                                   bool wide, uint32_t* differs) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  const uint64_t first = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  bool same = true;
+  uint64_t tail = 0;
+  if (wide) {
+    const uint64_t words = bytes / 16;
+    const uint4* wa = reinterpret_cast<const uint4*>(a);
+    const uint4* wb = reinterpret_cast<const uint4*>(b);
+    for (uint64_t i = first; i < words; i += stride) {
+      const uint4 x = wa[i], y = wb[i];
+      same &= x.x == y.x && x.y == y.y && x.z == y.z && x.w == y.w;
+    }
+    tail = words * 16;
+  }
+  for (uint64_t i = tail + first; i < bytes; i += stride) same &= a[i] == b[i];
+  if (!same) *differs = 1;
+}
+
 }  // namespace
 
 int compare_blocks(int64_t n) {
@@ -92,6 +114,21 @@ CompareStats compare_values(ValueType type, const void* ref, const void* cand, i
   check(cudaStreamSynchronize(stream), "comparing outputs");
   for (const CompareStats& b : host) compare_rule::join(total, b);  // the worst does not depend on the block count
   return total;
+}
+
+bool bytes_equal(const void* a, const void* b, uint64_t bytes, uint32_t* flag, cudaStream_t stream) {
+  if (bytes == 0) return true;
+  check(cudaMemsetAsync(flag, 0, sizeof(uint32_t), stream), "clearing the input check's flag");
+  const bool wide = reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+  const uint64_t per_thread = wide ? 16 * 8 : 8;  // ~8 words a thread at least
+  const int blocks = static_cast<int>(std::clamp<uint64_t>((bytes + kThreads * per_thread - 1) / (kThreads * per_thread), 1, kMaxBlocks));
+  bytes_equal_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const unsigned char*>(a), static_cast<const unsigned char*>(b), bytes,
+                                                     wide, flag);
+  check(cudaGetLastError(), "launching the input check");
+  uint32_t differs = 0;
+  check(cudaMemcpyAsync(&differs, flag, sizeof differs, cudaMemcpyDeviceToHost, stream), "copying the input check's flag");
+  check(cudaStreamSynchronize(stream), "checking inputs");
+  return differs == 0;
 }
 
 }  // namespace crl::eval::cuda

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "eval/output_comparison.h"
 #include "program/arguments.h"
 
 #if CRL_HAVE_CUDA
@@ -35,12 +36,6 @@ void synchronize_current_stream(const at::Device& device) {
 #else
   (void)device;
 #endif
-}
-
-bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
-  // Flattened first: a 0-dim tensor (a loss, a scalar parameter) cannot be viewed as bytes.
-  return at::equal(a.contiguous().reshape({-1}).view(at::kByte), b.contiguous().reshape({-1}).view(at::kByte));
 }
 
 std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& tensors) {

@@ -2,12 +2,14 @@
 // outputs live), with NaN/Inf rules and the worst element reported.
 #include "eval/output_comparison.h"
 
+#include <cstring>
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <sstream>
@@ -95,6 +97,23 @@ CompareStats compare_values_on_device(const at::Tensor&, const at::Tensor&, cons
 #endif
 
 }  // namespace
+
+bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  if (a.device() != b.device()) {
+    throw Error(fmt::format("cannot compare the bytes of a tensor on {} with one on {}", a.device().str(), b.device().str()));
+  }
+  const at::Tensor x = a.contiguous(), y = b.contiguous();
+  if (x.device().is_cpu()) return std::memcmp(x.const_data_ptr(), y.const_data_ptr(), x.nbytes()) == 0;
+#if CRL_HAVE_CUDA
+  const c10::cuda::CUDAGuard on_device(x.device());
+  const at::Tensor flag = at::empty({4}, x.options().dtype(at::kByte));
+  return cuda::bytes_equal(x.const_data_ptr(), y.const_data_ptr(), x.nbytes(), static_cast<uint32_t*>(flag.data_ptr()),
+                           at::cuda::getCurrentCUDAStream().stream());
+#else
+  throw Error("this build has no CUDA: tensors on a GPU cannot be compared");
+#endif
+}
 
 ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
                                  const std::vector<ProgramOutput>& candidate,

@@ -49,4 +49,11 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
 // ranges (a long cumulative product) to overflow at slightly different places.
 bool batch_copy_would_pass(const std::vector<ProgramOutput>& outputs, const ToleranceForDtype& tolerance_for);
 
+// Whether two tensors on one device have the same sizes and dtype and hold the same bytes in value
+// order (input checks: a candidate's input after its call against the judge's copy; the guards'
+// probes). On the GPU in one pass with 4 bytes of temporaries: ATen's equal makes a bool tensor of
+// the inputs' size (a 17 GB input at full scale), which a judge's share of memory may not hold.
+// Throws Error when the devices differ.
+bool same_bytes(const at::Tensor& a, const at::Tensor& b);
+
 }  // namespace crl::eval

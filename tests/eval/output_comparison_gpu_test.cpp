@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "eval/output_comparison.h"
 #include "machine/machine_probe.h"
 
@@ -19,18 +20,24 @@ ComparisonResult compare_on(const std::string& device, const at::Tensor& ref, co
   return compare_outputs({{ref.to(d), device}}, {{cand.to(d), device}}, tol);
 }
 
+// Equal, NaN equal to NaN (a worst element may be NaN on both sides).
+::testing::AssertionResult same_value(double gpu, double cpu) {
+  if ((std::isnan(gpu) && std::isnan(cpu)) || gpu == cpu) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "gpu " << gpu << " != cpu " << cpu;
+}
+
 // Both sides' results equal, field by field (no tolerance: the same float64 arithmetic).
 void expect_same_on_gpu_and_cpu(const at::Tensor& ref, const at::Tensor& cand, double atol = 1e-4, double rtol = 1e-4) {
   const ComparisonResult cpu = compare_on("cpu", ref, cand, atol, rtol);
   const ComparisonResult gpu = compare_on("cuda", ref, cand, atol, rtol);
   EXPECT_EQ(gpu.ok, cpu.ok) << "gpu: " << gpu.message << "\ncpu: " << cpu.message;
   EXPECT_EQ(gpu.mismatched_elements, cpu.mismatched_elements);
-  EXPECT_EQ(gpu.max_abs_error, cpu.max_abs_error);
+  EXPECT_TRUE(same_value(gpu.max_abs_error, cpu.max_abs_error));
   EXPECT_EQ(gpu.message, cpu.message);
   if (!cpu.ok) {
     EXPECT_EQ(gpu.worst_index, cpu.worst_index);
-    EXPECT_EQ(gpu.worst_reference, cpu.worst_reference);
-    EXPECT_EQ(gpu.worst_candidate, cpu.worst_candidate);
+    EXPECT_TRUE(same_value(gpu.worst_reference, cpu.worst_reference));
+    EXPECT_TRUE(same_value(gpu.worst_candidate, cpu.worst_candidate));
   }
 }
 
@@ -76,7 +83,11 @@ TEST_F(GpuOutputComparison, IntegersAndBoolAreExact) {
     const at::Tensor ref = at::randint(0, 2, {1 << 18}).to(dtype);
     at::Tensor cand = ref.clone();
     expect_same_on_gpu_and_cpu(ref, cand, 0, 0);
-    cand[12345] = dtype == at::kBool ? at::tensor(!ref[12345].item<bool>()) : ref[12345] + 1;
+    if (dtype == at::kBool) {
+      cand[12345].fill_(!ref[12345].item<bool>());
+    } else {
+      cand[12345].add_(1);
+    }
     expect_same_on_gpu_and_cpu(ref, cand, 0, 0);
   }
   const int64_t big = (int64_t{1} << 60) + 1;  // equal as float64 to its neighbour, unequal as integers
@@ -89,6 +100,29 @@ TEST_F(GpuOutputComparison, ANonContiguousReferenceIsComparedByItsValues) {
   const at::Tensor ref = at::randn({257, 129}).t();
   expect_same_on_gpu_and_cpu(ref, ref.contiguous());
   expect_same_on_gpu_and_cpu(ref, ref.contiguous() + 1e-3);
+}
+
+TEST_F(GpuOutputComparison, SameBytesSeesOneChangedByteAnywhere) {
+  const at::Device gpu(at::kCUDA, 0);
+  const at::Tensor a = at::randint(0, 256, {(1 << 22) + 13}, at::TensorOptions().dtype(at::kByte)).to(gpu);  // many blocks, a tail
+  EXPECT_TRUE(same_bytes(a, a.clone()));
+  for (const int64_t at_byte : {int64_t{0}, int64_t{1} << 21, a.numel() - 1}) {  // first, middle, the tail's last
+    at::Tensor b = a.clone();
+    b[at_byte].add_(1);
+    EXPECT_FALSE(same_bytes(a, b)) << "byte " << at_byte;
+  }
+  // Pointers that are not 16-byte aligned take the byte path.
+  const at::Tensor x = a.narrow(0, 1, 1 << 20), y = a.clone().narrow(0, 1, 1 << 20);
+  EXPECT_TRUE(same_bytes(x, y));
+  at::Tensor z = y.clone();
+  z[777].add_(1);
+  EXPECT_FALSE(same_bytes(x, z));
+  // Floats by their bits: -0.0 and 0.0 differ, a NaN equals itself.
+  const at::Tensor f = at::tensor({0.0f, NAN}).to(gpu);
+  EXPECT_TRUE(same_bytes(f, f.clone()));
+  EXPECT_FALSE(same_bytes(f, at::tensor({-0.0f, NAN}).to(gpu)));
+  EXPECT_FALSE(same_bytes(a, a.narrow(0, 0, 5)));
+  EXPECT_THROW(same_bytes(a, a.cpu()), Error);
 }
 
 }  // namespace

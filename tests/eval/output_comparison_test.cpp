@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "eval/output_comparison.h"
 
 namespace crl::eval {
@@ -103,6 +104,20 @@ TEST(OutputComparison, LargeInt64ValuesCompareExactly) {
   const at::Tensor a = at::full({4}, big, at::kLong);
   EXPECT_TRUE(compare_outputs(cpu({a}), cpu({a.clone()})).ok);
   EXPECT_FALSE(compare_outputs(cpu({a}), cpu({a + 1})).ok);  // equal as float64, unequal as integers
+}
+
+TEST(OutputComparison, SameBytesOnTheCpuComparesBitsAndRefusesDifferentSizes) {
+  const at::Tensor a = at::randn({1001});
+  EXPECT_TRUE(same_bytes(a, a.clone()));
+  at::Tensor b = a.clone();
+  b[1000].add_(1);
+  EXPECT_FALSE(same_bytes(a, b));
+  const at::Tensor m = at::randn({31, 33});
+  EXPECT_TRUE(same_bytes(m.t(), m.t().contiguous()));  // by value order, whatever the strides
+  EXPECT_FALSE(same_bytes(m.t(), m.contiguous()));
+  EXPECT_FALSE(same_bytes(at::tensor({0.0f}), at::tensor({-0.0f})));
+  EXPECT_FALSE(same_bytes(a, a.narrow(0, 0, 10)));
+  EXPECT_FALSE(same_bytes(a, a.to(at::kDouble)));
 }
 
 }  // namespace
