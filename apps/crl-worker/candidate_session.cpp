@@ -32,9 +32,15 @@ eval::Message CandidateSession::handle(const eval::Message& request) {
   // Whatever the previous request described has been read by now.
   held_.clear();
   if (op == "arena") {
-    arena_.open(eval::arena_layout_from_json(request.header.at("layout")), device_.device(),
-                request.header.value("ipc_handle", ""));
-    return {};
+    // On the GPU the arena is this process's own memory, exported to the judge (which fills and
+    // checks it): timed kernels read local memory, as any program in production would.
+    const eval::ArenaLayout layout = eval::arena_layout_from_json(request.header.at("layout"));
+    if (!device_.is_cuda()) {
+      arena_.map_shared(layout, kArenaFd);
+      return {};
+    }
+    arena_.allocate(layout, device_.device());
+    return eval::Message{{{"ipc_handle", arena_.ipc_handle()}}, {}};
   }
   if (op == "run") return run(request.header);
   if (op == "time") return time(request.header);

@@ -62,6 +62,12 @@ eval::Message JudgeSession::handle(const eval::Message& request) {
   if (op == "reference") return reference(request.header);
   if (op == "batch_copy") return batch_copy(request.header);
   if (op == "arena") return arena(request.header);
+  if (op == "adopt_arena") return adopt_arena(request.header);
+  if (op == "drop_arena") {
+    // (on the GPU, a worker's own memory, let go before the worker ends; the CPU's memfds stay for the task)
+    if (device_.is_cuda()) arena_named(request.header).release();
+    return reply();
+  }
   if (op == "fill") return fill(request.header);
   if (op == "reference_slot") return reference_slot(request.header);
   if (op == "empty") {
@@ -225,16 +231,44 @@ eval::Message JudgeSession::batch_copy(const nlohmann::json& request) {
 }
 
 eval::Message JudgeSession::arena(const nlohmann::json& request) {
-  const eval::ArenaLayout layout = eval::arena_layout_from_json(request.at("layout"));
-  arena_.create(layout, device_.device(), kArenaFd);
-  reference_arena_.create(layout, device_.device(), kReferenceArenaFd);
+  layout_ = eval::arena_layout_from_json(request.at("layout"));
+  if (device_.device().is_cuda()) {
+    // The workers make their own arenas (InputArena); adopt_arena maps each here.
+    arena_.release();
+    reference_arena_.release();
+    return reply();
+  }
+  arena_.map_shared(layout_, kArenaFd);
+  reference_arena_.map_shared(layout_, kReferenceArenaFd);
   const uint64_t region = request.value("output_region_bytes", uint64_t{0});
-  if (device_.device().is_cpu() && region != output_region_bytes_) {
+  if (region != output_region_bytes_) {
     eval::unmap_shared_memory(output_region_, output_region_bytes_);
     output_region_ = eval::map_shared_memory(kOutputRegionFd, region, "the candidate output region");
     output_region_bytes_ = region;
   }
-  return reply({{"ipc_handle", arena_.ipc_handle()}, {"reference_ipc_handle", reference_arena_.ipc_handle()}});
+  return reply();
+}
+
+InputArena& JudgeSession::arena_named(const nlohmann::json& request) {
+  const std::string which = request.at("which").get<std::string>();
+  if (which == "candidate") return arena_;
+  if (which == "reference") return reference_arena_;
+  throw InputError("an arena is the candidate's or the reference's, not '" + which + "'");
+}
+
+eval::Message JudgeSession::adopt_arena(const nlohmann::json& request) {
+  // A worker's own arena, by the IPC handle its "arena" reply gave. The handle is the worker's word
+  // (a candidate's code runs there): one that does not open, is too small or opens the other
+  // program's arena is refused as the worker's failure, not the judge's.
+  if (!device_.is_cuda()) throw InputError("adopt_arena is for the GPU backend (the CPU's arenas are the evaluator's memfds)");
+  InputArena& arena = arena_named(request);
+  const InputArena& other = &arena == &arena_ ? reference_arena_ : arena_;
+  try {
+    arena.import(layout_, device_.device(), request.at("ipc_handle").get<std::string>(), &other);
+  } catch (const InputError& e) {
+    return reply({{"adopted", false}, {"message", e.what()}});
+  }
+  return reply({{"adopted", true}});
 }
 
 eval::Message JudgeSession::fill(const nlohmann::json& request) {
@@ -403,7 +437,10 @@ eval::Message JudgeSession::probe(const nlohmann::json& request) {
 
 eval::Message JudgeSession::release(const nlohmann::json& request) {
   (void)request;
+  // The candidate's outputs and, on the GPU, its arena (the worker's own memory) are let go before
+  // its worker ends: CUDA leaves undefined what a mapping of freed memory does.
   importer_.close_all();
+  if (device_.is_cuda()) arena_.release();
   kept_inputs_.reset();
   for (auto it = outputs_.begin(); it != outputs_.end();) {
     if (it->first.rfind("batch:", 0) == 0) {

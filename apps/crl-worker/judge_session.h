@@ -1,6 +1,6 @@
 // The judge: the trusted role of crl-worker. It loads only the task's reference, makes every input
 // (its own and, in two arenas, those of the candidate's worker and of the reference's timing
-// worker), runs the reference, keeps its outputs where they
+// worker; on the GPU each arena is that worker's own memory, imported here), runs the reference, keeps its outputs where they
 // were made (on the GPU, in a cache bounded in bytes), compares a candidate's outputs with them,
 // checks the candidate's inputs after its calls, and probes whether the GPU is idle.
 #pragma once
@@ -42,6 +42,8 @@ class JudgeSession {
   eval::Message call_time(const nlohmann::json& request);
   eval::Message batch_copy(const nlohmann::json& request);
   eval::Message arena(const nlohmann::json& request);
+  eval::Message adopt_arena(const nlohmann::json& request);
+  InputArena& arena_named(const nlohmann::json& request);
   eval::Message fill(const nlohmann::json& request);
   eval::Message reference_slot(const nlohmann::json& request);
   eval::Message compare(const nlohmann::json& request);
@@ -65,6 +67,7 @@ class JudgeSession {
   std::map<std::string, Outputs> outputs_;
   std::list<std::string> recently_used_;  // front: most recent
   int64_t cache_budget_bytes_ = int64_t{16} << 30;
+  eval::ArenaLayout layout_;    // of both arenas, from the arena request
   InputArena arena_;            // the candidate's inputs
   InputArena reference_arena_;  // the same timed inputs for the reference's own worker
   void* output_region_ = nullptr;  // CPU backend: where the evaluator copies a candidate's outputs

@@ -191,16 +191,20 @@ void InputArena::release() {
   if (!owned_cuda_ && !imported_cuda_) eval::unmap_shared_memory(base_, layout_.total_bytes());
   base_ = nullptr;
   owned_cuda_ = imported_cuda_ = false;
+  ipc_handle_.clear();
 }
 
-void InputArena::create(const eval::ArenaLayout& layout, const at::Device& device, int fd) {
+void InputArena::map_shared(const eval::ArenaLayout& layout, int fd) {
+  release();
+  layout_ = layout;
+  device_ = at::Device(at::kCPU);
+  base_ = eval::map_shared_memory(fd, layout.total_bytes(), "an input arena");
+}
+
+void InputArena::allocate(const eval::ArenaLayout& layout, const at::Device& device) {
   release();
   layout_ = layout;
   device_ = device;
-  if (device.is_cpu()) {
-    base_ = eval::map_shared_memory(fd, layout.total_bytes(), "an input arena");
-    return;
-  }
 #if CRL_HAVE_CUDA
   if (cudaMalloc(&base_, layout.total_bytes()) != cudaSuccess) {
     cudaGetLastError();
@@ -209,23 +213,35 @@ void InputArena::create(const eval::ArenaLayout& layout, const at::Device& devic
   }
   owned_cuda_ = true;
   ipc_handle_ = eval::ipc_handle_of(base_);
+#else
+  throw Error("this build has no CUDA");
 #endif
 }
 
-void InputArena::open(const eval::ArenaLayout& layout, const at::Device& device, const std::string& ipc_handle) {
+void InputArena::import(const eval::ArenaLayout& layout, const at::Device& device, const std::string& ipc_handle,
+                        const InputArena* other) {
   release();
+#if CRL_HAVE_CUDA
+  void* base = eval::open_ipc_handle(ipc_handle);  // (InputError for a handle that is not hexadecimal)
+  if (base == nullptr) throw InputError("the worker's input arena handle does not open (CUDA IPC)");
+  const uint64_t bytes = eval::bytes_to_allocation_end(base);
+  if (bytes < layout.total_bytes() || (other != nullptr && other->base_ == base)) {
+    // (a handle opened again returns the mapping it already has and counts it: closing undoes just this one)
+    cudaIpcCloseMemHandle(base);
+    throw InputError(bytes < layout.total_bytes()
+                         ? fmt::format("the worker's input arena holds {} bytes, the layout needs {}", bytes, layout.total_bytes())
+                         : std::string("the worker's input arena handle opens another program's arena"));
+  }
   layout_ = layout;
   device_ = device;
-  if (device.is_cpu()) {
-    base_ = eval::map_shared_memory(kArenaFd, layout.total_bytes(), "the input arena");
-    return;
-  }
-#if CRL_HAVE_CUDA
-  base_ = eval::open_ipc_handle(ipc_handle);
-  if (base_ == nullptr) throw Error("cannot open the judge's input arena (CUDA IPC)");
+  base_ = base;
   imported_cuda_ = true;
 #else
+  (void)layout;
+  (void)device;
   (void)ipc_handle;
+  (void)other;
+  throw Error("this build has no CUDA");
 #endif
 }
 

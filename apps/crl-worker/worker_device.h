@@ -110,25 +110,33 @@ std::vector<at::Tensor> call_and_check(WorkerDevice& device, const NamedProgram&
 // The task spec of a load request ("reference_program": the task's .crl file) at its "scale".
 TaskSpec load_spec(const nlohmann::json& request, std::string* scale);
 
-// An input arena as mapped in this process: a memfd (CPU) or a CUDA allocation, owned by the
-// judge (cudaMalloc) or imported from it (IPC).
+// An input arena as mapped in this process. CPU: a memfd the evaluator made, which the judge and
+// the worker both map. GPU: the worker's own allocation (cudaMalloc there), which the judge imports
+// by its IPC handle to fill and check it: the program's timed kernels then read memory of their own
+// process (inputs imported from another process made level2/010's convolution 2.1x slower, so a
+// candidate that copied its inputs first was judged 1.86x faster).
 class InputArena {
  public:
   InputArena() = default;
   ~InputArena();
   InputArena(const InputArena&) = delete;
   InputArena& operator=(const InputArena&) = delete;
-  // The judge: creates it (GPU) or maps `fd` (CPU; the evaluator sized it).
-  void create(const eval::ArenaLayout& layout, const at::Device& device, int fd);
-  // A worker: maps what the judge made (the IPC handle on the GPU, fd kArenaFd on the CPU).
-  void open(const eval::ArenaLayout& layout, const at::Device& device, const std::string& ipc_handle);
+  // CPU: maps the memfd at `fd` (the evaluator sized and sealed it).
+  void map_shared(const eval::ArenaLayout& layout, int fd);
+  // GPU, the worker whose program reads it: allocates it here; ipc_handle() exports it.
+  void allocate(const eval::ArenaLayout& layout, const at::Device& device);
+  // GPU, the judge: maps a worker's allocation. InputError when the handle does not open, opens
+  // less than the layout's bytes, or opens memory this process already maps as `other` (a handle
+  // of another program's arena: the judge would then fill and check that one instead).
+  void import(const eval::ArenaLayout& layout, const at::Device& device, const std::string& ipc_handle,
+              const InputArena* other = nullptr);
+  void release();
   std::vector<at::Tensor> arguments(int slot) const;
   const eval::ArenaLayout& layout() const { return layout_; }
   std::string ipc_handle() const { return ipc_handle_; }
   bool ready() const { return base_ != nullptr; }
 
  private:
-  void release();
   eval::ArenaLayout layout_;
   at::Device device_{at::kCPU};
   void* base_ = nullptr;

@@ -121,6 +121,31 @@ std::variant<Message, WorkerFailure> ask(WorkerProcess& worker, const Message& r
   }
 }
 
+// Has a loaded program worker make its input arena and the judge map it as `which`'s ("candidate"
+// or "reference"). CPU: both map the evaluator's memfd. GPU: the arena is the worker's own
+// allocation, exported by its IPC handle, which the judge imports to fill and check it (timed
+// kernels read memory of their own process: inputs in memory imported from the judge made
+// level2/010's reference 2.1x slower in its worker, so copying them first faked a 1.86x speedup).
+// A handle the judge refuses is the worker's failure (kCrash); the judge failing is crl's.
+std::optional<WorkerFailure> attach_arena(WorkerProcess& judge, WorkerProcess& worker, const ArenaLayout& layout, bool cuda,
+                                          const std::string& which, double timeout_seconds, const std::string& during) {
+  auto made = ask(worker, Message{{{"op", "arena"}, {"layout", to_json(layout)}}, {}}, timeout_seconds, during + ": making the input arena");
+  if (auto* f = std::get_if<WorkerFailure>(&made)) return *f;
+  if (!cuda) return std::nullopt;
+  const auto& header = std::get<Message>(made).header;
+  if (!header.contains("ipc_handle") || !header["ipc_handle"].is_string()) {
+    return WorkerFailure{VerdictStatus::kCrash, during + ": the worker's arena reply has no IPC handle"};
+  }
+  auto adopted = ask(judge, Message{{{"op", "adopt_arena"}, {"which", which}, {"ipc_handle", header["ipc_handle"]}}, {}},
+                     timeout_seconds, during + ": the judge mapping the worker's arena");
+  if (auto* f = std::get_if<WorkerFailure>(&adopted)) return WorkerFailure{VerdictStatus::kInternalError, f->message};
+  const auto& verdict = std::get<Message>(adopted).header;
+  if (!verdict.value("adopted", false)) {
+    return WorkerFailure{VerdictStatus::kCrash, during + ": " + verdict.value("message", std::string("the judge refused the worker's arena"))};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string find_worker_executable() {
@@ -160,8 +185,6 @@ struct Evaluator::JudgeState {
   std::vector<int64_t> output_bytes;
   bool spread = false;                   // the per-sample guard applies
   ArenaLayout layout;
-  std::string arena_ipc_handle;
-  std::string reference_arena_ipc_handle;
   // CPU backend: the arenas (the candidate's inputs, the reference worker's) and the output region
   // (candidate outputs, copied by this process out of the frozen worker), memfds the judge maps too.
   int arena_fd = -1;
@@ -342,18 +365,17 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
     size_and_seal_shared_memory(state->region_fd, state->region_bytes, "the output region of " + task.id);
     state->region = map_shared_memory(state->region_fd, state->region_bytes, "the candidate output region");
   }
-  const auto arena = get(Message{{{"op", "arena"}, {"layout", to_json(state->layout)}, {"output_region_bytes", state->region_bytes}}, {}},
-                         "making the input arena");
-  state->arena_ipc_handle = arena.value("ipc_handle", "");
-  state->reference_arena_ipc_handle = arena.value("reference_ipc_handle", "");
+  (void)get(Message{{{"op", "arena"}, {"layout", to_json(state->layout)}, {"output_region_bytes", state->region_bytes}}, {}},
+            "setting up the input arenas");
   auto ready = reference_loaded.get();
-  if (std::holds_alternative<Message>(ready)) {
-    ready = ask(*state->reference_worker,
-                Message{{{"op", "arena"}, {"layout", to_json(state->layout)}, {"ipc_handle", state->reference_arena_ipc_handle}}, {}},
-                options_.load_timeout_seconds, "mapping the reference's timing arena");
+  std::optional<WorkerFailure> failed;
+  if (auto* f = std::get_if<WorkerFailure>(&ready)) failed = *f;
+  if (!failed) {
+    failed = attach_arena(judge, *state->reference_worker, state->layout, !cpu, "reference", options_.load_timeout_seconds,
+                          "the reference's timing worker");
   }
-  if (auto* f = std::get_if<WorkerFailure>(&ready)) {
-    throw Error(fmt::format("the reference's timing worker for {} failed: {}\n{}", task.id, f->message,
+  if (failed) {
+    throw Error(fmt::format("the reference's timing worker for {} failed: {}\n{}", task.id, failed->message,
                             state->reference_worker->log(options_.max_log_bytes)));
   }
   judge_ = std::move(state);
@@ -399,15 +421,16 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     v.status = status;
     v.message = std::move(message);
     v.reward = status == VerdictStatus::kOk ? reward_from_speedup(v.speedup) : 0.0;
+    // The judge first lets go of what it maps of the worker (its outputs and, on the GPU, its arena).
+    if (judge_ && judge_->judge && judge_->judge->running()) {
+      (void)ask(*judge_->judge, Message{{{"op", "release"}}, {}}, options_.call_timeout_seconds, "releasing");
+    }
     if (worker) {
       if (worker->running()) worker->stop();
       v.worker_log = earlier_worker_logs + worker->log(options_.max_log_bytes);
       worker.reset();
     }
     timing_worker.reset();
-    if (judge_ && judge_->judge && judge_->judge->running()) {
-      (void)ask(*judge_->judge, Message{{{"op", "release"}}, {}}, options_.call_timeout_seconds, "releasing");
-    }
     if (judge_ && (!spare_ || !spare_->running())) spare_ = start_candidate_worker(fmt::format("candidate-{}.log", workers_started_++));
     v.seconds = seconds_since(start);
     return v;
@@ -530,7 +553,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     if (!symbols.empty()) return hack("timer_tampering", "the program " + describe(symbols));
   }
 
-  // 3. The candidate's worker: sandboxed, the candidate's library only, the judge's arena mapped.
+  // 3. The candidate's worker: sandboxed, the candidate's library only, its input arena mapped by the judge.
   t = Clock::now();
   worker = std::move(spare_);
   if (!worker || !worker->running()) worker = start_candidate_worker(fmt::format("candidate-{}.log", workers_started_++));
@@ -543,20 +566,18 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     return finish(f.status, f.message);
   };
   // Replaces the candidate's worker with a fresh one (`next` when given, else a new one) that has
-  // loaded the candidate and mapped the arena, and nothing else.
+  // loaded the candidate and made its arena (mapped by the judge), and nothing else.
   auto replace_worker = [&](std::unique_ptr<WorkerProcess> next, const std::string& log_name,
                             const std::string& purpose) -> std::optional<WorkerFailure> {
+    // The judge lets go of the old worker's arena (on the GPU that worker's memory) before it ends.
+    (void)ask(judge, Message{{{"op", "drop_arena"}, {"which", "candidate"}}, {}}, options_.call_timeout_seconds, purpose + ": dropping the arena");
     worker->stop();
     earlier_worker_logs += worker->log(options_.max_log_bytes);
     worker = next && next->running() ? std::move(next) : start_candidate_worker(fmt::format("{}-{}.log", log_name, workers_started_++));
     auto reloaded = ask(*worker, Message{load_request(task, compiled.library_path, "candidate_library", options_.gpu_memory_fraction), {}},
                         options_.load_timeout_seconds, purpose + ": loading");
-    if (std::holds_alternative<Message>(reloaded)) {
-      reloaded = ask(*worker, Message{{{"op", "arena"}, {"layout", to_json(js.layout)}, {"ipc_handle", js.arena_ipc_handle}}, {}},
-                     options_.load_timeout_seconds, purpose + ": mapping the arena");
-    }
     if (auto* f = std::get_if<WorkerFailure>(&reloaded)) return *f;
-    return std::nullopt;
+    return attach_arena(judge, *worker, js.layout, options_.backend == Backend::cuda, "candidate", options_.load_timeout_seconds, purpose);
   };
   {
     auto loaded = ask(*worker, Message{load_request(task, compiled.library_path, "candidate_library", options_.gpu_memory_fraction), {}},
@@ -565,9 +586,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
       step("load", false, f->message, t);
       return fail(*f);
     }
-    auto mapped = ask(*worker, Message{{{"op", "arena"}, {"layout", to_json(js.layout)}, {"ipc_handle", js.arena_ipc_handle}}, {}},
-                      options_.load_timeout_seconds, "mapping the input arena");
-    if (auto* f = std::get_if<WorkerFailure>(&mapped)) {
+    if (auto f = attach_arena(judge, *worker, js.layout, options_.backend == Backend::cuda, "candidate", options_.load_timeout_seconds,
+                              "the candidate's worker")) {
       step("load", false, f->message, t);
       return fail(*f);
     }

@@ -290,6 +290,19 @@ void* open_ipc_handle(const std::string& hex_handle) {
 #endif
 }
 
+uint64_t bytes_to_allocation_end(void* mapped) {
+#if CRL_HAVE_CUDA
+  uint64_t range_base = 0;
+  uint64_t range_size = 0;
+  if (!allocation_range(mapped, &range_base, &range_size)) return 0;
+  const uint64_t start = reinterpret_cast<uint64_t>(mapped);
+  return range_base + range_size > start ? range_base + range_size - start : 0;
+#else
+  (void)mapped;
+  return 0;
+#endif
+}
+
 IpcImporter::~IpcImporter() { close_all(); }
 
 at::Tensor IpcImporter::import(const TensorRef& ref, int device_index) {
@@ -302,14 +315,12 @@ at::Tensor IpcImporter::import(const TensorRef& ref, int device_index) {
   if (found == nullptr) {
     void* base = open_ipc_handle(ref.ipc_handle);
     if (base == nullptr) throw InputError("the candidate's output handle does not open (not memory of its own process)");
-    uint64_t range_base = 0;
-    uint64_t range_size = 0;
-    if (!allocation_range(base, &range_base, &range_size)) {
+    const uint64_t size = bytes_to_allocation_end(base);
+    if (size == 0) {
       cudaIpcCloseMemHandle(base);
       throw InputError("the candidate's output allocation has no address range");
     }
-    const uint64_t start = reinterpret_cast<uint64_t>(base);
-    mappings_.push_back({ref.ipc_handle, base, range_base + range_size > start ? range_base + range_size - start : 0});
+    mappings_.push_back({ref.ipc_handle, base, size});
     found = &mappings_.back();
   }
   const uint64_t bytes = static_cast<uint64_t>(ref.meta.nbytes());

@@ -1,6 +1,6 @@
 // How tensors cross between the judge, the evaluator and a candidate worker without the host pipe:
-// the candidate's inputs in an arena the judge fills (a memfd on the CPU, a CUDA IPC allocation on
-// the GPU), and its outputs described by TensorRefs that the judge reads where they are (CUDA IPC)
+// the candidate's inputs in an arena the judge fills (a memfd on the CPU; on the GPU the worker's
+// own allocation, which the judge imports through CUDA IPC), and its outputs described by TensorRefs that the judge reads where they are (CUDA IPC)
 // or that the evaluator copies out of the frozen worker (process_vm_readv) on the CPU.
 #pragma once
 
@@ -61,8 +61,11 @@ std::vector<TensorRef> batch_call_refs(const nlohmann::json& described, size_t c
 // process (nullptr when it does not open); one encoding for outputs and the input arena alike.
 std::string ipc_handle_of(void* allocation_base);
 void* open_ipc_handle(const std::string& hex_handle);
+// The bytes from `mapped` (an address an IPC handle opened at) to the end of the allocation that
+// holds it; 0 when the driver does not say.
+uint64_t bytes_to_allocation_end(void* mapped);
 
-// Opens CUDA IPC handles (each once: a handle opened twice is an error in CUDA) and wraps a
+// Opens CUDA IPC handles (each once: CUDA counts a handle opened again, and each open needs its close) and wraps a
 // TensorRef as a tensor over the other process's memory, after checking that the referenced
 // bytes lie inside the allocation. close_all() unmaps everything (a worker that ended).
 class IpcImporter {

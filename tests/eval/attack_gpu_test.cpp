@@ -73,6 +73,28 @@ TEST_F(GpuAttackTest, ACandidateCannotEscapeItsSandboxOnTheGpuEither) {
 }
 TEST_F(GpuAttackTest, SkippingCallsOfATimedBatchIsCaught) { EXPECT_FALSE(judge("skip_calls.cpu.crl").ok()); }
 
+// Copying the inputs first gains nothing: each program's timed kernels read an arena of its own
+// process (inputs in memory imported from the judge once made level2/010's transposed convolution
+// 2.1x slower, and these copies 1.86x "faster"). The reference itself, judged as the candidate, is
+// the legitimate twin. Full scale: 2.1 GB of x per call.
+TEST_F(GpuAttackTest, CopyingTheInputsFirstGainsNothing) {
+  static const Suite suite = Suite::load(std::string(CRL_SOURCE_DIR) + "/jobs/suite");
+  const Task& task = suite.find("level2/010_conv_transpose2d_max_pool_hardtanh_mean_tanh");
+  Evaluator e(quick_options(Backend::cuda), fixture_compiler());
+  const Verdict itself = e.evaluate(task, task.program, "reference");
+  ASSERT_TRUE(itself.ok()) << explain(itself);
+  EXPECT_GT(itself.speedup_ci_high, 0.95) << explain(itself);
+  EXPECT_LT(itself.speedup_ci_low, 1.05) << explain(itself);
+  std::printf("level2/010 against itself: %.3f (reference %.0f us)\n", itself.speedup, itself.reference_time.median_us);
+  for (const char* file : {"input_copy.cuda.crl", "input_copy_kept_buffer.cuda.crl"}) {
+    const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/" + file), file);
+    ASSERT_TRUE(v.ok()) << explain(v);  // a correct program: judged, and timed as slower or the same
+    EXPECT_LT(v.speedup_ci_low, 1.05) << explain(v);
+    std::printf("%s: %.3f (candidate %.0f us, reference %.0f us)\n", file, v.speedup, v.candidate_time.median_us,
+                v.reference_time.median_us);
+  }
+}
+
 // The roofline gate: ReLU at HBM speed passes the H200's roof; told the GPU is a thousand times
 // slower than it is, the same program is faster than "the hardware allows" and the gate fires.
 TEST_F(GpuAttackTest, TheRooflineGateFiresBelowTheLeastTime) {
