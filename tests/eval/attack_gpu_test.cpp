@@ -95,6 +95,20 @@ TEST_F(GpuAttackTest, CopyingTheInputsFirstGainsNothing) {
   }
 }
 
+// A candidate that frees its own arena (the memory the judge fills through CUDA IPC) harms only
+// itself: its verdict is its own failure or no gain, never crl's internal_error, and the same
+// judge goes on to judge the next candidate.
+TEST_F(GpuAttackTest, FreeingItsOwnArenaHarmsOnlyTheCandidate) {
+  Evaluator e(quick_options(Backend::cuda), fixture_compiler());
+  const Task& task = fixture_suite().find("level1/019_relu");
+  const Verdict freed = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/arena_free.cuda.crl"), "arena_free");
+  EXPECT_NE(freed.status, VerdictStatus::kInternalError) << explain(freed);
+  if (freed.ok()) EXPECT_LT(freed.speedup_ci_low, 1.3) << explain(freed);
+  std::printf("arena_free: %s\n", freed.status_text().c_str());
+  const Verdict next = e.evaluate(task, load_program_file(fixture_dir() + "/relu/same_as_reference.crl"), "reference");
+  EXPECT_TRUE(next.ok()) << explain(next);
+}
+
 // The roofline gate: ReLU at HBM speed passes the H200's roof; told the GPU is a thousand times
 // slower than it is, the same program is faster than "the hardware allows" and the gate fires.
 TEST_F(GpuAttackTest, TheRooflineGateFiresBelowTheLeastTime) {
