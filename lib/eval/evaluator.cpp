@@ -195,8 +195,9 @@ struct Evaluator::JudgeState {
   double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
   std::mt19937_64 rng;
   ~JudgeState() {
-    if (reference_worker) reference_worker->stop();
+    // The judge first: on the GPU it maps the reference worker's arena, which must outlive the mapping.
     if (judge) judge->stop();
+    if (reference_worker) reference_worker->stop();
     unmap_shared_memory(region, region_bytes);
     if (arena_fd >= 0) close(arena_fd);
     if (reference_arena_fd >= 0) close(reference_arena_fd);
