@@ -1,8 +1,9 @@
 // The judge: the trusted role of crl-worker. It loads only the task's reference, makes every input
 // (its own and, in two arenas, those of the candidate's worker and of the reference's timing
-// worker; on the GPU each arena is that worker's own memory, imported here), runs the reference, keeps its outputs where they
-// were made (on the GPU, in a cache bounded in bytes), compares a candidate's outputs with them,
-// checks the candidate's inputs after its calls, and probes whether the GPU is idle.
+// worker; on the GPU each arena is that worker's own memory, imported here), runs the reference,
+// keeps its outputs where they were made (on the GPU, in a cache bounded in bytes), compares a
+// candidate's outputs with them, checks the candidate's inputs after its calls, and probes whether
+// the GPU is idle.
 #pragma once
 
 #include <list>
