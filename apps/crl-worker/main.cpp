@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
     crl::worker::JudgeSession session;
     return serve(session);
   }
-  // The system-call filter first, before anything runs; the file rules once the device is set up
+  // The system-call filter and the capability drop first, before anything runs (capabilities are
+  // each thread's: CUDA's and LibTorch's threads, started later, inherit none); the file rules once the device is set up
   // (CandidateSession::load, before the candidate's library is loaded): the H200's CUDA driver
   // fails to initialise under them (error 304), and threads it started before keep their rights.
   crl::eval::SandboxPolicy policy;
@@ -136,7 +137,9 @@ int main(int argc, char** argv) {
     }
     policy.writable_files = crl::eval::default_writable_device_files();
     policy.readable_paths = crl::eval::default_readable_paths(readable);
-    policy.seccomp = false;  // installed above
+    policy.seccomp = false;            // installed above
+    policy.drop_capabilities = false;  // dropped above, before CUDA started its threads
+
   }
   crl::worker::CandidateSession session(sandbox_dir.empty() ? std::nullopt : std::optional<crl::eval::SandboxPolicy>(policy));
   return serve(session);

@@ -1,12 +1,14 @@
-// The candidate sandbox: no_new_privs, a Landlock ruleset (read anywhere, write only the scratch
-// folder and device files) and a seccomp filter (a deny list of process, signal, tracing, limit
-// and network calls; everything a CUDA or LibTorch program needs stays allowed).
+// The candidate sandbox: no_new_privs, no capabilities, a Landlock ruleset (read anywhere, write only
+// the scratch folder and device files) and a seccomp filter (a deny list of process, signal,
+// tracing, scheduling, limit and network calls; everything a CUDA or LibTorch program needs stays
+// allowed).
 #include "eval/sandbox.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/audit.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
@@ -133,6 +135,19 @@ std::vector<sock_filter> candidate_filter() {
   f.deny(SYS_setsid);
   f.deny(SYS_setpgid);
   f.deny_if(SYS_prctl, 0, {PR_SET_DUMPABLE, PR_SET_PTRACER, PR_SET_PDEATHSIG});
+  // Scheduling stays the worker's own: another process's priority, CPU affinity, policy, I/O
+  // priority or memory placement needs no privilege when the uid is the same, and would slow the
+  // reference (or the judge) while the candidate is frozen: attacks/scheduling.cpu.crl, which put
+  // every crl process at SCHED_IDLE and nice 19 on one core, was judged ok at 56x on the CPU.
+  // setpriority and ioprio_set go altogether (with who 0, PRIO_PGRP and PRIO_USER, or their
+  // ioprio twins, mean the whole group or every process of the user); the others keep pid 0 (the
+  // calling thread) and the worker itself.
+  f.deny(SYS_setpriority);
+  f.deny(SYS_ioprio_set);
+  for (long nr : {SYS_sched_setaffinity, SYS_sched_setscheduler, SYS_sched_setparam, SYS_sched_setattr, SYS_migrate_pages,
+                  SYS_move_pages}) {
+    f.allow_only_if(nr, 0, {0, self});
+  }
   // Limits only go down from what the evaluator set (prlimit64 may read, not write).
   f.deny(SYS_setrlimit);
   f.allow_only_if_null(SYS_prlimit64, 2);
@@ -217,6 +232,35 @@ int apply_landlock(const SandboxPolicy& policy, std::string* why) {
   return static_cast<int>(abi);
 }
 
+int thread_count() {
+  int n = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (const dirent* entry = readdir(dir)) n += entry->d_name[0] != '.';
+    closedir(dir);
+  }
+  return n;
+}
+
+// Clears the calling thread's capabilities (effective, permitted, inheritable, ambient and, where it
+// may, the bounding set) and returns how many it held: none for an ordinary user; as root (CI
+// machines, containers) every one, which would let a program read /dev/mem, reach processes of any
+// uid, or raise what seccomp does not filter.
+int drop_capabilities() {
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);  // (EINVAL where the kernel has no ambient set)
+  // The bounding set needs CAP_SETPCAP to shrink, so it goes first (an ordinary user's EPERM is ignored).
+  for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) {
+    if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) throw Error(fmt::format("sandbox: capget failed: {}", std::strerror(errno)));
+  int held = 0;
+  for (const auto& d : data) held += __builtin_popcount(d.permitted);
+  std::memset(data, 0, sizeof data);
+  if (syscall(SYS_capset, &header, data) != 0) throw Error(fmt::format("sandbox: dropping capabilities failed: {}", std::strerror(errno)));
+  return held;
+}
+
 }  // namespace
 
 std::vector<std::string> default_writable_device_files() {
@@ -265,6 +309,13 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
     throw Error(fmt::format("sandbox: PR_SET_NO_NEW_PRIVS failed: {}", std::strerror(errno)));
   }
   report.no_new_privs = true;
+  if (policy.drop_capabilities) {
+    report.capabilities_dropped = drop_capabilities();
+    // Threads started before keep theirs: say so, for the log (crl-worker drops them before any start).
+    if (const int others = thread_count() - 1; others > 0 && report.capabilities_dropped > 0) {
+      report.threads_keeping_capabilities = others;
+    }
+  }
   std::string missing;
   if (policy.landlock) report.landlock_abi = apply_landlock(policy, &missing);
   if (policy.seccomp) {
@@ -276,14 +327,20 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
     }
     report.seccomp = true;
   }
-  report.detail = fmt::format("sandbox: no_new_privs, {}, {}{}",
+  report.detail = fmt::format("sandbox: no_new_privs, {}{}, {}{}",
+                              policy.drop_capabilities
+                                  ? fmt::format("{} capabilities dropped{}, ", report.capabilities_dropped,
+                                                report.threads_keeping_capabilities > 0
+                                                    ? fmt::format(" ({} earlier threads keep theirs)", report.threads_keeping_capabilities)
+                                                    : "")
+                                  : "",
                               report.landlock_abi > 0 ? fmt::format("Landlock ABI {} (writes only in {}; reads {})",
                                                                     report.landlock_abi, policy.writable_dir,
                                                                     policy.readable_paths.empty()
                                                                         ? std::string("anywhere")
                                                                         : fmt::format("{} folders", policy.readable_paths.size()))
                                                       : "no Landlock",
-                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, network)" : "no seccomp",
+                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, scheduling of others, network)" : "no seccomp",
                               missing.empty() ? "" : "; " + missing);
   return report;
 }

@@ -15,7 +15,10 @@ struct SandboxPolicy {
   // and CUDA process needs (its libraries, /usr, /proc, /sys, /dev) plus the folders named.
   std::vector<std::string> readable_paths;
   bool landlock = true;                     // restrict file access (Linux 5.13+, where the kernel allows it)
-  bool seccomp = true;                      // refuse process, signal, tracing and network system calls
+  bool seccomp = true;                      // refuse process, signal, tracing, scheduling and network system calls
+  // Clear the process's capabilities (root's: CI machines and containers run crl as root).
+  // Capabilities belong to each thread: apply it before any thread starts.
+  bool drop_capabilities = true;
 };
 
 // What was applied, for the worker's log and the verdict (a kernel without Landlock says so here).
@@ -23,6 +26,8 @@ struct SandboxReport {
   bool no_new_privs = false;
   int landlock_abi = 0;          // 0: not applied
   bool seccomp = false;
+  int capabilities_dropped = 0;          // how many the calling thread held (0 for an ordinary user)
+  int threads_keeping_capabilities = 0;  // threads started before, which keep theirs
   std::string detail;            // one line: what was applied and what the kernel did not allow
 };
 
@@ -37,10 +42,11 @@ std::vector<std::string> default_readable_paths(const std::vector<std::string>& 
 
 // Applies the policy to the calling process and every thread it creates afterwards (threads that
 // already exist keep their old rights for file access: apply it before the program starts any).
-// After it, the process cannot start programs or processes (execve, fork, clone without
-// CLONE_THREAD), signal or trace another process, change its session, group, dumpability or
-// limits, open network sockets (only AF_UNIX), or write files outside writable_dir and
-// writable_files. Throws Error when a step the kernel supports fails; steps the kernel lacks are
+// After it, the process holds no capabilities and cannot start programs or processes (execve,
+// fork, clone without CLONE_THREAD), signal or trace another process, change another process's
+// scheduling (priority, affinity, policy, I/O priority, memory placement), change its session,
+// group, dumpability or limits, open network sockets (only AF_UNIX), or write files outside
+// writable_dir and writable_files. Throws Error when a step the kernel supports fails; steps the kernel lacks are
 // reported, not fatal.
 SandboxReport apply_sandbox(const SandboxPolicy& policy);
 

@@ -95,6 +95,23 @@ TEST_F(GpuAttackTest, CopyingTheInputsFirstGainsNothing) {
   }
 }
 
+// Settings of the GPU that a program can change from its own process stay its own: an L2
+// set-aside for persisting accesses (and its own inputs marked persisting) leaves the reference's
+// GEMM, timed in another process, as fast as when the reference itself is the candidate.
+TEST_F(GpuAttackTest, AnL2SetAsideLeavesTheReferencesTimeAlone) {
+  static const Suite suite = Suite::load(std::string(CRL_SOURCE_DIR) + "/jobs/suite");
+  const Task& task = suite.find("level1/001_square_matmul");
+  Evaluator e(quick_options(Backend::cuda), fixture_compiler());
+  const Verdict itself = e.evaluate(task, task.program, "reference");
+  ASSERT_TRUE(itself.ok()) << explain(itself);
+  const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/l2_set_aside.cuda.crl"), "l2_set_aside");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  EXPECT_LT(v.reference_time.median_us, itself.reference_time.median_us * 1.05) << explain(v);
+  EXPECT_LT(v.speedup_ci_low, 1.1) << explain(v);
+  std::printf("l2_set_aside: %.3f (reference %.0f us, %.0f us when judged against itself)\n", v.speedup,
+              v.reference_time.median_us, itself.reference_time.median_us);
+}
+
 // A candidate that frees its own arena (the memory the judge fills through CUDA IPC) harms only
 // itself: its verdict is its own failure or no gain, never crl's internal_error, and the same
 // judge goes on to judge the next candidate.

@@ -44,6 +44,45 @@ TEST(AttackTest, GlobalAtenStateAndAllocatorStayInTheCandidatesProcess) { expect
 
 TEST(AttackTest, OperatorOverridesStayInTheCandidatesProcess) { expect_no_gain(judge("operator_override")); }
 
+// Another process's scheduling (priority, class, I/O priority, CPUs), which the kernel lets any
+// process of the same uid change, stays out of reach: named by pid, or as "every process of my
+// uid" and "my group", or the parent through sched_setattr. Each call fails (the log says so), and
+// the speedup is ReLU's, about 1. The twin sets its own scheduling through pid 0, and may.
+TEST(AttackTest, ACandidateCannotChangeTheSchedulingOfOtherProcesses) {
+  // With LibTorch's intra-op threads (one per core): pinned to one CPU at the idle class, the
+  // reference's threads wait on each other, which is where the 56x came from.
+  EvalOptions o = quick_options(Backend::cpu);
+  o.cpu_threads = 0;
+  Evaluator threaded(o, fixture_compiler());
+  const Verdict named = threaded.evaluate(fixture_suite().find("level1/019_relu"),
+                                          load_program_file(fixture_dir() + "/attacks/scheduling.cpu.crl"), "scheduling");
+  std::printf("scheduling: %s %s\n", named.status_text().c_str(), named.message.c_str());
+  expect_no_gain(named);
+  EXPECT_NE(named.worker_log.find("scheduling: pid "), std::string::npos) << named.worker_log;  // it found crl's processes
+  EXPECT_EQ(named.worker_log.find("-> 0"), std::string::npos) << named.worker_log;
+  const Verdict group = judge("scheduling_group");
+  expect_no_gain(group);
+  EXPECT_NE(group.worker_log.find("PRIO_USER -> -1, PRIO_PGRP -> -1, I/O user -> -1, I/O group -> -1, parent SCHED_IDLE -> -1"),
+            std::string::npos)
+      << group.worker_log;
+  const Verdict own = judge("scheduling_self.legit");
+  EXPECT_TRUE(own.ok()) << explain(own);
+  EXPECT_NE(own.worker_log.find("own affinity -> 0, own policy -> 0"), std::string::npos) << own.worker_log;
+}
+
+// Run as root (CI machines, containers), the worker holds no capabilities once its sandbox is on:
+// every set in /proc/self/status is empty, and /dev/mem does not open.
+TEST(AttackTest, ACandidatesWorkerHoldsNoCapabilities) {
+  const Verdict v = judge("capabilities");
+  expect_no_gain(v);
+  for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
+    EXPECT_NE(v.worker_log.find(std::string("capabilities: ") + set + ":\t0000000000000000"), std::string::npos)
+        << set << "\n" << v.worker_log;
+  }
+  EXPECT_NE(v.worker_log.find("open(/dev/mem) -> -1"), std::string::npos) << v.worker_log;
+  if (geteuid() == 0) EXPECT_EQ(v.worker_log.find(" 0 capabilities dropped"), std::string::npos) << v.worker_log;
+}
+
 TEST(AttackTest, ACandidateCannotSignalRunOrWriteOutsideItsFolder) {
   std::filesystem::remove("/tmp/crl-escape-attack-shell");
   std::filesystem::remove("/tmp/crl-escape-attack-file");

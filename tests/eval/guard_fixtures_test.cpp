@@ -39,7 +39,8 @@ Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = fa
 // The CUDA fixtures (hacks, legitimate twins, attacks) run only on a GPU, where time is scarce: each
 // must at least compile here (nvcc and the host compiler are on every machine crl builds on), so a
 // GPU session never spends its minutes finding a typo. Their tasks (level1/019_relu,
-// level2/001_row_mean) take one input each; the input_copy attacks, level2/010's three.
+// level2/001_row_mean) take one input each; the input_copy attacks, level2/010's three; the L2
+// set-aside, level1/001's two.
 TEST(GuardFixturesTest, EveryCudaFixtureCompilesOnTheMachinesWithoutAGpu) {
   if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH: CUDA programs cannot compile here";
   std::vector<std::pair<std::string, std::future<CompileResult>>> compiles;
@@ -47,7 +48,8 @@ TEST(GuardFixturesTest, EveryCudaFixtureCompilesOnTheMachinesWithoutAGpu) {
     for (const auto& entry : std::filesystem::directory_iterator(fixture_dir() + "/" + folder)) {
       const std::string path = entry.path().string();
       if (!path.ends_with(".cuda.crl")) continue;
-      const size_t num_args = entry.path().filename().string().starts_with("input_copy") ? 3 : 1;
+      const std::string name = entry.path().filename().string();
+      const size_t num_args = name.starts_with("input_copy") ? 3 : name.starts_with("l2_set_aside") ? 2 : 1;
       compiles.emplace_back(path, fixture_compiler().submit({load_program_file(path), num_args, Backend::cuda, ""}));
     }
   }
