@@ -126,8 +126,8 @@ std::vector<sock_filter> candidate_filter() {
   f.deny(SYS_tkill);
   f.allow_only_if(SYS_rt_sigqueueinfo, 0, {self});
   f.allow_only_if(SYS_rt_tgsigqueueinfo, 0, {self});
-  for (long nr : {SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_pidfd_open, SYS_pidfd_send_signal,
-                  SYS_pidfd_getfd, SYS_kcmp}) {
+  for (long nr : {SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_process_madvise, SYS_pidfd_open,
+                  SYS_pidfd_send_signal, SYS_pidfd_getfd, SYS_kcmp}) {
     f.deny(nr);
   }
   // The evaluator freezes and kills the worker through its process group, and reads its outputs

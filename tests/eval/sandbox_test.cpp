@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -13,7 +14,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -71,6 +74,45 @@ TEST_F(SandboxTest, CannotForkButCanStartThreads) {
               std::thread t([&] { ran = 1; });
               t.join();
               return ran == 1;
+            }),
+            0);
+}
+
+// Each act sets what the target already has (its own nice value, its own CPUs), so a sandbox that
+// let one through would fail the test without slowing the test process.
+TEST_F(SandboxTest, CannotChangeAnotherProcesssSchedulingButCanItsOwn) {
+  EXPECT_EQ(in_sandbox([] { return setpriority(PRIO_PROCESS, getppid(), getpriority(PRIO_PROCESS, getppid())) == 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return setpriority(PRIO_USER, 0, getpriority(PRIO_USER, 0)) == 0; }), 1);
+  const auto same_cpus = [](pid_t pid) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    return sched_getaffinity(pid, sizeof cpus, &cpus) == 0 && sched_setaffinity(pid, sizeof cpus, &cpus) == 0;
+  };
+  EXPECT_EQ(in_sandbox([&] { return same_cpus(getppid()); }), 1);
+  EXPECT_EQ(in_sandbox([&] { return same_cpus(0); }), 0);
+  EXPECT_EQ(in_sandbox([] {
+              sched_param p{};
+              return sched_setscheduler(getppid(), sched_getscheduler(getppid()), &p) == 0;
+            }),
+            1);
+}
+
+// (The bounding set shrinks only with CAP_SETPCAP, so an ordinary user's stays full; it matters
+// only for execve, which the filter refuses.)
+TEST_F(SandboxTest, HoldsNoCapabilities) {
+  const bool root = geteuid() == 0;
+  EXPECT_EQ(in_sandbox([root] {
+              FILE* status = std::fopen("/proc/self/status", "r");
+              if (status == nullptr) _exit(3);
+              char line[256];
+              int empty = 0;
+              while (std::fgets(line, sizeof line, status) != nullptr) {
+                for (const char* set : {"CapInh:", "CapPrm:", "CapEff:", "CapAmb:", root ? "CapBnd:" : "-"}) {
+                  if (std::strncmp(line, set, std::strlen(set)) == 0 && std::strstr(line, "0000000000000000") != nullptr) ++empty;
+                }
+              }
+              std::fclose(status);
+              return empty == (root ? 5 : 4);
             }),
             0);
 }
