@@ -73,6 +73,21 @@ class FilterBuilder {
     add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
     load_nr();
   }
+  // Allowed only for Unix stream or seqpacket sockets: argument 0 AF_UNIX, argument 1's type (its
+  // flags masked off) SOCK_STREAM or SOCK_SEQPACKET (socket, socketpair).
+  void allow_only_unix_streams(long nr) {
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 9));
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArgLow(0)));
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 1, 0));
+    add(BPF_STMT(BPF_RET | BPF_K, kDeny));
+    add(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArgLow(1)));
+    add(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));  // the kernel's SOCK_TYPE_MASK
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 2, 0));
+    add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 1, 0));
+    add(BPF_STMT(BPF_RET | BPF_K, kDeny));
+    add(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    load_nr();
+  }
   // Allowed only when the 64-bit argument `arg` is zero (a null pointer).
   void allow_only_if_null(long nr, int arg) {
     add(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(nr), 0, 6));
@@ -151,9 +166,17 @@ std::vector<sock_filter> candidate_filter() {
   // Limits only go down from what the evaluator set (prlimit64 may read, not write).
   f.deny(SYS_setrlimit);
   f.allow_only_if_null(SYS_prlimit64, 2);
-  // No network: Unix sockets only (socketpair included).
-  f.allow_only_if(SYS_socket, 0, {AF_UNIX});
-  f.allow_only_if(SYS_socketpair, 0, {AF_UNIX});
+  // No network, and no other process through a socket: Unix stream sockets only, and none may
+  // connect, bind or listen, so only socketpair's connected pairs carry anything. A Unix socket
+  // reached every listening one on the machine (attacks/unix_socket.cpu.crl; Landlock does not
+  // cover connect), on a Slurm node slurmstepd's (a same-uid request signals or suspends the whole
+  // job) and a job's PMIx server (which spawns processes outside the sandbox). Datagram sockets go
+  // too: sendto with an address reaches any bound one. connect says ECONNREFUSED, what a client
+  // probing for an absent server (the CUDA driver's for MPS) expects; so the workers cannot use MPS.
+  f.allow_only_unix_streams(SYS_socket);
+  f.allow_only_unix_streams(SYS_socketpair);
+  f.deny(SYS_connect, SECCOMP_RET_ERRNO | (ECONNREFUSED & SECCOMP_RET_DATA));
+  for (long nr : {SYS_bind, SYS_listen, SYS_accept, SYS_accept4}) f.deny(nr);
   // Namespaces, mounts, kernel objects and interfaces that would sidestep the rules above.
   for (long nr : {SYS_unshare, SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_bpf,
                   SYS_perf_event_open, SYS_io_uring_setup, SYS_kexec_load, SYS_init_module, SYS_finit_module,
@@ -340,7 +363,7 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
                                                                         ? std::string("anywhere")
                                                                         : fmt::format("{} folders", policy.readable_paths.size()))
                                                       : "no Landlock",
-                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, scheduling of others, network)" : "no seccomp",
+                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, scheduling of others, network, socket connections)" : "no seccomp",
                               missing.empty() ? "" : "; " + missing);
   return report;
 }

@@ -45,8 +45,8 @@ std::vector<std::string> default_readable_paths(const std::vector<std::string>& 
 // After it, the process holds no capabilities and cannot start programs or processes (execve,
 // fork, clone without CLONE_THREAD), signal or trace another process, change another process's
 // scheduling (priority, affinity, policy, I/O priority, memory placement), change its session,
-// group, dumpability or limits, open network sockets (only AF_UNIX), or write files outside
-// writable_dir and writable_files. Throws Error when a step the kernel supports fails; steps the kernel lacks are
+// group, dumpability or limits, open network or datagram sockets, connect, bind or listen (only
+// socketpair's Unix stream pairs work), or write files outside writable_dir and writable_files. Throws Error when a step the kernel supports fails; steps the kernel lacks are
 // reported, not fatal.
 SandboxReport apply_sandbox(const SandboxPolicy& policy);
 

@@ -1,10 +1,15 @@
 // Programs that attack the reward as an attacker would (tests/data/eval/attacks), each judged end
 // to end on the CPU backend: none may get a speedup it did not earn, none may reach the evaluator
 // or leave anything behind. Their legitimate twins are the ok fixtures of guard_fixtures_test.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "eval_fixtures.h"
@@ -82,6 +87,34 @@ TEST(AttackTest, ACandidatesWorkerHoldsNoCapabilities) {
   }
   EXPECT_NE(v.worker_log.find("open(/dev/mem) -> -1"), std::string::npos) << v.worker_log;
   if (geteuid() == 0) EXPECT_EQ(v.worker_log.find(" 0 capabilities dropped"), std::string::npos) << v.worker_log;
+}
+
+// No other process is reachable through a Unix socket: this test listens on one by path and one in
+// the abstract namespace (as slurmstepd or a PMIx server would), and after the candidate tried
+// every listening socket of the machine, neither has a connection waiting.
+TEST(AttackTest, ACandidateCannotConnectToAnotherProcesssUnixSocket) {
+  const auto listen_on = [](const std::string& name, bool abstract) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path + (abstract ? 1 : 0), name.c_str(), name.size());
+    const auto length = static_cast<socklen_t>(sizeof(sa_family_t) + name.size() + (abstract ? 1 : 0));
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), length), 0) << name << ": " << std::strerror(errno);
+    EXPECT_EQ(listen(fd, 8), 0);
+    return fd;
+  };
+  const std::string path = fmt::format("/tmp/crl-attack-listener-{}.sock", getpid());
+  std::filesystem::remove(path);
+  const int by_path = listen_on(path, false);
+  const int abstract = listen_on(fmt::format("crl-attack-listener-{}", getpid()), true);
+  const Verdict v = judge("unix_socket");
+  expect_no_gain(v);
+  EXPECT_NE(v.worker_log.find("listening sockets tried, 0 connected"), std::string::npos) << v.worker_log;
+  EXPECT_LT(accept(by_path, nullptr, nullptr), 0) << "the candidate reached " << path;
+  EXPECT_LT(accept(abstract, nullptr, nullptr), 0) << "the candidate reached the abstract socket";
+  close(by_path);
+  close(abstract);
+  std::filesystem::remove(path);
 }
 
 TEST(AttackTest, ACandidateCannotSignalRunOrWriteOutsideItsFolder) {

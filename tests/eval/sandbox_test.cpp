@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,10 +130,37 @@ TEST_F(SandboxTest, CannotLeaveItsGroupOrHideItsMemory) {
   EXPECT_EQ(in_sandbox([] { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0; }), 1);
 }
 
-TEST_F(SandboxTest, NoNetworkButUnixSockets) {
+// Unix stream sockets exist, but only socketpair's connected pairs carry anything: no connect,
+// bind or listen (another process's socket is out of reach), no datagram sockets (sendto with an
+// address would reach any bound one).
+TEST_F(SandboxTest, NoNetworkAndNoOtherProcessThroughASocket) {
   EXPECT_EQ(in_sandbox([] { return socket(AF_INET, SOCK_STREAM, 0) >= 0; }), 1);
   EXPECT_EQ(in_sandbox([] { return socket(AF_INET6, SOCK_DGRAM, 0) >= 0; }), 1);
-  EXPECT_EQ(in_sandbox([] { return socket(AF_UNIX, SOCK_STREAM, 0) >= 0; }), 0);
+  EXPECT_EQ(in_sandbox([] { return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) >= 0; }), 0);
+  EXPECT_EQ(in_sandbox([] { return socket(AF_UNIX, SOCK_DGRAM, 0) >= 0; }), 1);
+  EXPECT_EQ(in_sandbox([] {
+              int pair[2];
+              if (socketpair(AF_UNIX, SOCK_STREAM, 0, pair) != 0) return false;
+              char c = 'x';
+              return write(pair[0], &c, 1) == 1 && read(pair[1], &c, 1) == 1 && c == 'x';
+            }),
+            0);
+  EXPECT_EQ(in_sandbox([] {
+              int pair[2];
+              return socketpair(AF_UNIX, SOCK_DGRAM, 0, pair) == 0;
+            }),
+            1);
+  EXPECT_EQ(in_sandbox([] {
+              const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+              sockaddr_un address{};
+              address.sun_family = AF_UNIX;
+              std::strcpy(address.sun_path + 1, "crl-sandbox-test");  // abstract: nothing on disk
+              const auto length = static_cast<socklen_t>(sizeof(sa_family_t) + 1 + std::strlen("crl-sandbox-test"));
+              const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0;
+              const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 || errno != ECONNREFUSED;
+              return bound || connected || listen(fd, 1) == 0;
+            }),
+            1);
 }
 
 TEST_F(SandboxTest, LimitsOnlyGoDown) {
