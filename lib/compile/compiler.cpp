@@ -1,8 +1,10 @@
-// The compiler: cache lookup, precompiled prelude, parallel host/device compiles, link, thread pool.
+// The compiler: cache lookup, precompiled prelude, parallel host/device compiles in a Landlock
+// sandbox, link, thread pool.
 #include "compile/compiler.h"
 #include "compile/node_slots.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +28,9 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/landlock.h"
+#include "core/read_file.h"
+#include "core/remove_tree.h"
 #include "core/subprocess.h"
 
 namespace crl {
@@ -148,6 +153,8 @@ struct Compiler::Impl {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<NodeSlots> node_slots;
   bool use_gold = false;  // gold links against LibTorch's 450 MB libraries about twice as fast as bfd
+  std::mutex sandbox_mutex;
+  std::map<Backend, bool> sandbox_checked, sandbox_works;  // per backend, after its probe
 
   static bool names(const CompileRequest& request, const char* library) {
     return request.program.host.text.find(library) != std::string::npos;
@@ -234,7 +241,9 @@ struct Compiler::Impl {
     }
     Sha256 h;
     // Version 2: entries keep the program's objects beside its library (for the symbol guard).
-    h.field("crl-compile/2").field(program_abi_version()).field(backend_name(backend));
+    // Version 3: whether the compilers ran sandboxed (a log made without it may hold a file's text).
+    h.field("crl-compile/3").field(program_abi_version()).field(backend_name(backend));
+    h.field(sandbox_on(backend) ? "sandboxed" : "unsandboxed");
     h.field(std::to_string(request.num_args));
     h.field(std::to_string(request.program.host.first_line)).field(request.program.host.text);
     h.field(request.program.device.present ? std::to_string(request.program.device.first_line) : "-");
@@ -252,7 +261,8 @@ struct Compiler::Impl {
     return h.hex();
   }
 
-  CommandResult run_tool(const std::vector<std::string>& argv, const std::string& dir, double timeout_seconds = 0) const {
+  CommandResult run_tool(const std::vector<std::string>& argv, const std::string& dir, double timeout_seconds = 0,
+                         int landlock_ruleset = -1) const {
     // One of the node's compiler slots for as long as the tool runs (the node's budget, shared
     // with every other process on it; the pool's threads only bound this process).
     const NodeSlots::Hold hold(*node_slots);
@@ -262,7 +272,9 @@ struct Compiler::Impl {
     o.working_dir = dir;
     o.max_output = std::max<size_t>(options.max_log_bytes * 4, 65536);
     // Compilers write localized, coloured messages otherwise.
-    o.env = {{"LC_ALL", "C"}, {"GCC_COLORS", ""}};
+    // Their temporary files in the build folder, the one place a sandboxed compile may write.
+    o.env = {{"LC_ALL", "C"}, {"GCC_COLORS", ""}, {"TMPDIR", dir}};
+    o.landlock_ruleset = landlock_ruleset;
     return run_command(argv, o);
   }
 
@@ -318,69 +330,183 @@ struct Compiler::Impl {
     return log;
   }
 
-  CompileResult build(const CompileRequest& request, const std::string& key) {
+  // What a program's compilers may touch (issue #13): read the toolchain, the prelude and the
+  // program; write only its build folder; nothing else of the machine. A program that names a file
+  // by a macro (`#define P "/etc/passwd"` then `#include P`, which the textual check cannot see)
+  // would otherwise put that file's text into its compile log, the verdict and the results file,
+  // or make the compiler read /dev/zero until its timeout.
+  LandlockRules compile_rules(const std::string& build_dir, const std::string& pch_dir) const {
+    LandlockRules rules;
+    rules.readable = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
+                      "/etc/ld.so.conf.d", "/proc", pch_dir, build_dir};
+    const auto add = [&rules](const fs::path& path) {
+      std::error_code ec;
+      const fs::path real = fs::canonical(path, ec);
+      if (!ec && !real.empty()) rules.readable.push_back(real.string());
+    };
+    // Each tool's installation (the folder above its bin/), LibTorch's package, CUDA's, and the
+    // folders the loader searches (a carried clang's libraries).
+    for (const std::string& tool : {toolchain.cxx, toolchain.host_cxx, toolchain.nvcc}) {
+      std::error_code ec;
+      if (!tool.empty()) add(fs::canonical(tool, ec).parent_path().parent_path());
+    }
+    if (!toolchain.torch_include_dir.empty()) add(fs::path(toolchain.torch_include_dir).parent_path());
+    if (!toolchain.torch_library_dir.empty()) add(toolchain.torch_library_dir);
+    if (!toolchain.cuda_home.empty()) add(toolchain.cuda_home);
+    if (const char* paths = std::getenv("LD_LIBRARY_PATH"); paths != nullptr) {
+      std::istringstream in(paths);
+      for (std::string dir; std::getline(in, dir, ':');) {
+        if (!dir.empty()) add(dir);
+      }
+    }
+    rules.writable_dirs = {build_dir};
+    rules.writable_files = {"/dev/null"};
+    return rules;
+  }
+
+  // The compile sandbox is tried once per toolchain on a known-good program (remembered on disk
+  // beside the compiler versions): where the kernel has no Landlock, or the toolchain needs a
+  // folder the rules above miss, programs compile without it and the log says why, once.
+  bool sandbox_on(Backend backend) {
+    if (!options.sandbox) return false;
+    std::lock_guard guard(sandbox_mutex);
+    if (!sandbox_checked.count(backend)) {
+      sandbox_works[backend] = probe_compile_sandbox(backend, ensure_pch(backend));
+      sandbox_checked[backend] = true;
+    }
+    return sandbox_works[backend];
+  }
+
+  int compile_ruleset(Backend backend, const std::string& build_dir, const std::string& pch) {
+    if (!sandbox_on(backend)) return -1;
+    std::string why;
+    const int ruleset = build_landlock_ruleset(compile_rules(build_dir, fs::path(pch).parent_path().string()), &why);
+    return ruleset;
+  }
+
+  bool probe_compile_sandbox(Backend backend, const std::string& pch) {
+    std::string why;
+    if (landlock_abi(&why) == 0) {
+      spdlog::warn("crl compile: programs compile without a sandbox: {}", why);
+      return false;
+    }
+    Sha256 h;
+    h.field("compile-sandbox/1").field(backend_name(backend)).field(toolchain.host_cxx).field(host_cxx_version);
+    h.field(toolchain.cxx).field(cxx_version).field(toolchain.nvcc).field(nvcc_version).field(pch);
+    for (const auto& path : compile_rules("-", "-").readable) h.field(path);
+    const std::string memo = fmt::format("{}/toolchains/compile-sandbox-{}", options.cache_dir, h.hex().substr(0, 24));
+    if (fs::exists(memo)) return read_file(memo, "compile-sandbox memo").rfind("ok", 0) == 0;
+    CompileRequest probe;
+    probe.backend = backend;
+    probe.num_args = 1;
+    probe.program.origin = "crl's compile-sandbox probe";
+    probe.program.host = {true, "at::Tensor forward(const at::Tensor& x) { return x; }\n", 1};
+    if (backend == Backend::cuda && !toolchain.nvcc.empty()) probe.program.device = {true, "__global__ void crl_sandbox_probe() {}\n", 1};
+    const std::string dir = cache->make_build_dir();
+    std::string log;
+    bool ok = false;
+    try {
+      std::string why_not;
+      const int ruleset = build_landlock_ruleset(compile_rules(dir, fs::path(pch).parent_path().string()), &why_not);
+      bool transient = false, timed_out = false;
+      const CompileResult r = compile_in(dir, probe, pch, ruleset, &transient, &timed_out);
+      if (ruleset >= 0) close(ruleset);
+      ok = r.ok;
+      log = r.log;
+    } catch (const std::exception& e) {
+      log = e.what();
+    }
+    remove_tree(dir);
+    fs::create_directories(fs::path(memo).parent_path());
+    write_text(memo, ok ? "ok\n" : "off: " + log.substr(0, 2000));
+    if (!ok) {
+      spdlog::warn("crl compile: the compile sandbox broke a known-good {} program, so programs compile without it "
+                   "(a folder the toolchain needs is missing from its rules; CompilerOptions::sandbox):\n{}",
+                   backend_name(backend), log.substr(0, 2000));
+    }
+    return ok;
+  }
+
+  // Compiles `request` in `dir` (host and device in parallel, then the link) with each tool
+  // restricted to `ruleset` (-1: none). *transient: a failure that says nothing certain about the
+  // program (a timeout, a signal).
+  CompileResult compile_in(const std::string& dir, const CompileRequest& request, const std::string& pch, int ruleset,
+                           bool* transient_out, bool* timed_out_out) {
     const Backend backend = request.backend;
-    const std::string pch = ensure_pch(backend);
+    CompileResult result;
+    const std::string host_cpp = dir + "/host.cpp";
+    write_text(host_cpp, host_source(request.program, request.num_args, program_abi_version()));
+    const std::string device_text = device_source(request.program, backend);
+    const std::string device_file = dir + (backend == Backend::cuda ? "/device.cu" : "/device.cpp");
+    if (!device_text.empty()) write_text(device_file, device_text);
+
+    std::vector<std::string> host_argv = {toolchain.host_cxx};
+    for (auto& f : host_flags(backend)) host_argv.push_back(f);
+    if (host_is_clang) {
+      for (const auto& f : {std::string("-include-pch"), pch_file(pch)}) host_argv.push_back(f);
+    } else {
+      for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) host_argv.push_back(f);
+    }
+    for (const auto& f : {std::string("-c"), host_cpp, std::string("-o"), dir + "/host.o"}) host_argv.push_back(f);
+    std::future<CommandResult> device_run;
+    if (!device_text.empty()) {
+      std::vector<std::string> device_argv = {backend == Backend::cuda ? toolchain.nvcc : toolchain.cxx};
+      for (auto& f : device_flags(backend, backend == Backend::cuda ? arch_of(request) : "")) device_argv.push_back(f);
+      for (const auto& f : {std::string("-c"), device_file, std::string("-o"), dir + "/device.o"}) {
+        device_argv.push_back(f);
+      }
+      device_run = std::async(std::launch::async, [this, device_argv, dir, ruleset] { return run_tool(device_argv, dir, 0, ruleset); });
+    }
+    const CommandResult host = run_tool(host_argv, dir, 0, ruleset);
+    const CommandResult device = device_run.valid() ? device_run.get() : CommandResult{0, 0, false, "", 0};
+    std::string log;
+    // A compiler killed by the timeout or a signal (the OOM killer, a loaded node) says nothing
+    // certain about the program, so such a failure is reported but not cached.
+    bool transient = false, timed_out = false;
+    const auto describe = [&transient, &timed_out](const char* what, const CommandResult& r) {
+      if (r.exit_code == -1 && r.signal == 0 && !r.timed_out) {
+        throw Error(fmt::format("the {} compiler could not be started: {}", what, r.output));
+      }
+      if (r.timed_out || r.signal != 0) transient = true;
+      if (r.timed_out) timed_out = true;
+      if (r.timed_out) return fmt::format("[crl: {} compile timed out]\n", what);
+      if (r.signal != 0) return fmt::format("[crl: {} compiler killed by signal {}]\n", what, r.signal);
+      return std::string();
+    };
+    if (!host.ok() || !device.ok()) {
+      result.stage = !device.ok() ? "device" : "host";
+      if (!device.ok()) log += describe("device", device) + device.output;
+      if (!host.ok()) log += describe("host", host) + host.output;
+      result.ok = false;
+    } else {
+      log = host.output + device.output;  // warnings, if any
+      std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
+      if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
+      for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
+      const CommandResult link = run_tool(link_argv, dir, 0, ruleset);
+      if (!link.ok()) {
+        result.stage = "link";
+        log += describe("link", link) + link.output;
+      }
+      result.ok = link.ok();
+    }
+    result.log = clean_log(log, dir);
+    *transient_out = transient;
+    *timed_out_out = timed_out;
+    return result;
+  }
+
+  CompileResult build(const CompileRequest& request, const std::string& key) {
+    const std::string pch = ensure_pch(request.backend);
     const std::string dir = cache->make_build_dir();
     CompileResult result;
+    int ruleset = -1;
     try {
-      const std::string host_cpp = dir + "/host.cpp";
-      write_text(host_cpp, host_source(request.program, request.num_args, program_abi_version()));
-      const std::string device_text = device_source(request.program, backend);
-      const std::string device_file = dir + (backend == Backend::cuda ? "/device.cu" : "/device.cpp");
-      if (!device_text.empty()) write_text(device_file, device_text);
-
-      std::vector<std::string> host_argv = {toolchain.host_cxx};
-      for (auto& f : host_flags(backend)) host_argv.push_back(f);
-      if (host_is_clang) {
-        for (const auto& f : {std::string("-include-pch"), pch_file(pch)}) host_argv.push_back(f);
-      } else {
-        for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) host_argv.push_back(f);
-      }
-      for (const auto& f : {std::string("-c"), host_cpp, std::string("-o"), dir + "/host.o"}) host_argv.push_back(f);
-      std::future<CommandResult> device_run;
-      if (!device_text.empty()) {
-        std::vector<std::string> device_argv = {backend == Backend::cuda ? toolchain.nvcc : toolchain.cxx};
-        for (auto& f : device_flags(backend, backend == Backend::cuda ? arch_of(request) : "")) device_argv.push_back(f);
-        for (const auto& f : {std::string("-c"), device_file, std::string("-o"), dir + "/device.o"}) {
-          device_argv.push_back(f);
-        }
-        device_run = std::async(std::launch::async, [this, device_argv, dir] { return run_tool(device_argv, dir); });
-      }
-      const CommandResult host = run_tool(host_argv, dir);
-      const CommandResult device = device_run.valid() ? device_run.get() : CommandResult{0, 0, false, "", 0};
-      std::string log;
-      // A compiler killed by the timeout or a signal (the OOM killer, a loaded node) says nothing
-      // certain about the program, so such a failure is reported but not cached.
+      ruleset = compile_ruleset(request.backend, dir, pch);
       bool transient = false, timed_out = false;
-      const auto describe = [&transient, &timed_out](const char* what, const CommandResult& r) {
-        if (r.exit_code == -1 && r.signal == 0 && !r.timed_out) {
-          throw Error(fmt::format("the {} compiler could not be started: {}", what, r.output));
-        }
-        if (r.timed_out || r.signal != 0) transient = true;
-        if (r.timed_out) timed_out = true;
-        if (r.timed_out) return fmt::format("[crl: {} compile timed out]\n", what);
-        if (r.signal != 0) return fmt::format("[crl: {} compiler killed by signal {}]\n", what, r.signal);
-        return std::string();
-      };
-      if (!host.ok() || !device.ok()) {
-        result.stage = !device.ok() ? "device" : "host";
-        if (!device.ok()) log += describe("device", device) + device.output;
-        if (!host.ok()) log += describe("host", host) + host.output;
-        result.ok = false;
-      } else {
-        log = host.output + device.output;  // warnings, if any
-        std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
-        if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
-        for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
-        const CommandResult link = run_tool(link_argv, dir);
-        if (!link.ok()) {
-          result.stage = "link";
-          log += describe("link", link) + link.output;
-        }
-        result.ok = link.ok();
-      }
-      result.log = clean_log(log, dir);
+      result = compile_in(dir, request, pch, ruleset, &transient, &timed_out);
+      if (ruleset >= 0) close(ruleset);
+      ruleset = -1;
       if (!result.ok) {  // a successful entry keeps its objects: the symbol guard reads them
         std::error_code ec;
         fs::remove(dir + "/host.o", ec);
@@ -394,7 +520,7 @@ struct Compiler::Impl {
         return result;
       }
     } catch (...) {
-      std::error_code ec;
+      if (ruleset >= 0) close(ruleset);
       remove_tree(dir);
       throw;
     }

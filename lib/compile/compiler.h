@@ -58,6 +58,10 @@ struct CompilerOptions {
   std::string torch_include_dir;  // LibTorch's include/
   std::string torch_library_dir;  // LibTorch's lib/
   std::string cuda_home;          // /usr/local/cuda
+  // A program's compilers read only the toolchain, the prelude and the program, and write only its
+  // build folder (Landlock, where the kernel has it and a probe compile passes; else the log says
+  // why once). Off only for finding out whether it is what breaks a compile.
+  bool sandbox = true;
 };
 
 class Compiler {

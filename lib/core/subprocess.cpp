@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/landlock.h"
 
 extern char** environ;
 
@@ -80,6 +81,11 @@ CommandResult run_command(const std::vector<std::string>& argv, const CommandOpt
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     if (!options.working_dir.empty() && chdir(options.working_dir.c_str()) != 0) _exit(127);
+    if (options.landlock_ruleset >= 0 && restrict_to_landlock_ruleset(options.landlock_ruleset) != 0) {
+      static const char message[] = "crl: could not restrict this command to its Landlock ruleset\n";
+      (void)!write(STDOUT_FILENO, message, sizeof message - 1);
+      _exit(126);
+    }
     execve(exe.c_str(), args.data(), envp.data());
     _exit(127);
   }

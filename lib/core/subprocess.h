@@ -22,6 +22,9 @@ struct CommandOptions {
   size_t max_output = 1 << 20;
   std::string working_dir;                   // empty: inherit
   std::map<std::string, std::string> env;    // added to (or overriding) the parent's environment
+  // A Landlock ruleset (core/landlock.h) the child restricts itself to before it runs the program;
+  // -1: none. A child that cannot apply it exits 126 without running anything.
+  int landlock_ruleset = -1;
 };
 
 // Runs argv[0] (looked up on PATH) in its own process group; on timeout the whole group is killed.

@@ -10,7 +10,6 @@
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
-#include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -25,6 +24,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/landlock.h"
 
 namespace crl::eval {
 namespace {
@@ -187,72 +187,22 @@ std::vector<sock_filter> candidate_filter() {
   return f.finish();
 }
 
-// The access rights this kernel's Landlock ABI handles (and the header knows).
-uint64_t landlock_fs_rights(int abi) {
-  uint64_t rights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
-                    LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-                    LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
-                    LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-                    LANDLOCK_ACCESS_FS_MAKE_SYM;
-#ifdef LANDLOCK_ACCESS_FS_REFER
-  if (abi >= 2) rights |= LANDLOCK_ACCESS_FS_REFER;
-#endif
-#ifdef LANDLOCK_ACCESS_FS_TRUNCATE
-  if (abi >= 3) rights |= LANDLOCK_ACCESS_FS_TRUNCATE;
-#endif
-  (void)abi;
-  return rights;
-}
-
-constexpr uint64_t kFileRights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE
-#ifdef LANDLOCK_ACCESS_FS_TRUNCATE
-                                 | LANDLOCK_ACCESS_FS_TRUNCATE
-#endif
-    ;
-
-void add_landlock_rule(int ruleset, const std::string& path, uint64_t allowed, uint64_t handled) {
-  const int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (fd < 0) return;  // a device file that does not exist here needs no rule
-  landlock_path_beneath_attr rule{};
-  rule.allowed_access = allowed & handled;
-  rule.parent_fd = fd;
-  const long r = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
-  const int err = errno;
-  close(fd);
-  if (r != 0) throw Error(fmt::format("sandbox: landlock_add_rule({}) failed: {}", path, std::strerror(err)));
-}
-
 // Returns the ABI applied, or 0 with *why set when the kernel has no Landlock.
 int apply_landlock(const SandboxPolicy& policy, std::string* why) {
-  const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
-  if (abi < 1) {
-    *why = fmt::format("Landlock not available ({}): files outside the scratch folder stay writable", std::strerror(errno));
+  LandlockRules rules;
+  rules.readable = policy.readable_paths.empty() ? std::vector<std::string>{"/"} : policy.readable_paths;
+  if (!policy.writable_dir.empty()) rules.writable_dirs = {policy.writable_dir};
+  rules.writable_files = policy.writable_files;
+  std::string missing;
+  const int ruleset = build_landlock_ruleset(rules, &missing);
+  if (ruleset < 0) {
+    *why = missing + ": files outside the scratch folder stay writable";
     return 0;
   }
-  const uint64_t handled = landlock_fs_rights(static_cast<int>(abi));
-  landlock_ruleset_attr attr{};
-  attr.handled_access_fs = handled;
-  const int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
-  if (ruleset < 0) throw Error(fmt::format("sandbox: landlock_create_ruleset failed: {}", std::strerror(errno)));
-  try {
-    const uint64_t read_only = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_EXECUTE;
-    if (policy.readable_paths.empty()) add_landlock_rule(ruleset, "/", read_only, handled);
-    for (const auto& path : policy.readable_paths) {
-      struct stat st{};
-      const bool is_dir = stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-      add_landlock_rule(ruleset, path, is_dir ? read_only : (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_EXECUTE), handled);
-    }
-    if (!policy.writable_dir.empty()) add_landlock_rule(ruleset, policy.writable_dir, handled, handled);
-    for (const auto& file : policy.writable_files) add_landlock_rule(ruleset, file, kFileRights, handled);
-    if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) {
-      throw Error(fmt::format("sandbox: landlock_restrict_self failed: {}", std::strerror(errno)));
-    }
-  } catch (...) {
-    close(ruleset);
-    throw;
-  }
+  const int err = restrict_to_landlock_ruleset(ruleset);
   close(ruleset);
-  return static_cast<int>(abi);
+  if (err != 0) throw Error(fmt::format("sandbox: landlock_restrict_self failed: {}", std::strerror(err)));
+  return landlock_abi();
 }
 
 int thread_count() {

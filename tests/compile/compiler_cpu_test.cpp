@@ -12,6 +12,7 @@
 
 #include "compile/compile_cache.h"
 #include "compile/compiler.h"
+#include "core/landlock.h"
 #include "compile/loaded_program.h"
 #include "compile/toolchain.h"
 #include "compile_test_util.h"
@@ -162,6 +163,26 @@ TEST(CompilerCpu, IncludingFilesOutsideTheToolchainIsRefusedBeforeCompiling) {
       "// crl:host\n#include <cmath>\n#include \"ATen/ATen.h\"\nat::Tensor forward(const at::Tensor& x) { return x.clone(); }\n", 1,
       Backend::cpu, "legit.crl"));
   EXPECT_TRUE(legit.ok) << legit.log;
+  std::filesystem::remove(secret);
+}
+
+// What the textual check cannot see: a file named through a macro, a directive split across a line
+// splice or spelled with a digraph, an assembler directive assembled from string pieces. The
+// compilers run in a Landlock sandbox that reads only the toolchain, the prelude and the program,
+// so each fails without the file's text in its log; the legitimate twin above still compiles.
+TEST(CompilerCpu, FilesNamedAroundTheTextualCheckStayOutOfTheCompilersReach) {
+  if (landlock_abi() == 0) GTEST_SKIP() << "this kernel has no Landlock: compiles run without their sandbox here";
+  const std::string secret = "/tmp/crl-include-attack-" + unique_tag();
+  { std::ofstream(secret) << "the secret text\n"; }
+  for (const std::string& directive :
+       {"#define CRL_SECRET \"" + secret + "\"\n#include CRL_SECRET", "#define S(x) #x\n#define X(x) S(x)\n#include X(" + secret + ")",
+        "#inc\\\nlude \"" + secret + "\"", "%:include \"" + secret + "\"", "asm(\".inc\" \"bin \\\"" + secret + "\\\"\");",
+        "asm(\".inc\" \"lude \\\"" + secret + "\\\"\");", std::string("#define Z \"/dev/zero\"\n#include Z")}) {
+    const std::string text = "// crl:host\n" + directive + "\nat::Tensor forward(const at::Tensor& x) { return x.clone(); }\n";
+    const CompileResult r = shared_compiler().compile(request_for(text, 1, Backend::cpu, "attack.crl"));
+    EXPECT_FALSE(r.ok) << directive;
+    EXPECT_EQ(r.log.find("the secret text"), std::string::npos) << directive << "\n" << r.log;
+  }
   std::filesystem::remove(secret);
 }
 

@@ -1,12 +1,14 @@
 // Tests of the CUDA backend that need nvcc but no GPU: a CUDA candidate compiles to a loadable .so,
-// and device-code errors name the .crl line.
+// device-code errors name the .crl line, and nvcc reads nothing outside the toolchain.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "compile/compiler.h"
 #include "compile/loaded_program.h"
 #include "compile_test_util.h"
+#include "core/landlock.h"
 #include "core/subprocess.h"
 #include "compile/cuda_programs.h"
 #include "program/format_doc_examples.h"
@@ -32,6 +34,25 @@ TEST(CompilerCuda, CandidateCompilesToALoadableLibrary) {
   // Another arch is another library.
   request.cuda_arch = "sm_80";
   EXPECT_NE(compiler.key_of(request), result.key);
+}
+
+// nvcc runs in the compile sandbox too: a device section that names a file through a macro fails
+// without the file's text in its log (the CPU test tries the other ways around the textual check).
+TEST(CompilerCuda, ADeviceSectionCannotIncludeAFileOutsideTheToolchain) {
+  if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH";
+  if (landlock_abi() == 0) GTEST_SKIP() << "this kernel has no Landlock: compiles run without their sandbox here";
+  const std::string secret = "/tmp/crl-device-include-attack-" + unique_tag();
+  { std::ofstream(secret) << "the secret text\n"; }
+  Compiler compiler(testing::test_options());
+  CompileRequest request = request_for("// crl:device\n#define CRL_SECRET \"" + secret +
+                                           "\"\n#include CRL_SECRET\n// crl:host\nat::Tensor forward(const at::Tensor& x) { return x; }\n",
+                                       1, Backend::cuda, "attack.crl");
+  request.cuda_arch = "sm_90a";
+  const CompileResult r = compiler.compile(request);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.stage, "device") << r.log;
+  EXPECT_EQ(r.log.find("the secret text"), std::string::npos) << r.log;
+  std::filesystem::remove(secret);
 }
 
 TEST(CompilerCuda, DeviceErrorsNameTheCrlLine) {
