@@ -29,7 +29,6 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/landlock.h"
-#include "core/read_file.h"
 #include "core/remove_tree.h"
 #include "core/subprocess.h"
 
@@ -364,9 +363,9 @@ struct Compiler::Impl {
     return rules;
   }
 
-  // The compile sandbox is tried once per toolchain on a known-good program (remembered on disk
-  // beside the compiler versions): where the kernel has no Landlock, or the toolchain needs a
-  // folder the rules above miss, programs compile without it and the log says why, once.
+  // The compile sandbox is tried once per toolchain on a known-good program (a pass is remembered on
+  // disk beside the compiler versions): where the kernel has no Landlock, or the toolchain needs a
+  // folder the rules above miss, this process compiles programs without it and its log says why.
   bool sandbox_on(Backend backend) {
     if (!options.sandbox) return false;
     std::lock_guard guard(sandbox_mutex);
@@ -395,7 +394,7 @@ struct Compiler::Impl {
     h.field(toolchain.cxx).field(cxx_version).field(toolchain.nvcc).field(nvcc_version).field(pch);
     for (const auto& path : compile_rules("-", "-").readable) h.field(path);
     const std::string memo = fmt::format("{}/toolchains/compile-sandbox-{}", options.cache_dir, h.hex().substr(0, 24));
-    if (fs::exists(memo)) return read_file(memo, "compile-sandbox memo").rfind("ok", 0) == 0;
+    if (fs::exists(memo)) return true;
     CompileRequest probe;
     probe.backend = backend;
     probe.num_args = 1;
@@ -408,18 +407,22 @@ struct Compiler::Impl {
     try {
       std::string why_not;
       const int ruleset = build_landlock_ruleset(compile_rules(dir, fs::path(pch).parent_path().string()), &why_not);
+      if (ruleset < 0) throw Error(why_not);
       bool transient = false, timed_out = false;
       const CompileResult r = compile_in(dir, probe, pch, ruleset, &transient, &timed_out);
-      if (ruleset >= 0) close(ruleset);
+      close(ruleset);
       ok = r.ok;
       log = r.log;
     } catch (const std::exception& e) {
       log = e.what();
     }
     remove_tree(dir);
-    fs::create_directories(fs::path(memo).parent_path());
-    write_text(memo, ok ? "ok\n" : "off: " + log.substr(0, 2000));
-    if (!ok) {
+    // Only a pass is remembered: a failure may be the node's (a timeout on a loaded machine), so
+    // the next process tries again, and says so again.
+    if (ok) {
+      fs::create_directories(fs::path(memo).parent_path());
+      write_text(memo, "ok\n");
+    } else {
       spdlog::warn("crl compile: the compile sandbox broke a known-good {} program, so programs compile without it "
                    "(a folder the toolchain needs is missing from its rules; CompilerOptions::sandbox):\n{}",
                    backend_name(backend), log.substr(0, 2000));
