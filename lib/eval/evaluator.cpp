@@ -249,6 +249,7 @@ std::unique_ptr<WorkerProcess> Evaluator::start_program_worker(const std::string
   w.environment = clean_worker_environment(dir);
   if (options_.backend == Backend::cpu) w.address_space_limit = options_.cpu_address_space_limit;
   w.storage_limit_bytes = options_.worker_storage_bytes;
+  w.oom_score_adj = 1000;  // out of host memory, the program's worker goes first (worker_process.h)
   w.working_dir = dir;
   if (arena_fd >= 0) w.inherited_fds = {arena_fd};
   return std::make_unique<WorkerProcess>(std::move(w));

@@ -79,6 +79,7 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
     for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
     throw_io_error("cannot create the worker log", options_.log_path);
   }
+  const std::string oom_text = std::to_string(options_.oom_score_adj);
   const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ < 0) {
@@ -120,6 +121,11 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
     }
     const rlimit no_core{0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
+    if (options_.oom_score_adj != 0) {  // (raising it needs no privilege; the text was made before fork)
+      const int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+      if (oom < 0 || write(oom, oom_text.data(), oom_text.size()) != static_cast<ssize_t>(oom_text.size())) _exit(126);
+      close(oom);
+    }
     if (!options_.working_dir.empty() && chdir(options_.working_dir.c_str()) != 0) _exit(126);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);

@@ -33,6 +33,11 @@ struct WorkerOptions {
   // Each file is limited by log_size_limit, but not their number, and a memfd's pages are outside
   // RLIMIT_AS: without the watch a program could fill the node's disk or memory.
   uint64_t storage_limit_bytes = 0;
+  // The kernel's out-of-memory preference for the worker (/proc/self/oom_score_adj, -1000..1000;
+  // 0 leaves the inherited one). Program workers get 1000: a program that exhausts the host's
+  // memory (on the GPU backend nothing else bounds it) is the first process the kernel ends, not
+  // the judge, the evaluator or a trainer beside it.
+  int oom_score_adj = 0;
 };
 
 // How a worker ended.

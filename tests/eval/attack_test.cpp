@@ -76,7 +76,8 @@ TEST(AttackTest, ACandidateCannotChangeTheSchedulingOfOtherProcesses) {
 }
 
 // Run as root (CI machines, containers), the worker holds no capabilities once its sandbox is on:
-// every set in /proc/self/status is empty, and /dev/mem does not open.
+// every set in /proc/self/status is empty, /dev/mem does not open, and the worker stays the
+// out-of-memory killer's first choice.
 TEST(AttackTest, ACandidatesWorkerHoldsNoCapabilities) {
   const Verdict v = judge("capabilities");
   expect_no_gain(v);
@@ -86,6 +87,8 @@ TEST(AttackTest, ACandidatesWorkerHoldsNoCapabilities) {
         << set << "\n" << v.worker_log;
   }
   EXPECT_NE(v.worker_log.find("open(/dev/mem) -> -1"), std::string::npos) << v.worker_log;
+  // First in line for the out-of-memory killer, and it cannot step out of it (that takes CAP_SYS_RESOURCE).
+  EXPECT_NE(v.worker_log.find("lowering oom_score_adj -> refused; oom_score_adj 1000"), std::string::npos) << v.worker_log;
   if (geteuid() == 0) EXPECT_EQ(v.worker_log.find(" 0 capabilities dropped"), std::string::npos) << v.worker_log;
 }
 
