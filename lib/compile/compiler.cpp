@@ -242,7 +242,6 @@ struct Compiler::Impl {
     // Version 2: entries keep the program's objects beside its library (for the symbol guard).
     // Version 3: whether the compilers ran sandboxed (a log made without it may hold a file's text).
     h.field("crl-compile/3").field(program_abi_version()).field(backend_name(backend));
-    h.field(sandbox_on(backend) ? "sandboxed" : "unsandboxed");
     h.field(std::to_string(request.num_args));
     h.field(std::to_string(request.program.host.first_line)).field(request.program.host.text);
     h.field(request.program.device.present ? std::to_string(request.program.device.first_line) : "-");
@@ -257,6 +256,8 @@ struct Compiler::Impl {
     } else {
       h.field(cpu_fingerprint()).field(join(device_flags(backend, "")));
     }
+    // (after require_nvcc: a machine without nvcc says so, not that the CUDA prelude failed)
+    h.field(sandbox_on(backend) ? "sandboxed" : "unsandboxed");
     return h.hex();
   }
 
