@@ -379,9 +379,7 @@ struct Compiler::Impl {
 
   int compile_ruleset(Backend backend, const std::string& build_dir, const std::string& pch) {
     if (!sandbox_on(backend)) return -1;
-    std::string why;
-    const int ruleset = build_landlock_ruleset(compile_rules(build_dir, fs::path(pch).parent_path().string()), &why);
-    return ruleset;
+    return build_landlock_ruleset(compile_rules(build_dir, fs::path(pch).parent_path().string()), nullptr);
   }
 
   bool probe_compile_sandbox(Backend backend, const std::string& pch) {

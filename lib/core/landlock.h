@@ -17,7 +17,7 @@ struct LandlockRules {
 // The kernel's Landlock ABI version; 0 when it has none (then *why, when given, says so).
 int landlock_abi(std::string* why = nullptr);
 
-// A ruleset for `rules` as a close-on-exec fd (the caller closes it), or -1 with *why set when
+// A ruleset for `rules` as a close-on-exec fd (the caller closes it), or -1 with *why (if given) set when
 // the kernel has no Landlock. Paths that do not exist get no rule. Throws Error when the kernel
 // has Landlock and refuses a rule.
 int build_landlock_ruleset(const LandlockRules& rules, std::string* why);

@@ -121,10 +121,12 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
     }
     const rlimit no_core{0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
-    if (options_.oom_score_adj != 0) {  // (raising it needs no privilege; the text was made before fork)
+    if (options_.oom_score_adj != 0) {  // best effort (raising it needs no privilege; the text was made before fork)
       const int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-      if (oom < 0 || write(oom, oom_text.data(), oom_text.size()) != static_cast<ssize_t>(oom_text.size())) _exit(126);
-      close(oom);
+      if (oom >= 0) {
+        (void)!write(oom, oom_text.data(), oom_text.size());
+        close(oom);
+      }
     }
     if (!options_.working_dir.empty() && chdir(options_.working_dir.c_str()) != 0) _exit(126);
     execve(argv[0], argv.data(), envp.data());

@@ -23,6 +23,11 @@ class GpuAttackTest : public ::testing::Test {
     static Evaluator e(quick_options(Backend::cuda), fixture_compiler());
     return e.evaluate(fixture_suite().find("level1/019_relu"), load_program_file(fixture_dir() + "/attacks/" + file), file);
   }
+  // A task of the real suite (jobs/suite), loaded once, for attacks on a particular reference.
+  static const Task& suite_task(const std::string& id) {
+    static const Suite suite = Suite::load(std::string(CRL_SOURCE_DIR) + "/jobs/suite");
+    return suite.find(id);
+  }
   static void expect_no_gain(const Verdict& v) {
     // Refused as a hack, or judged and timed: never a failure of its own making (that would show
   // nothing about the attack).
@@ -78,8 +83,7 @@ TEST_F(GpuAttackTest, SkippingCallsOfATimedBatchIsCaught) { EXPECT_FALSE(judge("
 // 2.1x slower, and these copies 1.86x "faster"). The reference itself, judged as the candidate, is
 // the legitimate twin. Full scale: 2.1 GB of x per call.
 TEST_F(GpuAttackTest, CopyingTheInputsFirstGainsNothing) {
-  static const Suite suite = Suite::load(std::string(CRL_SOURCE_DIR) + "/jobs/suite");
-  const Task& task = suite.find("level2/010_conv_transpose2d_max_pool_hardtanh_mean_tanh");
+  const Task& task = suite_task("level2/010_conv_transpose2d_max_pool_hardtanh_mean_tanh");
   Evaluator e(quick_options(Backend::cuda), fixture_compiler());
   const Verdict itself = e.evaluate(task, task.program, "reference");
   ASSERT_TRUE(itself.ok()) << explain(itself);
@@ -99,8 +103,7 @@ TEST_F(GpuAttackTest, CopyingTheInputsFirstGainsNothing) {
 // set-aside for persisting accesses (and its own inputs marked persisting) leaves the reference's
 // GEMM, timed in another process, as fast as when the reference itself is the candidate.
 TEST_F(GpuAttackTest, AnL2SetAsideLeavesTheReferencesTimeAlone) {
-  static const Suite suite = Suite::load(std::string(CRL_SOURCE_DIR) + "/jobs/suite");
-  const Task& task = suite.find("level1/001_square_matmul");
+  const Task& task = suite_task("level1/001_square_matmul");
   Evaluator e(quick_options(Backend::cuda), fixture_compiler());
   const Verdict itself = e.evaluate(task, task.program, "reference");
   ASSERT_TRUE(itself.ok()) << explain(itself);

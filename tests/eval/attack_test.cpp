@@ -1,6 +1,7 @@
 // Programs that attack the reward as an attacker would (tests/data/eval/attacks), each judged end
 // to end on the CPU backend: none may get a speedup it did not earn, none may reach the evaluator
-// or leave anything behind. Their legitimate twins are the ok fixtures of guard_fixtures_test.
+// or leave anything behind. Their legitimate twins are the ok fixtures of guard_fixtures_test and
+// the *.legit.* files here.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -54,8 +55,9 @@ TEST(AttackTest, OperatorOverridesStayInTheCandidatesProcess) { expect_no_gain(j
 // uid" and "my group", or the parent through sched_setattr. Each call fails (the log says so), and
 // the speedup is ReLU's, about 1. The twin sets its own scheduling through pid 0, and may.
 TEST(AttackTest, ACandidateCannotChangeTheSchedulingOfOtherProcesses) {
-  // With LibTorch's intra-op threads (one per core): pinned to one CPU at the idle class, the
-  // reference's threads wait on each other, which is where the 56x came from.
+  // With LibTorch's intra-op threads (one per core), `crl eval`'s default, under which the attack
+  // was judged ok at 9.5x (how much it gains depends on what else the machine runs; the calls
+  // succeeding, which the log shows, is the hole).
   EvalOptions o = quick_options(Backend::cpu);
   o.cpu_threads = 0;
   Evaluator threaded(o, fixture_compiler());
