@@ -25,6 +25,7 @@
 
 #include "core/error.h"
 #include "core/landlock.h"
+#include "eval/guard_probe.h"
 
 namespace crl::eval {
 namespace {
@@ -205,15 +206,6 @@ int apply_landlock(const SandboxPolicy& policy, std::string* why) {
   return landlock_abi();
 }
 
-int thread_count() {
-  int n = 0;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (const dirent* entry = readdir(dir)) n += entry->d_name[0] != '.';
-    closedir(dir);
-  }
-  return n;
-}
-
 // Clears the calling thread's capabilities (effective, permitted, inheritable, ambient and, where it
 // may, the bounding set) and returns how many it held: none for an ordinary user; as root (CI
 // machines, containers) every one, which would let a program read /dev/mem, reach processes of any
@@ -285,7 +277,7 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
   if (policy.drop_capabilities) {
     report.capabilities_dropped = drop_capabilities();
     // Threads started before keep theirs: say so, for the log (crl-worker drops them before any start).
-    if (const int others = thread_count() - 1; others > 0 && report.capabilities_dropped > 0) {
+    if (const int others = count_process_threads() - 1; others > 0 && report.capabilities_dropped > 0) {
       report.threads_keeping_capabilities = others;
     }
   }
