@@ -91,7 +91,7 @@ eval)
   step sandbox 60 "$BUILD_DIR/tests/eval/eval_sandbox_test"
   # Which part of the candidate sandbox this machine's CUDA driver needs, if any.
   probe_dir=$(mktemp -d)
-  step sandbox_cuda 60 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-seccomp --no-landlock'; do \
+  step sandbox_cuda 60 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-landlock --no-lasting-changes' '--no-seccomp --no-landlock'; do \
     echo \"parts: \$parts\"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
   step comparison_gpu 60 "$BUILD_DIR/tests/eval/eval_output_comparison_gpu_test"
   step attack_gpu 240 "$BUILD_DIR/tests/eval/eval_attack_gpu_test"

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -55,13 +56,29 @@ eval::Message CandidateSession::load(const nlohmann::json& request) {
   device_.init(request);
   replay_as_graph_ = request.value("replay_as_graph", false);
   if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
+  const std::string library = request.at("candidate_library").get<std::string>();
   if (file_rules_) {
-    const auto report = eval::apply_sandbox(*file_rules_);
+    // Of the compile cache, only the folder of the library it loads: the rest holds the node's
+    // compile locks, which a reader can hold too (flock needs no write access), stalling every
+    // compile on the node (attacks/compile_locks.cpu.crl).
+    eval::SandboxPolicy rules = *file_rules_;
+    rules.readable_paths.push_back(std::filesystem::path(library).parent_path().string());
+    // Of the GPUs' device files: none for a CPU program; on the GPU the driver's and this GPU's own
+    // node, not the other GPUs' (a program could reach them with a second copy of the driver's
+    // library, whatever CUDA_VISIBLE_DEVICES says).
+    const int minor = device_.gpu_minor();
+    rules.writable_files = eval::default_writable_device_files(
+        !device_.is_cuda() ? eval::GpuDeviceFiles::none : minor >= 0 ? eval::GpuDeviceFiles::one : eval::GpuDeviceFiles::all, minor);
+    if (device_.is_cuda()) {
+      std::fprintf(stderr, "crl-worker: GPU device files: %s\n",
+                   minor >= 0 ? fmt::format("the driver's and /dev/nvidia{}", minor).c_str()
+                              : "all (this GPU's device minor is not known)");
+    }
+    const auto report = eval::apply_sandbox(rules);
     std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
   }
   // "reference" when this worker times the reference (the judge's arena, the same requests).
-  candidate_ = std::make_unique<NamedProgram>(request.value("program_name", std::string("candidate")),
-                                              request.at("candidate_library").get<std::string>());
+  candidate_ = std::make_unique<NamedProgram>(request.value("program_name", std::string("candidate")), library);
   return eval::Message{{{"num_args", spec_->num_args()}}, {}};
 }
 

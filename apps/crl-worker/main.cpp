@@ -55,7 +55,7 @@ int serve(Session& session) {
 
 }  // namespace
 
-// `crl-worker --probe-cuda [--no-seccomp] [--no-landlock] [--no-read-limit] --sandbox DIR`: applies
+// `crl-worker --probe-cuda [--no-seccomp] [--no-landlock] [--no-lasting-changes] [--no-read-limit] --sandbox DIR`: applies
 // the sandbox (or the parts not turned off), initialises CUDA and says whether it worked; for
 // finding which part of the sandbox a machine's CUDA driver needs (tools/gpu-measure.sh runs it).
 int probe_cuda(int argc, char** argv) {
@@ -64,6 +64,7 @@ int probe_cuda(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-seccomp") == 0) policy.seccomp = false;
     if (std::strcmp(argv[i], "--no-landlock") == 0) policy.landlock = false;
+    if (std::strcmp(argv[i], "--no-lasting-changes") == 0) policy.lasting_changes = false;
     if (std::strcmp(argv[i], "--no-read-limit") == 0) reads = false;
     if (std::strcmp(argv[i], "--sandbox") == 0 && i + 1 < argc) policy.writable_dir = argv[i + 1];
   }
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
     try {
       crl::eval::SandboxPolicy filter = policy;
       filter.landlock = false;
+      filter.lasting_changes = false;  // with the file rules, after CUDA's start
       const auto report = crl::eval::apply_sandbox(filter);
       std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
     } catch (const std::exception& e) {

@@ -6,6 +6,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "core/error.h"
 #include "program/program_text.h"
 #include "program/run_settings.h"
@@ -37,6 +43,32 @@ void WorkerDevice::init(const nlohmann::json& request) {
   } else if (device != "cpu") {
     throw InputError("device must be cpu or cuda, not '" + device + "'");
   }
+}
+
+int WorkerDevice::gpu_minor() const {
+#if CRL_HAVE_CUDA
+  if (!device_.is_cuda()) return -1;
+  char bus[32] = {0};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device_.index()) != cudaSuccess) return -1;
+  std::string wanted = bus;
+  std::transform(wanted.begin(), wanted.end(), wanted.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    std::string name = entry.path().filename().string();
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (name != wanted) continue;
+    std::ifstream information(entry.path() / "information");
+    std::string line;
+    while (std::getline(information, line)) {
+      if (line.rfind("Device Minor:", 0) != 0) continue;
+      const std::string digits = line.substr(line.find(':') + 1);
+      char* end = nullptr;
+      const long minor = std::strtol(digits.c_str(), &end, 10);
+      return end != digits.c_str() && minor >= 0 && minor < 4096 ? static_cast<int>(minor) : -1;
+    }
+  }
+#endif
+  return -1;
 }
 
 void WorkerDevice::synchronize() {

@@ -41,6 +41,10 @@ class WorkerDevice {
   // that two workers start their timed batches from the same allocator state.
   void release_cached_memory();
   bool poisoned() const { return poisoned_; }
+  // The minor number of this worker's GPU's device node (/dev/nvidia<minor>), from the NVIDIA
+  // driver's /proc/driver/nvidia/gpus/<PCI bus id>/information; -1 when not known (the CPU, or a
+  // driver that does not say): the sandbox then keeps every GPU's node.
+  int gpu_minor() const;
   // One tiny operation queued on the GPU (a 4-byte memset on the current stream; nothing on the
   // CPU). A timed batch starts with it, the empty one too: the GPU's switch from the judge's context
   // to this process's (~150-400 us on the H200) is then paid in the empty batch that is subtracted,

@@ -55,6 +55,7 @@ struct EvalCommandOptions {
   bool explain = false;
   bool no_sandbox = false;
   double gpu_memory_fraction = 0.6;  // each program worker's share of the GPU (EvalOptions)
+  int gpu = 0;                       // which of the GPUs this process sees its workers use (EvalOptions)
   double remeasure_above = 3;
   int compile_ahead = -1;  // -1: 8 on CUDA (compiles use the CPU while the GPU times), 0 on the CPU
   int cpu_threads = 0;     // intra-op threads of the CPU workers; 0: LibTorch's default (every core)
@@ -259,6 +260,7 @@ int run_eval(const EvalCommandOptions& o) {
   options.baseline = o.baseline;
   options.cpu_threads = o.cpu_threads;
   options.gpu_memory_fraction = o.gpu_memory_fraction;
+  options.gpu = o.gpu;
   if (o.time_budget >= 0) {
     options.time_budget_seconds = o.time_budget;
   } else {
@@ -383,6 +385,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                   "captured once and replayed: what a user would try before writing kernels; CUDA only)")
       ->check(CLI::IsMember({"eager", "cuda_graph"}));
   cmd->add_flag("--no-sandbox", o.no_sandbox, "Run candidates without seccomp and Landlock (debugging only)");
+  cmd->add_option("--gpu", o.gpu,
+                  "Which GPU (an index into those this process sees) the judge and the workers use; they see "
+                  "that one alone")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1023));
   cmd->add_option("--gpu-memory-fraction", o.gpu_memory_fraction,
                   "Share of the GPU's memory each program's worker (the candidate's, the reference's timing worker) "
                   "may hold in its caching allocator; the judge has 0.3")

@@ -1,6 +1,7 @@
-// Reads the launcher's environment variables to find this process's rank without starting MPI.
+// Where this process runs: the launcher's variables (its rank, without starting MPI) and its CPUs.
 #include "core/process_env.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,10 +26,14 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v != nullptr ? std::string(v) : fallback;
 }
 
-int core_share(int processes) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(std::max(1u, cores / static_cast<unsigned>(std::max(1, processes))));
+int allowed_cpu_count() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0) return CPU_COUNT(&cpus);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
+
+int core_share(int processes) { return std::max(1, allowed_cpu_count() / std::max(1, processes)); }
 
 std::string hostname() {
   char buf[256] = {0};

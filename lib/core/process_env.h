@@ -17,8 +17,11 @@ LaunchPlace launch_place();
 
 std::string hostname();
 
-// This process's share of the node's cores when `processes` processes split them evenly (at least
-// one): a rank's intra-op threads and compile jobs, so that the ranks of a node do not contend.
+// The CPUs this process may run on: its affinity mask (under Slurm, the job's cpuset), at least one.
+int allowed_cpu_count();
+
+// This process's share of those CPUs when `processes` processes split them evenly (at least one): a
+// rank's intra-op threads and compile jobs, so that the ranks of a node do not contend.
 int core_share(int processes);
 
 // Value of an environment variable, or `fallback` when unset.

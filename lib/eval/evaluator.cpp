@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/process_env.h"
 #include "eval/exchange.h"
 #include "eval/guard_symbols.h"
 #include "eval/roofline.h"
@@ -217,6 +218,9 @@ Evaluator::Evaluator(EvalOptions options, Compiler& compiler) : options_(std::mo
   if (options_.max_slots < 1) throw InputError("max_slots must be at least 1");
   if (options_.max_batch_calls < 1) throw InputError("max_batch_calls must be at least 1");
   worker_executable_ = options_.worker_executable.empty() ? find_worker_executable() : options_.worker_executable;
+  // A program of the CPU backend sees no GPU (it could otherwise do the work there).
+  if (options_.backend == Backend::cuda && options_.gpu < 0) throw InputError(fmt::format("gpu must be 0 or more (got {})", options_.gpu));
+  visible_gpu_ = worker_visible_gpu(options_.backend == Backend::cuda ? options_.gpu : -1);
   if (options_.min_batch_us < 0) options_.min_batch_us = options_.backend == Backend::cuda ? 5000.0 : 0.0;
   if (options_.cpu_address_space_limit == 0) {
     options_.cpu_address_space_limit = physical_memory_bytes() / 2 + (uint64_t{16} << 30);
@@ -241,12 +245,12 @@ std::unique_ptr<WorkerProcess> Evaluator::start_program_worker(const std::string
   std::filesystem::create_directories(dir);
   if (options_.sandbox) {
     w.arguments.insert(w.arguments.end(), {"--sandbox", dir});
-    // It reads the task's folder (the spec) and the compile cache (its library), nothing else of ours.
+    // It reads the task's folder (the spec) and, once it loads it, its library's folder in the
+    // compile cache (crl-worker adds that one), nothing else of ours.
     if (!task_dir.empty()) w.arguments.insert(w.arguments.end(), {"--read", task_dir});
-    w.arguments.insert(w.arguments.end(), {"--read", compiler_.options().cache_dir});
   }
   w.log_path = scratch_->file(log_name);
-  w.environment = clean_worker_environment(dir);
+  w.environment = clean_worker_environment(dir, visible_gpu_);
   if (options_.backend == Backend::cpu) w.address_space_limit = options_.cpu_address_space_limit;
   w.storage_limit_bytes = options_.worker_storage_bytes;
   w.oom_score_adj = 1000;  // out of host memory, the program's worker goes first (worker_process.h)
@@ -291,7 +295,7 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   w.executable = worker_executable_;
   w.arguments = {"--role", "judge"};
   w.log_path = scratch_->file(fmt::format("judge-{}.log", workers_started_++));
-  w.environment = clean_worker_environment(scratch_->path());
+  w.environment = clean_worker_environment(scratch_->path(), visible_gpu_);
   w.working_dir = scratch_->path();
   if (cpu) {
     state->arena_fd = create_shared_memory("crl-arena", 0);
@@ -823,6 +827,26 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
     // host's time to queue the first.
     std::vector<double> reference_first_call_us, reference_later_call_us, reference_first_host_us;
     double late_idle_ms_max = 0;
+    // CPU backend: batches whose CPU time over the cores given exceeded their wall time (charged).
+    int reference_cpu_charged = 0, candidate_cpu_charged = 0;
+    double reference_cpu_ratio_max = 0, candidate_cpu_ratio_max = 0;
+  };
+  // On the CPU a timed batch costs the larger of its wall time and its CPU time (every thread's,
+  // until the worker is frozen after its reply) over the cores a program is given: cpu_threads,
+  // else the evaluator's CPUs. A candidate that runs more threads than the reference may use (a
+  // matmul with two intra-op threads where the evaluator gives one: 1.3-1.7x on two cores,
+  // attacks/extra_threads.cpu.crl), or leaves threads computing past its reply, pays for the
+  // cores it took. Both programs are charged alike.
+  const double cores_given = options_.cpu_threads > 0 ? options_.cpu_threads : static_cast<double>(allowed_cpu_count());
+  auto cpu_charge = [&](const WorkerProcess& w, double wall_s, double cpu_before, int* charged, double* ratio_max) {
+    if (options_.backend != Backend::cpu || cpu_before < 0 || wall_s <= 0) return wall_s;
+    const double cpu_after = w.cpu_seconds();
+    if (cpu_after < 0) return wall_s;
+    const double busy = (cpu_after - cpu_before) / cores_given;
+    if (busy <= wall_s) return wall_s;
+    ++*charged;
+    *ratio_max = std::max(*ratio_max, busy / wall_s);
+    return busy;
   };
   auto measure = [&](WorkerProcess& cand_worker, int slots, int min_pairs, double budget, const std::string& purpose) {
     Measured m;
@@ -958,9 +982,12 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           // Frozen like the candidate's worker before its batch, so both timed requests start by
           // waking a stopped process (request() thaws it) and pay the same for it.
           ref_worker.freeze();
+          const double cpu_before = ref_worker.cpu_seconds();
           auto r = ask(ref_worker, Message{{{"op", "time"}, {"slots", slot_list}}, {}},
                        options_.call_timeout_seconds * slots + 10, "the reference's timed calls", &s);
           if (!std::holds_alternative<Message>(r)) return false;
+          ref_worker.freeze();
+          s = cpu_charge(ref_worker, s, cpu_before, &m.reference_cpu_charged, &m.reference_cpu_ratio_max);
           ref_s = s;
           ref_us = std::max(s * 1e6 - *round_trip, 0.0) / slots;
           const nlohmann::json timeline = std::get<Message>(r).header.value("timeline", nlohmann::json::object());
@@ -984,13 +1011,15 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
           if (!judge_ask({{"op", "flush"}}, "flushing caches")) return WorkerFailure{VerdictStatus::kInternalError, "the judge failed"};
           double s = 0;
           cand_worker.freeze();
+          const double cpu_before = cand_worker.cpu_seconds();
           auto r = ask(cand_worker, Message{{{"op", "time"}, {"slots", slot_list}}, {}},
                        options_.call_timeout_seconds * slots + 10, purpose + ": the candidate's timed calls", &s);
           if (auto* f = std::get_if<WorkerFailure>(&r)) return *f;
+          cand_worker.freeze();
+          s = cpu_charge(cand_worker, s, cpu_before, &m.candidate_cpu_charged, &m.candidate_cpu_ratio_max);
           cand_s = s;
           cand_us = std::max(s * 1e6 - *round_trip, 0.0) / slots;
           cand_outputs = std::get<Message>(r).header.value("batch", nlohmann::json());
-          cand_worker.freeze();
           return std::nullopt;
         };
         const bool reference_first = js.rng() & 1;
@@ -1132,6 +1161,13 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
                                  median(m.reference_first_call_us),
                                  m.reference_later_call_us.empty() ? "" : fmt::format(", the later ones {:.1f} us each", median(m.reference_later_call_us)),
                                  median(m.reference_first_host_us), median(m.reference_us));
+    }
+    for (const auto& [who, charged, ratio] : {std::tuple{"the candidate's", m.candidate_cpu_charged, m.candidate_cpu_ratio_max},
+                                              std::tuple{"the reference's", m.reference_cpu_charged, m.reference_cpu_ratio_max}}) {
+      if (charged == 0) continue;
+      m.pair_cost += fmt::format("; in {} pairs {} CPU time over the {:g} cores given exceeded its wall time, up to {:.2f}x "
+                                 "(charged)",
+                                 charged, who, cores_given, ratio);
     }
     if (m.late_idle_pairs > 0) {
       m.pair_cost += fmt::format("; in {} pairs the GPU read busy after the candidate's reply, idle within {:.1f} ms (the wait charged to it)",

@@ -44,6 +44,9 @@ struct EvalOptions {
   double load_timeout_seconds = 180;    // a worker's start: loading LibTorch and the libraries
   uint64_t cpu_address_space_limit = 0; // RLIMIT_AS of CPU workers; 0: half the RAM + 16 GiB
   uint64_t worker_storage_bytes = 1ull << 30;  // files in a worker's folder plus memfds it made; 0: unwatched
+  // Which of the evaluator's GPUs (an index into what it sees) the judge and the program workers
+  // use; they see that one alone (CUDA_VISIBLE_DEVICES). The job: the evaluator rank's own GPU.
+  int gpu = 0;
   double gpu_memory_fraction = 0.6;     // candidate worker's share of the GPU's memory
   double judge_gpu_memory_fraction = 0.3;  // the judge's (its cached outputs are let go when a request needs more)
   int cpu_threads = 0;                  // intra-op threads of CPU workers; 0: LibTorch's default
@@ -131,6 +134,7 @@ class Evaluator {
   EvalOptions options_;
   Compiler& compiler_;
   std::string worker_executable_;
+  std::string visible_gpu_;  // every worker's CUDA_VISIBLE_DEVICES (worker_visible_gpu)
   std::unique_ptr<class ScratchDir> scratch_;
   std::unique_ptr<JudgeState> judge_;
   // A candidate worker started at the end of the previous evaluation: it loads LibTorch while

@@ -12,6 +12,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -151,6 +153,12 @@ std::vector<sock_filter> candidate_filter() {
   f.deny(SYS_setsid);
   f.deny(SYS_setpgid);
   f.deny_if(SYS_prctl, 0, {PR_SET_DUMPABLE, PR_SET_PTRACER, PR_SET_PDEATHSIG});
+  // Nor through a file's owner: fcntl's F_SETOWN (F_SETOWN_EX) and a socket's FIOSETOWN (SIOCSPGRP)
+  // name the process that the file's readiness signals (SIGIO, or whatever F_SETSIG picks), which the
+  // kernel then sends past every kill() rule above: a candidate made its parent the owner of a pipe
+  // it wrote to, with SIGUSR2, and `crl eval` died (attacks/owner_signal.cpu.crl).
+  f.deny_if(SYS_fcntl, 1, {F_SETOWN, F_SETOWN_EX});
+  f.deny_if(SYS_ioctl, 1, {FIOSETOWN, SIOCSPGRP});
   // Scheduling stays the worker's own: another process's priority, CPU affinity, policy, I/O
   // priority or memory placement needs no privilege when the uid is the same, and would slow the
   // reference (or the judge) while the candidate is frozen: attacks/scheduling.cpu.crl, which put
@@ -186,6 +194,43 @@ std::vector<sock_filter> candidate_filter() {
     f.deny(nr);
   }
   return f.finish();
+}
+
+// Newer calls than the C library's headers may name (the same numbers on x86-64 and aarch64).
+constexpr long kSysFchmodat2 = 452;
+constexpr long kSysSetxattrat = 463;
+constexpr long kSysRemovexattrat = 466;
+constexpr long kSysFileSetattr = 469;
+
+// Installed with the file rules (once the device is set up, before the candidate loads): what
+// Landlock leaves out and what would outlast the worker. Landlock governs opening, writing, linking
+// and removing files, not their modes, owners, times or extended attributes, which their owner may
+// change on any path it can name: a candidate of a crl run as root made a file of the machine
+// world-writable with chmod. And the kernel keeps System V shared memory, semaphores and message
+// queues, POSIX message queues and keys after their maker has gone: a candidate's segment,
+// semaphore, queue and key were still there after its evaluation (attacks/lasting_changes.cpu.crl),
+// memory the storage watch never saw and a store a later evaluation could read.
+std::vector<sock_filter> lasting_changes_filter() {
+  std::vector<long> refused = {SYS_fchmod, SYS_fchmodat, kSysFchmodat2, SYS_fchown, SYS_fchownat, SYS_setxattr,
+                               SYS_lsetxattr, SYS_fsetxattr, SYS_removexattr, SYS_lremovexattr, SYS_fremovexattr,
+                               kSysSetxattrat, kSysRemovexattrat, kSysFileSetattr, SYS_utimensat, SYS_shmget, SYS_shmat,
+                               SYS_shmctl, SYS_shmdt, SYS_semget, SYS_semop, SYS_semtimedop, SYS_semctl, SYS_msgget,
+                               SYS_msgsnd, SYS_msgrcv, SYS_msgctl, SYS_mq_open, SYS_mq_unlink, SYS_mq_timedsend,
+                               SYS_mq_timedreceive, SYS_mq_notify, SYS_mq_getsetattr, SYS_add_key, SYS_request_key, SYS_keyctl};
+#ifdef SYS_chmod  // the older calls x86-64 still has beside their *at forms
+  refused.insert(refused.end(), {SYS_chmod, SYS_chown, SYS_lchown, SYS_utime, SYS_utimes, SYS_futimesat});
+#endif
+  FilterBuilder f;
+  for (long nr : refused) f.deny(nr);
+  return f.finish();
+}
+
+void install_filter(std::vector<sock_filter> program, const char* which) {
+  sock_fprog fprog{static_cast<unsigned short>(program.size()), program.data()};
+  // TSYNC: every thread LibTorch and the CUDA runtime already started gets the filter too.
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog) != 0) {
+    throw Error(fmt::format("sandbox: installing the {} filter failed: {}", which, std::strerror(errno)));
+  }
 }
 
 // Returns the ABI applied, or 0 with *why set when the kernel has no Landlock.
@@ -228,11 +273,19 @@ int drop_capabilities() {
 
 }  // namespace
 
-std::vector<std::string> default_writable_device_files() {
+std::vector<std::string> default_writable_device_files(GpuDeviceFiles which, int minor) {
   std::vector<std::string> files = {"/dev/null"};
+  if (which == GpuDeviceFiles::none) return files;
   if (DIR* dir = opendir("/dev")) {
     while (const dirent* entry = readdir(dir)) {
-      if (std::strncmp(entry->d_name, "nvidia", 6) == 0) files.push_back(std::string("/dev/") + entry->d_name);
+      const char* name = entry->d_name;
+      if (std::strncmp(name, "nvidia", 6) != 0) continue;
+      // /dev/nvidia<digits> is one GPU's node; the others (nvidiactl, nvidia-uvm, nvidia-caps, ...)
+      // are the driver's, which every CUDA process uses.
+      const char* digits = name + 6;
+      const bool gpu_node = *digits != '\0' && std::strspn(digits, "0123456789") == std::strlen(digits);
+      if (which == GpuDeviceFiles::one && gpu_node && std::atoi(digits) != minor) continue;
+      files.push_back(std::string("/dev/") + name);
     }
     closedir(dir);
   }
@@ -240,8 +293,13 @@ std::vector<std::string> default_writable_device_files() {
 }
 
 std::vector<std::string> default_readable_paths(const std::vector<std::string>& extra) {
+  // Of /dev only the files a program uses: a worker of a crl run as root could otherwise read every
+  // device its uid owns (the consoles' screens through /dev/vcs*, the terminals, and on most
+  // machines the disks), and the node's compile locks in /dev/shm.
+  // (The writable device files, /dev/null and the GPU's, are readable through their own rules.)
   std::vector<std::string> paths = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
-                                    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/proc", "/sys", "/dev"};
+                                    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/proc", "/sys", "/dev/zero", "/dev/full",
+                                    "/dev/random", "/dev/urandom"};
   auto add = [&paths](const std::string& p) {
     if (p.empty() || p == "/") return;
     for (const auto& q : paths) {
@@ -284,15 +342,14 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
   std::string missing;
   if (policy.landlock) report.landlock_abi = apply_landlock(policy, &missing);
   if (policy.seccomp) {
-    std::vector<sock_filter> program = candidate_filter();
-    sock_fprog fprog{static_cast<unsigned short>(program.size()), program.data()};
-    // TSYNC: every thread LibTorch and the CUDA runtime already started gets the filter too.
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog) != 0) {
-      throw Error(fmt::format("sandbox: installing the seccomp filter failed: {}", std::strerror(errno)));
-    }
+    install_filter(candidate_filter(), "seccomp");
     report.seccomp = true;
   }
-  report.detail = fmt::format("sandbox: no_new_privs, {}{}, {}{}",
+  if (policy.lasting_changes) {
+    install_filter(lasting_changes_filter(), "lasting-changes");
+    report.lasting_changes = true;
+  }
+  report.detail = fmt::format("sandbox: no_new_privs, {}{}, {}{}{}",
                               policy.drop_capabilities
                                   ? fmt::format("{} capabilities dropped{}, ", report.capabilities_dropped,
                                                 report.threads_keeping_capabilities > 0
@@ -305,7 +362,11 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
                                                                         ? std::string("anywhere")
                                                                         : fmt::format("{} folders", policy.readable_paths.size()))
                                                       : "no Landlock",
-                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, scheduling of others, network, socket connections)" : "no seccomp",
+                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, scheduling of others, network, socket connections)"
+                              : report.lasting_changes ? "" : "no seccomp",
+                              report.lasting_changes ? fmt::format("{}a second filter (no file modes, owners, times or attributes, System V "
+                                                                   "IPC, message queues or keys)", report.seccomp ? ", " : "")
+                                                     : "",
                               missing.empty() ? "" : "; " + missing);
   return report;
 }

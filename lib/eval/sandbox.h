@@ -16,6 +16,10 @@ struct SandboxPolicy {
   std::vector<std::string> readable_paths;
   bool landlock = true;                     // restrict file access (Linux 5.13+, where the kernel allows it)
   bool seccomp = true;                      // refuse process, signal, tracing, scheduling and network system calls
+  // Refuse what Landlock leaves out (file modes, owners, times, extended attributes) and what would
+  // outlast the worker (System V IPC, POSIX message queues, keys): a second filter, installed with
+  // the file rules.
+  bool lasting_changes = true;
   // Clear the process's capabilities (root's: CI machines and containers run crl as root).
   // Capabilities belong to each thread: apply it before any thread starts.
   bool drop_capabilities = true;
@@ -26,16 +30,25 @@ struct SandboxReport {
   bool no_new_privs = false;
   int landlock_abi = 0;          // 0: not applied
   bool seccomp = false;
+  bool lasting_changes = false;
   int capabilities_dropped = 0;          // how many the calling thread held (0 for an ordinary user)
   int threads_keeping_capabilities = 0;  // threads started before, which keep theirs
   std::string detail;            // one line: what was applied and what the kernel did not allow
 };
 
-// The device files a CUDA process keeps opening after start: /dev/nvidia*, /dev/null.
-std::vector<std::string> default_writable_device_files();
+// Which of the GPUs' device files a worker keeps: none (a program of the CPU backend), every one,
+// or one GPU's: the driver's shared files (nvidiactl, nvidia-uvm, ...) and that GPU's own node,
+// /dev/nvidia<minor>. A worker sees one GPU (CUDA_VISIBLE_DEVICES), but a program could load a
+// second copy of the driver's library and reach any node it may open.
+enum class GpuDeviceFiles { none, all, one };
+
+// The device files a worker keeps writing after start: /dev/null and the GPUs' (`which`; `minor`
+// names the GPU's node for GpuDeviceFiles::one).
+std::vector<std::string> default_writable_device_files(GpuDeviceFiles which = GpuDeviceFiles::all, int minor = -1);
 
 // What a worker must still be able to read: system and toolchain folders (/usr, /lib*, /opt is
-// not among them), the dynamic loader's cache, /proc, /sys, /dev, the folder of every file this
+// not among them), the dynamic loader's cache, /proc, /sys, the device files a program only reads
+// (/dev/zero, full, random, urandom; the writable ones are readable too), the folder of every file this
 // process has mapped (its libraries) and the site-packages folder of a Python-installed LibTorch
 // (its CUDA libraries load lazily), plus `extra` (the task's folder, the compile cache).
 std::vector<std::string> default_readable_paths(const std::vector<std::string>& extra);
@@ -45,9 +58,11 @@ std::vector<std::string> default_readable_paths(const std::vector<std::string>& 
 // After it, the process holds no capabilities and cannot start programs or processes (execve,
 // fork, clone without CLONE_THREAD), signal or trace another process, change another process's
 // scheduling (priority, affinity, policy, I/O priority, memory placement), change its session,
-// group, dumpability or limits, open network or datagram sockets, connect, bind or listen (only
-// socketpair's Unix stream pairs work), or write files outside writable_dir and writable_files. Throws Error when a step the kernel supports fails; steps the kernel lacks are
-// reported, not fatal.
+// group, dumpability or limits, name another process as a file's owner (which SIGIO reaches), open
+// network or datagram sockets, connect, bind or listen (only socketpair's Unix stream pairs work),
+// write files outside writable_dir and writable_files, change any file's mode, owner, times or
+// extended attributes, or use System V IPC, POSIX message queues or keys. Throws Error when a step
+// the kernel supports fails; steps the kernel lacks are reported, not fatal.
 SandboxReport apply_sandbox(const SandboxPolicy& policy);
 
 }  // namespace crl::eval

@@ -5,19 +5,23 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
+#include "core/error.h"
 #include "core/read_file.h"
 #include "eval/verdict.h"
 
@@ -33,14 +37,30 @@ std::string WorkerExit::describe() const {
   return "still running";
 }
 
-std::map<std::string, std::string> clean_worker_environment(const std::string& private_dir) {
-  std::map<std::string, std::string> env = {
-      {"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", private_dir}, {"TMPDIR", private_dir}, {"LANG", "C"}};
+std::string worker_visible_gpu(int gpu) {
+  if (gpu < 0) return "-1";
+  const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (list == nullptr) return std::to_string(gpu);
+  std::vector<std::string> entries;
+  std::stringstream in(list);
+  for (std::string entry; std::getline(in, entry, ',');) entries.push_back(entry);
+  if (static_cast<size_t>(gpu) >= entries.size()) {
+    throw InputError(fmt::format("GPU {} asked for, but this process sees {} (CUDA_VISIBLE_DEVICES={})", gpu, entries.size(), list));
+  }
+  return entries[static_cast<size_t>(gpu)];
+}
+
+std::map<std::string, std::string> clean_worker_environment(const std::string& private_dir, const std::string& visible_gpu) {
+  std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                                            {"HOME", private_dir},
+                                            {"TMPDIR", private_dir},
+                                            {"LANG", "C"},
+                                            {"CUDA_VISIBLE_DEVICES", visible_gpu}};
   // cuDNN's and cuBLASLt's own logging too, when the evaluator's user turned it on (for finding out
   // which engines a reference runs in its worker: tools/gpu-measure.sh cudnn); only that user sets it.
   // A site's switches that keep NVLink multicast off (shared GPU hosts set them for every process,
   // since a program using it can take the host's GPUs out of service) reach the workers as well.
-  for (const char* name : {"LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
+  for (const char* name : {"LD_LIBRARY_PATH", "CUDA_DEVICE_ORDER", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
                            "OMP_NUM_THREADS", "CUDNN_LOGLEVEL_DBG", "CUDNN_LOGDEST_DBG", "CUDNN_FRONTEND_LOG_INFO",
                            "CUDNN_FRONTEND_LOG_FILE", "CUBLASLT_LOG_LEVEL", "CUBLASLT_LOG_FILE", "NCCL_NVLS_ENABLE",
                            "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"}) {
@@ -88,6 +108,12 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
   }
   if (pid_ == 0) {
     setpgid(0, 0);
+    // No controlling terminal: the evaluator's, where it runs in one, would let the program read
+    // what is typed there and make its own group the terminal's foreground, stopping crl's output.
+    if (const int tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC); tty >= 0) {
+      ioctl(tty, TIOCNOTTY);
+      close(tty);
+    }
     // A job's stop signal is for the ranks, not their workers: Slurm's scancel --signal reaches
     // every process of the step. The evaluator ends its workers itself (ignoring survives execve).
     signal(SIGUSR1, SIG_IGN);
@@ -288,6 +314,13 @@ void WorkerProcess::freeze() {
     if (r < 0 && errno != EINTR) return;
   }
   frozen_ = true;
+}
+
+double WorkerProcess::cpu_seconds() const {
+  clockid_t clock = 0;
+  timespec t{};
+  if (!running_ || clock_getcpuclockid(pid_, &clock) != 0 || clock_gettime(clock, &t) != 0) return -1;
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 void WorkerProcess::thaw() {

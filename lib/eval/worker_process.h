@@ -50,11 +50,19 @@ struct WorkerExit {
   std::string describe() const;  // "exited with code 3", "killed by signal 11 (Segmentation fault)"
 };
 
-// The environment a worker gets: PATH, HOME and TMPDIR (a private folder), LANG=C, and from the
-// evaluator's own environment only what locating libraries and GPUs needs (LD_LIBRARY_PATH,
-// CUDA_VISIBLE_DEVICES, CUDA_HOME, NVIDIA_VISIBLE_DEVICES, OMP_NUM_THREADS) and cuDNN's and
-// cuBLASLt's logging switches (CUDNN_LOGLEVEL_DBG, CUDNN_LOGDEST_DBG, CUDNN_FRONTEND_LOG_*, CUBLASLT_LOG_*).
-std::map<std::string, std::string> clean_worker_environment(const std::string& private_dir);
+// The GPU a worker sees, as its CUDA_VISIBLE_DEVICES: entry `gpu` of the evaluator's own list (an
+// index, a GPU-UUID or a MIG id), or `gpu` itself where the evaluator's is unset; "-1" (no GPU) for
+// gpu < 0, a worker of the CPU backend. A worker that saw every GPU of the node would run on the
+// first, whichever its evaluator rank was given, and a program could spread its work over all of
+// them. Throws InputError when the evaluator's list has no entry `gpu`.
+std::string worker_visible_gpu(int gpu);
+
+// The environment a worker gets: PATH, HOME and TMPDIR (a private folder), LANG=C,
+// CUDA_VISIBLE_DEVICES=`visible_gpu` (worker_visible_gpu), and from the evaluator's own
+// environment only what locating libraries and GPUs needs (LD_LIBRARY_PATH, CUDA_DEVICE_ORDER,
+// CUDA_HOME, NVIDIA_VISIBLE_DEVICES, OMP_NUM_THREADS) and cuDNN's and cuBLASLt's logging switches
+// (CUDNN_LOGLEVEL_DBG, CUDNN_LOGDEST_DBG, CUDNN_FRONTEND_LOG_*, CUBLASLT_LOG_*).
+std::map<std::string, std::string> clean_worker_environment(const std::string& private_dir, const std::string& visible_gpu);
 
 class WorkerProcess {
  public:
@@ -84,6 +92,9 @@ class WorkerProcess {
   void freeze();
   void thaw();
   bool frozen() const { return frozen_; }
+  // The CPU time the worker's threads have used so far, those that ended too (its process CPU
+  // clock), in seconds; -1 when it cannot be read (the worker is gone).
+  double cpu_seconds() const;
   // Valid once the worker is no longer running.
   const WorkerExit& exit() const { return exit_; }
   // The worker's stdout and stderr so far, cut to at most max_bytes (head and tail kept).

@@ -491,10 +491,14 @@ void Job::open_results_file() {
 
 void Job::run_evaluator() {
   const int share = core_share(roles_.local_size);
+  int gpu = 0;  // the rank's GPU among those it sees: its judge and workers see that one alone
 #if CRL_HAVE_CUDA
   if (job_.backend == "cuda") {
     int count = 0;
-    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) cudaSetDevice(roles_.local_rank % count);
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
+      gpu = dist::gpu_for_local_rank(roles_.local_rank, count);
+      cudaSetDevice(gpu);
+    }
   }
 #endif
   CompilerOptions compiler_options;
@@ -509,6 +513,7 @@ void Job::run_evaluator() {
   options.time_budget_seconds = job_.eval.time_budget;
   options.call_timeout_seconds = job_.eval.call_timeout;
   options.cpu_threads = share;
+  options.gpu = gpu;
   eval::Evaluator evaluator(options, compiler);
   const nlohmann::json stop = evaluator_loop(
       MPI_COMM_WORLD,
@@ -527,7 +532,7 @@ void Job::run_trainer() {
   if (job_.backend == "cuda") {
     const int count = static_cast<int>(torch::cuda::device_count());
     if (count == 0) throw InputError(fmt::format("{}: backend cuda, but this trainer sees no GPU", job_.path));
-    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(roles_.local_rank % count));
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(dist::gpu_for_local_rank(roles_.local_rank, count)));
   } else {
     torch::set_num_threads(core_share(roles_.local_size));
   }

@@ -77,6 +77,35 @@ TEST_F(GpuAttackTest, ACandidateCannotEscapeItsSandboxOnTheGpuEither) {
   EXPECT_NE(v.worker_log.find("kill(parent) -> -1"), std::string::npos) << v.worker_log;
 }
 TEST_F(GpuAttackTest, SkippingCallsOfATimedBatchIsCaught) { EXPECT_FALSE(judge("skip_calls.cpu.crl").ok()); }
+// The sandbox's second filter (file metadata, System V IPC, message queues, keys), the device files
+// and the compile cache narrowed to its library's folder, and no file owner's signals: CUDA still
+// works beside them, and each holds on the GPU as on the CPU (attack_test.cpp).
+TEST_F(GpuAttackTest, TheSandboxsFileAndSignalRulesHoldOnTheGpu) {
+  const Verdict lasting = judge("lasting_changes.cpu.crl");
+  EXPECT_TRUE(lasting.ok()) << explain(lasting);
+  EXPECT_NE(lasting.worker_log.find("shmget -> -1, semget -> -1, msgget -> -1, mq_open -> -1, add_key -> -1"), std::string::npos)
+      << lasting.worker_log;
+  const Verdict owner = judge("owner_signal.cpu.crl");
+  EXPECT_TRUE(owner.ok()) << explain(owner);
+  EXPECT_NE(owner.worker_log.find("owner_signal: F_SETOWN -> -1"), std::string::npos) << owner.worker_log;
+  const Verdict devices = judge("device_files.cpu.crl");
+  EXPECT_TRUE(devices.ok()) << explain(devices);
+  EXPECT_NE(devices.worker_log.find(" 0 opened;"), std::string::npos) << devices.worker_log;
+  const Verdict locks = judge("compile_locks.cpu.crl");
+  EXPECT_TRUE(locks.ok()) << explain(locks);
+  EXPECT_NE(locks.worker_log.find(": 0 folders listed, 0 files opened, 0 locked; own library readable"), std::string::npos)
+      << locks.worker_log;
+}
+// A worker sees its evaluator's GPU alone (CUDA_VISIBLE_DEVICES) and may open only that GPU's node.
+TEST_F(GpuAttackTest, OnlyItsOwnGpuIsReachable) {
+  const Verdict v = judge("other_gpus.cuda.crl");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  EXPECT_NE(v.worker_log.find("other_gpus: 1 visible, 1 of "), std::string::npos) << v.worker_log;
+  EXPECT_NE(v.worker_log.find("GPU device files: the driver's and /dev/nvidia"), std::string::npos) << v.worker_log;
+  if (v.worker_log.find("of 1 GPU nodes opened") != std::string::npos) {
+    GTEST_SKIP() << "one GPU node on this machine: no other GPU to keep the program from";
+  }
+}
 
 // Copying the inputs first gains nothing: each program's timed kernels read an arena of its own
 // process (inputs in memory imported from the judge once made level2/010's transposed convolution

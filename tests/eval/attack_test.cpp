@@ -2,17 +2,30 @@
 // to end on the CPU backend: none may get a speedup it did not earn, none may reach the evaluator
 // or leave anything behind. Their legitimate twins are the ok fixtures of guard_fixtures_test and
 // the *.legit.* files here.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <mqueue.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
 
+#include "compile/node_slots.h"
+#include "core/process_env.h"
+#include "core/read_file.h"
 #include "eval_fixtures.h"
 
 namespace crl::eval {
@@ -33,6 +46,14 @@ Verdict judge(const std::string& file) {
   return evaluator().evaluate(fixture_suite().find("level1/019_relu"),
                               load_program_file(fixture_dir() + "/attacks/" + file + ".cpu.crl"), file);
 }
+
+// The real suite (jobs/suite), for attacks on a particular reference.
+const Suite& real_suite() {
+  static const Suite suite = Suite::load(std::string(CRL_SOURCE_DIR) + "/jobs/suite");
+  return suite;
+}
+
+bool landlocked(const Verdict& v) { return v.worker_log.find("Landlock ABI") != std::string::npos; }
 
 // No gain: not ok, or ok with a speedup whose interval does not lie clearly above what the same
 // work (at::relu) earns, about 1.
@@ -204,8 +225,7 @@ TEST(AttackTest, SkippingCallsOfATimedBatchIsCaught) {
 // Input distribution: a clamp the spec's random inputs never reach, dropped. The task declares
 // edge inputs, so the edge trials take the clamp; the reference itself stays ok on them.
 TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsAnEdgeTrial) {
-  static const Suite suite = Suite::load(std::string(CRL_SOURCE_DIR) + "/jobs/suite");
-  const Task& task = suite.find("level2/022_matmul_scale_residual_add_clamp_log_sum_exp_mish");
+  const Task& task = real_suite().find("level2/022_matmul_scale_residual_add_clamp_log_sum_exp_mish");
   ASSERT_TRUE(task.spec.has_edges());
   EvalOptions o = quick_options(Backend::cpu);
   o.timing = false;
@@ -218,6 +238,140 @@ TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsAnEdgeTrial) {
   legit.spec = {};
   const Verdict twin = e.evaluate(task, legit, "reference");
   EXPECT_TRUE(twin.ok()) << explain(twin);
+}
+
+// Signals that reach this process (the evaluator) while a candidate runs.
+std::atomic<int> signals_received{0};
+void count_signal(int) { ++signals_received; }
+
+// A file's owner gets its readiness signals (SIGIO, or what F_SETSIG picks) from the kernel, past
+// the filter's rules for kill(): the candidate makes this process the owner of a pipe and of
+// sockets it then makes ready. Before the sandbox refused it, `crl eval` died of SIGUSR2.
+TEST(AttackTest, ACandidateCannotSignalTheEvaluatorThroughAFilesOwner) {
+  struct sigaction counting {};
+  counting.sa_handler = count_signal;
+  counting.sa_flags = SA_RESTART;
+  sigemptyset(&counting.sa_mask);
+  struct sigaction old_usr2 {}, old_io {};
+  sigaction(SIGUSR2, &counting, &old_usr2);
+  sigaction(SIGIO, &counting, &old_io);
+  signals_received = 0;
+  const Verdict v = judge("owner_signal");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  sigaction(SIGUSR2, &old_usr2, nullptr);
+  sigaction(SIGIO, &old_io, nullptr);
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_EQ(signals_received.load(), 0) << v.worker_log;
+  for (const char* way : {"F_SETOWN -> -1", "F_SETOWN_EX -> -1", "FIOSETOWN -> -1", "SIOCSPGRP -> -1"}) {
+    EXPECT_NE(v.worker_log.find(std::string("owner_signal: ") + way), std::string::npos) << way << "\n" << v.worker_log;
+  }
+}
+
+// System V IPC objects in this IPC namespace, from /proc/sysvipc (a header line per file).
+int sysv_objects() {
+  int n = 0;
+  for (const char* table : {"/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg"}) {
+    std::ifstream in(table);
+    std::string line;
+    for (bool header = true; std::getline(in, line); header = false) n += header ? 0 : 1;
+  }
+  return n;
+}
+
+// What Landlock leaves out (a file's mode, times, owner and attributes) and what the kernel keeps
+// after a process ends (System V IPC, POSIX message queues, keys): the candidate tries each on a file
+// this test made and leaves each behind; all of it worked, and stayed, before the second filter.
+TEST(AttackTest, NothingACandidateDoesOutlastsItsEvaluationOrChangesAFileOutsideItsFolder) {
+  const std::string target = fmt::format("/tmp/crl-lasting-target-{}", getpid());
+  std::ofstream(target) << "crl";
+  ASSERT_EQ(chmod(target.c_str(), 0644), 0);
+  const timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, target.c_str(), long_ago, 0), 0);
+  const int objects_before = sysv_objects();
+  const Verdict v = judge("lasting_changes");
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_NE(v.worker_log.find("lasting: chmod -> -1, utimensat -> -1, chown -> -1, setxattr -> -1"), std::string::npos)
+      << v.worker_log;
+  EXPECT_NE(v.worker_log.find("fchmod -> -1"), std::string::npos) << v.worker_log;
+  EXPECT_NE(v.worker_log.find("shmget -> -1, semget -> -1, msgget -> -1, mq_open -> -1, add_key -> -1"), std::string::npos)
+      << v.worker_log;
+  struct stat st {};
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1000000000);
+  char value[8];
+  EXPECT_LT(getxattr(target.c_str(), "user.crl", value, sizeof value), 0) << "the candidate set an attribute";
+  EXPECT_EQ(sysv_objects(), objects_before) << "a System V IPC object outlasted the candidate";
+  const std::string name = fmt::format("crl-lasting-{}", getpid());
+  EXPECT_EQ(read_file("/proc/keys", "the keys").find(name), std::string::npos) << "a key outlasted the candidate";
+  const mqd_t queue = mq_open(("/" + name).c_str(), O_RDONLY);
+  EXPECT_EQ(queue, static_cast<mqd_t>(-1)) << "a message queue outlasted the candidate";
+  if (queue != static_cast<mqd_t>(-1)) mq_unlink(("/" + name).c_str());
+  std::filesystem::remove(target);
+  // Its legitimate twin: files in its own folder, a look at a system file, memory its threads share.
+  const Verdict twin = judge("scratch_files.legit");
+  EXPECT_TRUE(twin.ok()) << explain(twin);
+  EXPECT_NE(twin.worker_log.find("scratch_files: file -> 0, stat -> 0, shared -> 0, unlink -> 0"), std::string::npos)
+      << twin.worker_log;
+}
+
+// A worker of a crl run as root could read every device its uid owns (disks, consoles' screens,
+// terminals) and /dev/shm; only the device files a program uses stay open to it.
+TEST(AttackTest, OnlyTheDeviceFilesAProgramUsesOpen) {
+  const Verdict v = judge("device_files");
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_NE(v.worker_log.find("urandom 16, null 16, zero 16"), std::string::npos) << v.worker_log;
+  if (!landlocked(v)) GTEST_SKIP() << "this kernel has no Landlock: device files are not confined here";
+  EXPECT_NE(v.worker_log.find(" 0 opened;"), std::string::npos) << v.worker_log;
+}
+
+// flock needs only a descriptor: a reader of the compile cache or of /dev/shm could hold every
+// compile lock of the node for as long as it lived. The candidate reads only its own library's folder.
+TEST(AttackTest, ACandidateCannotHoldTheNodesCompileLocks) {
+  const NodeSlots slots(default_node_slots_dir(), default_node_compile_slots());
+  { const NodeSlots::Hold hold(slots); }  // so that the slot files the attack goes for exist
+  ASSERT_TRUE(std::filesystem::exists(slots.dir() + "/slot-000.lock"));
+  ASSERT_TRUE(std::filesystem::exists(fixture_compiler().options().cache_dir + "/locks"));
+  const Verdict v = judge("compile_locks");
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_NE(v.worker_log.find("own library readable"), std::string::npos) << v.worker_log;
+  EXPECT_NE(v.worker_log.find("cache " + fixture_compiler().options().cache_dir + ":"), std::string::npos) << v.worker_log;
+  if (!landlocked(v)) GTEST_SKIP() << "this kernel has no Landlock: reads are not confined here";
+  EXPECT_NE(v.worker_log.find(": 0 folders listed, 0 files opened, 0 locked"), std::string::npos) << v.worker_log;
+  EXPECT_EQ(slots.busy(), 0);
+}
+
+// The number of pairs in which a timing step says `who`'s CPU time was charged (0: none).
+int cpu_charged_pairs(const Verdict& v, const std::string& who) {
+  for (const auto& step : v.steps) {
+    if (step.name != "timing") continue;
+    std::smatch m;
+    if (std::regex_search(step.detail, m, std::regex("in (\\d+) pairs " + who + " CPU time over the"))) return std::stoi(m[1]);
+  }
+  return 0;
+}
+
+// On the CPU each program gets cpu_threads cores (the job: its rank's share); a candidate that takes
+// two threads where the reference may use one was judged ok at 1.30-1.73x on a matmul. Each timed
+// batch now costs at least its CPU time over the cores given.
+TEST(AttackTest, UsingMoreCoresThanGivenGainsNothing) {
+  if (allowed_cpu_count() < 2) GTEST_SKIP() << "one CPU here: a second thread has no core to gain from";
+  const Task& task = real_suite().find("level1/001_square_matmul");
+  Evaluator e(quick_options(Backend::cpu), fixture_compiler());  // cpu_threads 1
+  const Verdict attack = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/extra_threads.cpu.crl"), "extra_threads");
+  expect_no_gain(attack);
+  ASSERT_TRUE(attack.ok()) << explain(attack);
+  EXPECT_GE(2 * cpu_charged_pairs(attack, "the candidate's"), attack.candidate_time.samples) << explain(attack);
+  EXPECT_EQ(cpu_charged_pairs(attack, "the reference's"), 0) << explain(attack);
+  const Verdict twin =
+      e.evaluate(task, load_program_file(fixture_dir() + "/attacks/extra_threads_twin.legit.cpu.crl"), "extra_threads_twin");
+  ASSERT_TRUE(twin.ok()) << explain(twin);
+  EXPECT_EQ(cpu_charged_pairs(twin, "the candidate's"), 0) << explain(twin);
+  EXPECT_EQ(cpu_charged_pairs(twin, "the reference's"), 0) << explain(twin);
 }
 
 // The evaluator's secret: two evaluations of one task draw different inputs unless a seed is given.

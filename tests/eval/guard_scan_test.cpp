@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "core/error.h"
 #include "eval/guard_symbols.h"
 #include "eval/static_scan.h"
 #include "eval/worker_process.h"
@@ -71,11 +72,32 @@ TEST(StaticScanTest, PlainKernelIsNotFlagged) {
 TEST(WorkerEnvironmentTest, PreloadIsNeverPassedToWorkers) {
   setenv("LD_PRELOAD", "/tmp/evil.so", 1);
   setenv("LD_AUDIT", "/tmp/evil.so", 1);
-  const auto env = clean_worker_environment("/tmp/private");
+  const auto env = clean_worker_environment("/tmp/private", "0");
   unsetenv("LD_PRELOAD");
   unsetenv("LD_AUDIT");
   EXPECT_EQ(env.count("LD_PRELOAD"), 0u);
   EXPECT_EQ(env.count("LD_AUDIT"), 0u);
+}
+
+// A worker sees one GPU: entry `gpu` of the evaluator's CUDA_VISIBLE_DEVICES (indices, UUIDs),
+// the index itself where that is unset, none for the CPU backend; never the evaluator's whole list.
+TEST(WorkerEnvironmentTest, AWorkerSeesItsEvaluatorsOneGpu) {
+  const char* before = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = before != nullptr ? before : "";
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(worker_visible_gpu(2), "2");
+  EXPECT_EQ(worker_visible_gpu(-1), "-1");
+  setenv("CUDA_VISIBLE_DEVICES", "3,GPU-8f1c2a7e,5", 1);
+  EXPECT_EQ(worker_visible_gpu(0), "3");
+  EXPECT_EQ(worker_visible_gpu(1), "GPU-8f1c2a7e");
+  EXPECT_THROW(worker_visible_gpu(3), InputError);
+  const auto env = clean_worker_environment("/tmp/private", worker_visible_gpu(2));
+  if (before != nullptr) {
+    setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+  } else {
+    unsetenv("CUDA_VISIBLE_DEVICES");
+  }
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "5");
 }
 
 // The libraries' logging switches reach the workers (what `gpu-measure.sh cudnn` reads); other
@@ -85,7 +107,7 @@ TEST(WorkerEnvironmentTest, LibraryLoggingSwitchesReachWorkersAndOtherVariablesD
   setenv("CUDNN_LOGDEST_DBG", "/tmp/cudnn.log", 1);
   setenv("CRL_SOME_SECRET", "x", 1);
   setenv("NCCL_NVLS_ENABLE", "0", 1);
-  const auto env = clean_worker_environment("/tmp/private");
+  const auto env = clean_worker_environment("/tmp/private", "0");
   unsetenv("NCCL_NVLS_ENABLE");
   unsetenv("CUDNN_LOGLEVEL_DBG");
   unsetenv("CUDNN_LOGDEST_DBG");

@@ -6,11 +6,19 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -122,6 +130,52 @@ TEST_F(SandboxTest, CannotSignalItsParentButCanSignalItself) {
   EXPECT_EQ(in_sandbox([] { return kill(getppid(), 0) == 0; }), 1);
   EXPECT_EQ(in_sandbox([] { return kill(-1, 0) == 0; }), 1);
   EXPECT_EQ(in_sandbox([] { return kill(getpid(), 0) == 0; }), 0);
+}
+
+// A file's owner gets the signals its readiness raises, past kill()'s rules: none may be named
+// (each act names this very process, whose signal would go nowhere harmful).
+TEST_F(SandboxTest, CannotNameAProcessAsAFilesOwner) {
+  const auto owned = [](const std::function<int(int)>& name_owner) {
+    int pair[2];
+    return socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0 && name_owner(pair[0]) == 0;
+  };
+  EXPECT_EQ(in_sandbox([&] { return owned([](int fd) { return fcntl(fd, F_SETOWN, getpid()); }); }), 1);
+  EXPECT_EQ(in_sandbox([&] {
+              return owned([](int fd) {
+                f_owner_ex ex{F_OWNER_PID, getpid()};
+                return fcntl(fd, F_SETOWN_EX, &ex);
+              });
+            }),
+            1);
+  EXPECT_EQ(in_sandbox([&] {
+              return owned([](int fd) {
+                const pid_t self = getpid();
+                return ioctl(fd, FIOSETOWN, &self);
+              });
+            }),
+            1);
+  EXPECT_EQ(in_sandbox([&] { return owned([](int fd) { return fcntl(fd, F_GETOWN) == 0 ? 0 : -1; }); }), 0);
+}
+
+// What Landlock does not cover (a file's mode, owner, times, attributes) and what outlives a process
+// (System V IPC, POSIX message queues, keys) are refused by the second filter; files in its own
+// folder still work.
+TEST_F(SandboxTest, ChangesNoFilesMetadataAndLeavesNoKernelObjects) {
+  const std::string file = dir_ + "/mine.txt";
+  { const int fd = open(file.c_str(), O_WRONLY | O_CREAT, 0600); ASSERT_GE(fd, 0); close(fd); }
+  EXPECT_EQ(in_sandbox([&] { return chmod(file.c_str(), 0600) == 0; }), 1);
+  EXPECT_EQ(in_sandbox([&] { return utimensat(AT_FDCWD, file.c_str(), nullptr, 0) == 0; }), 1);
+  EXPECT_EQ(in_sandbox([&] { return chown(file.c_str(), getuid(), getgid()) == 0; }), 1);
+  EXPECT_EQ(in_sandbox([&] { return setxattr(file.c_str(), "user.crl", "x", 1, 0) == 0 || errno != EPERM; }), 1);
+  EXPECT_EQ(in_sandbox([] { return shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600) >= 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return semget(IPC_PRIVATE, 1, IPC_CREAT | 0600) >= 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return msgget(IPC_PRIVATE, IPC_CREAT | 0600) >= 0; }), 1);
+  EXPECT_EQ(in_sandbox([] { return syscall(SYS_add_key, "user", "crl-sandbox-test", "x", 1, -4 /* the user's keyring */) >= 0; }), 1);
+  EXPECT_EQ(in_sandbox([&] {
+              const int fd = open(file.c_str(), O_RDWR);
+              return fd >= 0 && write(fd, "x", 1) == 1 && unlink(file.c_str()) == 0;
+            }),
+            0);
 }
 
 TEST_F(SandboxTest, CannotLeaveItsGroupOrHideItsMemory) {

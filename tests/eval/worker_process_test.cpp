@@ -23,7 +23,7 @@ class WorkerProcessTest : public ::testing::Test {
     WorkerOptions o;
     o.executable = FAKE_WORKER;
     o.log_path = dir_->file("worker.log");
-    o.environment = clean_worker_environment(dir_->path());
+    o.environment = clean_worker_environment(dir_->path(), "-1");
     return o;
   }
   static Message op(const std::string& name) { return Message{{{"op", name}}, {}}; }
