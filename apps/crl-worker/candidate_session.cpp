@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <filesystem>
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -58,11 +57,7 @@ eval::Message CandidateSession::load(const nlohmann::json& request) {
   if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
   const std::string library = request.at("candidate_library").get<std::string>();
   if (file_rules_) {
-    // Of the compile cache, only the folder of the library it loads: the rest holds the node's
-    // compile locks, which a reader can hold too (flock needs no write access), stalling every
-    // compile on the node (attacks/compile_locks.cpu.crl).
     eval::SandboxPolicy rules = *file_rules_;
-    rules.readable_paths.push_back(std::filesystem::path(library).parent_path().string());
     // Of the GPUs' device files: none for a CPU program; on the GPU the driver's and this GPU's own
     // node, not the other GPUs' (a program could reach them with a second copy of the driver's
     // library, whatever CUDA_VISIBLE_DEVICES says).

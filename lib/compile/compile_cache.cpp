@@ -140,8 +140,10 @@ std::optional<CompileResult> CompileCache::lookup_timeout(const std::string& key
   return result;
 }
 
+std::string CompileCache::objects_dir() const { return (fs::path(root_) / "objects").string(); }
+
 std::string CompileCache::entry_dir(const std::string& key) const {
-  return (fs::path(root_) / "objects" / key.substr(0, 2) / key).string();
+  return (fs::path(objects_dir()) / key.substr(0, 2) / key).string();
 }
 
 // Striped: two keys that share a stripe merely compile one after the other, and the number of

@@ -41,6 +41,9 @@ class CompileCache {
   static uint64_t default_max_bytes();
 
   const std::string& root() const { return root_; }
+  // objects/: every entry's folder, and nothing else of the cache (its locks, the precompiled
+  // prelude and the builds in progress lie outside it).
+  std::string objects_dir() const;
   std::string entry_dir(const std::string& key) const;
   std::string lock_path(const std::string& key) const;
   std::string pch_dir(const std::string& pch_key) const;

@@ -245,9 +245,11 @@ std::unique_ptr<WorkerProcess> Evaluator::start_program_worker(const std::string
   std::filesystem::create_directories(dir);
   if (options_.sandbox) {
     w.arguments.insert(w.arguments.end(), {"--sandbox", dir});
-    // It reads the task's folder (the spec) and, once it loads it, its library's folder in the
-    // compile cache (crl-worker adds that one), nothing else of ours.
+    // It reads the task's folder (the spec) and the compile cache's compiled programs (its
+    // library), nothing else of ours: not the cache's locks, which a reader could hold with flock,
+    // stalling every compile on the node (attacks/compile_locks.cpu.crl).
     if (!task_dir.empty()) w.arguments.insert(w.arguments.end(), {"--read", task_dir});
+    w.arguments.insert(w.arguments.end(), {"--read", compiler_.libraries_dir()});
   }
   w.log_path = scratch_->file(log_name);
   w.environment = clean_worker_environment(dir, visible_gpu_);

@@ -329,7 +329,7 @@ TEST(AttackTest, OnlyTheDeviceFilesAProgramUsesOpen) {
 }
 
 // flock needs only a descriptor: a reader of the compile cache or of /dev/shm could hold every
-// compile lock of the node for as long as it lived. The candidate reads only its own library's folder.
+// compile lock of the node for as long as it lived. The candidate reads only the cache's programs.
 TEST(AttackTest, ACandidateCannotHoldTheNodesCompileLocks) {
   const NodeSlots slots(default_node_slots_dir(), default_node_compile_slots());
   { const NodeSlots::Hold hold(slots); }  // so that the slot files the attack goes for exist
@@ -341,7 +341,7 @@ TEST(AttackTest, ACandidateCannotHoldTheNodesCompileLocks) {
   EXPECT_NE(v.worker_log.find("own library readable"), std::string::npos) << v.worker_log;
   EXPECT_NE(v.worker_log.find("cache " + fixture_compiler().options().cache_dir + ":"), std::string::npos) << v.worker_log;
   if (!landlocked(v)) GTEST_SKIP() << "this kernel has no Landlock: reads are not confined here";
-  EXPECT_NE(v.worker_log.find(": 0 folders listed, 0 files opened, 0 locked"), std::string::npos) << v.worker_log;
+  EXPECT_NE(v.worker_log.find(": 0 lock folders listed, 0 files opened, 0 locked"), std::string::npos) << v.worker_log;
   EXPECT_EQ(slots.busy(), 0);
 }
 
