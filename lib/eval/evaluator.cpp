@@ -47,6 +47,26 @@ uint64_t mix_seed(uint64_t seed, const std::string& task_id, const std::string& 
   return std::stoull(h.hex().substr(0, 15), nullptr, 16);
 }
 
+// The timing's draws (its inputs' seeds, which program of a pair goes first, the slot checked
+// after it): each a hash of the secret, the task and a counter, so that no number of them tells
+// another. A linear generator would not do: mt19937_64's state follows from a few hundred of its
+// outputs, the inputs a candidate sees are made from them, and the state would name the slot to
+// be checked before the batch (computing only that one would pass at any speed).
+class SecretDraws {
+ public:
+  void reset(uint64_t secret, std::string task_id) {
+    secret_ = secret;
+    task_id_ = std::move(task_id);
+    count_ = 0;
+  }
+  uint64_t operator()() { return mix_seed(secret_, task_id_, "timing", count_++); }
+
+ private:
+  uint64_t secret_ = 0;
+  std::string task_id_;
+  uint64_t count_ = 0;
+};
+
 // A secret no candidate can know in advance: the evaluation's inputs are drawn from it.
 uint64_t fresh_secret() {
   std::random_device device;
@@ -194,7 +214,7 @@ struct Evaluator::JudgeState {
   void* region = nullptr;
   uint64_t region_bytes = 0;
   double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
-  std::mt19937_64 rng;
+  SecretDraws rng;
   ~JudgeState() {
     // The judge first: on the GPU it maps the reference worker's arena, which must outlive the mapping.
     if (judge) judge->stop();
@@ -287,7 +307,7 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   }
   state->library = compiled.library_path;
   state->secret = options_.seed != 0 ? options_.seed : fresh_secret();
-  state->rng.seed(mix_seed(state->secret, task.id, "timing", 0));
+  state->rng.reset(state->secret, task.id);
   state->seeds = trial_seeds(state->secret, options_.trials, task.id);
   if (task.spec.has_edges()) {
     for (uint64_t i = 0; i < kEdgeTrials; ++i) state->edge_seeds.push_back(mix_seed(state->secret, task.id, "edge trial", i));
