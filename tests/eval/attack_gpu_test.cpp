@@ -2,6 +2,8 @@
 // CUDA programs under tests/data/eval/attacks and the CPU ones that apply to both backends.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "eval_fixtures.h"
 #include "machine/machine_probe.h"
 
@@ -93,8 +95,18 @@ TEST_F(GpuAttackTest, TheSandboxsFileAndSignalRulesHoldOnTheGpu) {
   EXPECT_NE(devices.worker_log.find(" 0 opened;"), std::string::npos) << devices.worker_log;
   const Verdict locks = judge("compile_locks.cpu.crl");
   EXPECT_TRUE(locks.ok()) << explain(locks);
-  EXPECT_NE(locks.worker_log.find(": 0 folders listed, 0 files opened, 0 locked; own library readable"), std::string::npos)
+  EXPECT_NE(locks.worker_log.find(": 0 lock folders listed, 0 files opened, 0 locked; own library readable"), std::string::npos)
       << locks.worker_log;
+}
+// CUDA IPC handles forged for crl's other processes (the judge, the reference's worker) open none
+// of their memory. The log keeps the two handles the program made, to show what a handle holds.
+TEST_F(GpuAttackTest, ForgedIpcHandlesOpenNoOtherProcesssMemory) {
+  const Verdict v = judge("ipc_forge.cuda.crl");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  std::printf("%s\n", v.worker_log.c_str());
+  EXPECT_NE(v.worker_log.find("forged handles tried, 0 opened"), std::string::npos) << v.worker_log;
+  EXPECT_EQ(v.worker_log.find(" 0 forged handles tried"), std::string::npos) << "no crl process found to forge for\n"
+                                                                             << v.worker_log;
 }
 // A worker sees its evaluator's GPU alone (CUDA_VISIBLE_DEVICES) and may open only that GPU's node.
 TEST_F(GpuAttackTest, OnlyItsOwnGpuIsReachable) {
