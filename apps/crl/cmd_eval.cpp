@@ -366,7 +366,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--seed", o.seed,
                   "Secret of the trial and timing inputs (default 0: a fresh one per task; a verdict's 'judge' step "
-                  "names the one it used, to replay it)")
+                  "names the one it used, to replay it). For replays only: a candidate that knows the secret knows "
+                  "which slot of each timed batch is checked")
       ->capture_default_str();
   cmd->add_flag("--no-timing", o.no_timing, "Check correctness only");
   cmd->add_flag("--json", o.json, "Print the verdicts as a JSON array");

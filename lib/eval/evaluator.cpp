@@ -47,6 +47,14 @@ uint64_t mix_seed(uint64_t seed, const std::string& task_id, const std::string& 
   return std::stoull(h.hex().substr(0, 15), nullptr, 16);
 }
 
+}  // namespace
+
+uint64_t timing_draw(uint64_t secret, const std::string& task_id, uint64_t index) {
+  return mix_seed(secret, task_id, "timing", index);
+}
+
+namespace {
+
 // The timing's draws (its inputs' seeds, which program of a pair goes first, the slot checked
 // after it): each a hash of the secret, the task and a counter, so that no number of them tells
 // another. A linear generator would not do: mt19937_64's state follows from a few hundred of its
@@ -59,7 +67,7 @@ class SecretDraws {
     task_id_ = std::move(task_id);
     count_ = 0;
   }
-  uint64_t operator()() { return mix_seed(secret_, task_id_, "timing", count_++); }
+  uint64_t operator()() { return timing_draw(secret_, task_id_, count_++); }
 
  private:
   uint64_t secret_ = 0;

@@ -90,6 +90,12 @@ std::string find_worker_executable();
 // Seeds of the correctness trials of a task under a secret (EvalOptions::seed, or the judge's).
 std::vector<uint64_t> trial_seeds(uint64_t secret, int trials, const std::string& task_id);
 
+// The `index`-th draw of a task's timing under a secret (60 bits): its slots' input seeds, each
+// pair's order and checked slot, in the order the evaluator makes them. Whoever knows the secret
+// knows them all, so the secret must be fresh where candidates are judged for a reward (the job
+// draws one per judged task); EvalOptions::seed is for replaying an evaluation.
+uint64_t timing_draw(uint64_t secret, const std::string& task_id, uint64_t index);
+
 class Evaluator {
  public:
   Evaluator(EvalOptions options, Compiler& compiler);

@@ -508,7 +508,10 @@ void Job::run_evaluator() {
   options.backend = parse_backend(job_.backend);
   options.scale = job_.eval.scale;
   options.trials = job_.eval.trials;
-  options.seed = job_.seed + 1;
+  // No options.seed: each judged task draws a fresh secret (a verdict's log names it). The job's
+  // seed made it job.seed + 1 for every task of every run (1 by default), and whoever knows the
+  // secret knows each timed pair's checked slot before the batch: a program that computed only those
+  // slots passed at the batch's size times its speed (AttackTest.AKnownSecretNamesTheCheckedSlots).
   options.timing = job_.eval.timing;
   options.time_budget_seconds = job_.eval.time_budget;
   options.call_timeout_seconds = job_.eval.call_timeout;
@@ -1314,6 +1317,9 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         texts.push_back({"completions", id, by_index[static_cast<size_t>(i)]["text"].get<std::string>()});
         if (!parsed[static_cast<size_t>(i)].program_text.empty()) texts.push_back({"programs", id, parsed[static_cast<size_t>(i)].program_text});
         std::string log = v.message;
+        for (const auto& s : v.steps) {
+          if (s.name == "judge") log += "\n--- judge\n" + s.detail;  // its secret replays the task's inputs
+        }
         if (!v.compile_log.empty()) log += "\n--- compile log\n" + v.compile_log;
         if (!v.worker_log.empty()) log += "\n--- worker log\n" + v.worker_log;
         texts.push_back({"logs", id, std::move(log)});

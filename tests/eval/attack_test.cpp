@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -372,6 +373,75 @@ TEST(AttackTest, UsingMoreCoresThanGivenGainsNothing) {
   ASSERT_TRUE(twin.ok()) << explain(twin);
   EXPECT_EQ(cpu_charged_pairs(twin, "the candidate's"), 0) << explain(twin);
   EXPECT_EQ(cpu_charged_pairs(twin, "the reference's"), 0) << explain(twin);
+}
+
+// A program that knows the secret's draws: it computes only the slot each pair will check (an
+// attacker runs crl with the same secret beforehand and keeps the table), returning unwritten
+// outputs for the rest. Trials, guards and the warm-up batch it computes honestly; it finds the
+// timed batches by the arena's addresses (slot 0, then slots 1 and 2 at one stride).
+ProgramText checked_slots_only(int slots, const std::vector<int>& checked) {
+  std::string table;
+  for (const int j : checked) table += std::to_string(j) + ",";
+  return parse_program_text(fmt::format(R"(// crl:host
+static const int kChecked[] = {{{}}};
+at::Tensor forward(const at::Tensor& x) {{
+  static const char* slot0 = nullptr;
+  static long stride = 0;
+  static long batch = -1;
+  static const char* last[2] = {{nullptr, nullptr}};
+  const char* at = static_cast<const char*>(x.data_ptr());
+  if (slot0 == nullptr) slot0 = at;  // the first trial runs on slot 0
+  if (stride == 0 && last[0] == slot0 && last[1] > slot0 && at - last[1] == last[1] - slot0) {{
+    stride = last[1] - slot0;  // the warm-up batch: slots 0, 1, 2, ...
+    batch = 0;
+  }}
+  last[0] = last[1];
+  last[1] = at;
+  if (stride == 0 || at < slot0 || (at - slot0) % stride != 0) return at::relu(x);
+  const long slot = (at - slot0) / stride;
+  if (slot >= {}) return at::relu(x);
+  if (slot == 0) ++batch;  // the next timed batch
+  if (batch < 1 || batch > static_cast<long>(sizeof kChecked / sizeof *kChecked)) return at::relu(x);
+  return slot == kChecked[batch - 1] ? at::relu(x) : at::empty_like(x);
+}}
+)",
+                                        table, slots),
+                            "checked_slots_only");
+}
+
+// EvalOptions::seed replays an evaluation, and a candidate that knew it would know every pair's
+// checked slot (the job fixed it at its seed + 1, 1 by default, until each judged task drew its own):
+// with it known, computing only those slots passes at many times the reference's speed; under a
+// fresh secret the same program is caught at once.
+TEST(AttackTest, AKnownSecretNamesTheCheckedSlots) {
+  EvalOptions o = quick_options(Backend::cpu);
+  o.remeasure_above_speedup = 1e9;  // the table covers the first measurement only
+  o.seed = 12345;
+  const Task& task = fixture_suite().find("level1/019_relu");
+  Evaluator probe(o, fixture_compiler());
+  const Verdict plain = probe.evaluate(task, testing::relu_candidate("same_as_reference"), "plain");
+  ASSERT_TRUE(plain.ok()) << explain(plain);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(plain.steps.front().detail, m, std::regex("(\\d+) input slots per timed batch"))) << explain(plain);
+  const int slots = std::stoi(m[1]);
+  ASSERT_GE(slots, 8);
+  // The draws: the warm-up batch's seeds, then per pair its seeds, its order and its checked slot.
+  std::vector<int> checked;
+  for (uint64_t pair = 0; pair < 2000; ++pair) {
+    const uint64_t index = static_cast<uint64_t>(slots) + pair * static_cast<uint64_t>(slots + 2) + static_cast<uint64_t>(slots) + 1;
+    checked.push_back(static_cast<int>(timing_draw(o.seed, task.id, index) % static_cast<uint64_t>(slots)));
+  }
+  const ProgramText attack = checked_slots_only(slots, checked);
+  Evaluator knowing(o, fixture_compiler());  // a fresh judge: its draws start at the first
+  const Verdict known = knowing.evaluate(task, attack, "known secret");
+  ASSERT_TRUE(known.ok()) << explain(known);
+  EXPECT_GT(known.speedup, 3) << explain(known);
+  o.seed = 0;  // a fresh secret, as `crl eval` and the job draw
+  Evaluator fresh(o, fixture_compiler());
+  const Verdict caught = fresh.evaluate(task, attack, "fresh secret");
+  EXPECT_EQ(caught.status_text(), "hack:timed_output_mismatch") << explain(caught);
+  std::printf("%d slots; secret known: %s %s; fresh secret: %s\n", slots, known.status_text().c_str(), known.message.c_str(),
+              caught.status_text().c_str());
 }
 
 // The evaluator's secret: two evaluations of one task draw different inputs unless a seed is given.

@@ -13,6 +13,7 @@ Usage: ci_job_test.py --crl build/apps/crl/crl --work DIR
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -69,6 +70,19 @@ def main():
             if status[i] not in expected:
                 log = f["text/logs/text"].asstr()[list(f["text/logs/id"][:]).index(ids[i])]
                 fail(f"planted sample {s} has status {status[i]}, expected {expected}; log: {log[:2000]}")
+        # Each judged task drew a fresh secret, which its rollouts' logs name (the judge step), never
+        # one the job file fixes: the job's seed made it seed + 1 (2 here) for every task of every
+        # run, and whoever knows the secret knows the slots checked after each timed pair
+        # (AttackTest.AKnownSecretNamesTheCheckedSlots).
+        log_ids = list(f["text/logs/id"][:])
+        logs = f["text/logs/text"].asstr()
+        for s in planted:
+            log = logs[log_ids.index(ids[by_key[(first_crl, "level1/019_relu", s)]])]
+            found = re.search(r"--- judge\n.*? from secret (\d+)", log)
+            if not found:
+                fail(f"planted sample {s}'s log names no judge secret: {log[:1000]}")
+            if int(found.group(1)) == 2:
+                fail(f"planted sample {s} was judged under secret 2, the job's seed + 1: a secret the job file names")
         # The roofline's columns: the timed ok program's medians and every rollout's scale.
         ok_row = by_key[(first_crl, "level1/019_relu", 3)]
         if not (r["candidate_median_us"][ok_row] > 0 and r["reference_median_us"][ok_row] > 0):
