@@ -91,7 +91,14 @@ eval)
   step sandbox 60 "$BUILD_DIR/tests/eval/eval_sandbox_test"
   # Which part of the candidate sandbox this machine's CUDA driver needs, if any.
   probe_dir=$(mktemp -d)
-  step sandbox_cuda 60 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-landlock --no-lasting-changes' '--no-seccomp --no-landlock'; do \
+  # Then, as the file rules break the driver's start (error 304) even with reads unlimited, what it
+  # writes: each folder made writable alone (and all of /, to tell a write from another right); the
+  # one that passes is what the worker must allow for the rules to go on before CUDA starts, closing
+  # the gap of the driver's own threads (docs/evaluation.md).
+  step sandbox_cuda 120 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-landlock --no-lasting-changes' '--no-seccomp --no-landlock' \
+    '--no-read-limit --write /' '--no-read-limit --write /dev/shm' '--no-read-limit --write /tmp' '--no-read-limit --write /proc' \
+    '--no-read-limit --write /sys' '--no-read-limit --write /dev' '--no-read-limit --write /run' '--no-read-limit --write /var' \
+    \"--no-read-limit --write \$HOME\"; do \
     echo \"parts: \$parts\"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
   step comparison_gpu 60 "$BUILD_DIR/tests/eval/eval_output_comparison_gpu_test"
   step attack_gpu 240 "$BUILD_DIR/tests/eval/eval_attack_gpu_test"

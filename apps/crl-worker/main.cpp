@@ -55,9 +55,10 @@ int serve(Session& session) {
 
 }  // namespace
 
-// `crl-worker --probe-cuda [--no-seccomp] [--no-landlock] [--no-lasting-changes] [--no-read-limit] --sandbox DIR`: applies
-// the sandbox (or the parts not turned off), initialises CUDA and says whether it worked; for
-// finding which part of the sandbox a machine's CUDA driver needs (tools/gpu-measure.sh runs it).
+// `crl-worker --probe-cuda [--no-seccomp] [--no-landlock] [--no-lasting-changes] [--no-read-limit]
+// [--write DIR]... --sandbox DIR`: applies the sandbox (or the parts not turned off; --write makes
+// more folders writable), initialises CUDA and says whether it worked; for finding which part of
+// the sandbox a machine's CUDA driver needs, and what it writes (tools/gpu-measure.sh runs it).
 int probe_cuda(int argc, char** argv) {
   crl::eval::SandboxPolicy policy;
   bool reads = true;
@@ -67,6 +68,7 @@ int probe_cuda(int argc, char** argv) {
     if (std::strcmp(argv[i], "--no-lasting-changes") == 0) policy.lasting_changes = false;
     if (std::strcmp(argv[i], "--no-read-limit") == 0) reads = false;
     if (std::strcmp(argv[i], "--sandbox") == 0 && i + 1 < argc) policy.writable_dir = argv[i + 1];
+    if (std::strcmp(argv[i], "--write") == 0 && i + 1 < argc) policy.probe_writable_dirs.push_back(argv[i + 1]);
   }
   policy.writable_files = crl::eval::default_writable_device_files();
   if (reads) policy.readable_paths = crl::eval::default_readable_paths({});

@@ -238,6 +238,7 @@ int apply_landlock(const SandboxPolicy& policy, std::string* why) {
   LandlockRules rules;
   rules.readable = policy.readable_paths.empty() ? std::vector<std::string>{"/"} : policy.readable_paths;
   if (!policy.writable_dir.empty()) rules.writable_dirs = {policy.writable_dir};
+  rules.writable_dirs.insert(rules.writable_dirs.end(), policy.probe_writable_dirs.begin(), policy.probe_writable_dirs.end());
   rules.writable_files = policy.writable_files;
   std::string missing;
   const int ruleset = build_landlock_ruleset(rules, &missing);

@@ -23,6 +23,9 @@ struct SandboxPolicy {
   // Clear the process's capabilities (root's: CI machines and containers run crl as root).
   // Capabilities belong to each thread: apply it before any thread starts.
   bool drop_capabilities = true;
+  // More folders writable like writable_dir: only for `crl-worker --probe-cuda --write DIR`, which
+  // looks for what a machine's CUDA driver writes while it starts (it fails to under the file rules).
+  std::vector<std::string> probe_writable_dirs;
 };
 
 // What was applied, for the worker's log and the verdict (a kernel without Landlock says so here).
