@@ -1,8 +1,11 @@
 // Attacks on the reward on the CUDA backend at full scale (label gpu; skipped without a GPU): the
 // CUDA programs under tests/data/eval/attacks and the CPU ones that apply to both backends.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
 #include "eval_fixtures.h"
 #include "machine/machine_probe.h"
@@ -107,6 +110,20 @@ TEST_F(GpuAttackTest, ForgedIpcHandlesOpenNoOtherProcesssMemory) {
   EXPECT_NE(v.worker_log.find("forged handles tried, 0 opened"), std::string::npos) << v.worker_log;
   EXPECT_EQ(v.worker_log.find(" 0 forged handles tried"), std::string::npos) << "no crl process found to forge for\n"
                                                                              << v.worker_log;
+}
+// Code run on the CUDA runtime's host-function thread (started while CUDA started, before the file
+// rules) must not write outside the worker's folder either. Until the rules go on before CUDA (the
+// step sandbox_cuda of tools/gpu-measure.sh finds what the driver writes as it starts), this is the
+// known gap of docs/evaluation.md, and a failure here says it is open.
+TEST_F(GpuAttackTest, CodeOnTheDriversThreadsWritesNothingOutsideItsFolder) {
+  const std::string prefix = "/tmp/crl-driver-thread-" + std::to_string(getpid());
+  const Verdict v = judge("driver_thread_write.cuda.crl");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  std::printf("%s\n", v.worker_log.c_str());
+  EXPECT_NE(v.worker_log.find("own thread -> -1"), std::string::npos) << v.worker_log;
+  EXPECT_NE(v.worker_log.find("host function -> -1"), std::string::npos) << v.worker_log;
+  std::filesystem::remove(prefix + "-host-function");
+  std::filesystem::remove(prefix + "-own-thread");
 }
 // A worker sees its evaluator's GPU alone (CUDA_VISIBLE_DEVICES) and may open only that GPU's node.
 TEST_F(GpuAttackTest, OnlyItsOwnGpuIsReachable) {
