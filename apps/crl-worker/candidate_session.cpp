@@ -2,6 +2,7 @@
 #include "apps/crl-worker/candidate_session.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -74,7 +75,9 @@ eval::Message CandidateSession::load(const nlohmann::json& request) {
   }
   // "reference" when this worker times the reference (the judge's arena, the same requests).
   candidate_ = std::make_unique<NamedProgram>(request.value("program_name", std::string("candidate")), library);
-  return eval::Message{{{"num_args", spec_->num_args()}}, {}};
+  // Its intra-op threads: for the reference's timing worker, the cores a candidate may use on the
+  // CPU (a candidate's own answer is never used: its static initialisers ran by now).
+  return eval::Message{{{"num_args", spec_->num_args()}, {"intra_op_threads", at::get_num_threads()}}, {}};
 }
 
 eval::Message CandidateSession::run(const nlohmann::json& request) {

@@ -222,6 +222,7 @@ struct Evaluator::JudgeState {
   void* region = nullptr;
   uint64_t region_bytes = 0;
   double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
+  int reference_threads = 0;     // the reference's timing worker's intra-op threads (0: not said)
   SecretDraws rng;
   ~JudgeState() {
     // The judge first: on the GPU it maps the reference worker's arena, which must outlive the mapping.
@@ -406,6 +407,7 @@ Evaluator::JudgeState& Evaluator::judge_for(const Task& task) {
   auto ready = reference_loaded.get();
   std::optional<WorkerFailure> failed;
   if (auto* f = std::get_if<WorkerFailure>(&ready)) failed = *f;
+  if (const auto* m = std::get_if<Message>(&ready)) state->reference_threads = m->header.value("intra_op_threads", 0);
   if (!failed) {
     failed = attach_arena(judge, *state->reference_worker, state->layout, !cpu, "reference", options_.load_timeout_seconds,
                           "the reference's timing worker");
@@ -863,11 +865,14 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& candidate, cons
   };
   // On the CPU a timed batch costs the larger of its wall time and its CPU time (every thread's,
   // until the worker is frozen after its reply) over the cores a program is given: cpu_threads,
-  // else the evaluator's CPUs. A candidate that runs more threads than the reference may use (a
-  // matmul with two intra-op threads where the evaluator gives one: 1.3-1.7x on two cores,
-  // attacks/extra_threads.cpu.crl), or leaves threads computing past its reply, pays for the
-  // cores it took. Both programs are charged alike.
-  const double cores_given = options_.cpu_threads > 0 ? options_.cpu_threads : static_cast<double>(allowed_cpu_count());
+  // else the intra-op threads of the reference's worker (LibTorch's default: the physical cores,
+  // not their hyperthreads), else the evaluator's CPUs. A candidate that runs more threads than
+  // the reference may use (a matmul with two intra-op threads where the evaluator gives one:
+  // 1.3-1.7x on two cores, attacks/extra_threads.cpu.crl), or leaves threads computing past its
+  // reply, pays for the cores it took. Both programs are charged alike.
+  const double cores_given = options_.cpu_threads > 0   ? options_.cpu_threads
+                             : js.reference_threads > 0 ? js.reference_threads
+                                                        : static_cast<double>(allowed_cpu_count());
   auto cpu_charge = [&](const WorkerProcess& w, double wall_s, double cpu_before, int* charged, double* ratio_max) {
     if (options_.backend != Backend::cpu || cpu_before < 0 || wall_s <= 0) return wall_s;
     const double cpu_after = w.cpu_seconds();
