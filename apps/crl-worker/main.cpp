@@ -55,20 +55,25 @@ int serve(Session& session) {
 
 }  // namespace
 
-// `crl-worker --probe-cuda [--no-seccomp] [--no-landlock] [--no-lasting-changes] [--no-read-limit]
-// [--write DIR]... --sandbox DIR`: applies the sandbox (or the parts not turned off; --write makes
-// more folders writable), initialises CUDA and says whether it worked; for finding which part of
-// the sandbox a machine's CUDA driver needs, and what it writes (tools/gpu-measure.sh runs it).
+// `crl-worker --probe-cuda [--no-seccomp] [--no-landlock] [--no-late-filter] [--no-read-limit]
+// [--keep-capabilities] [--omit GROUP]... [--write DIR]... --sandbox DIR`: applies the whole sandbox
+// before CUDA starts (or the parts not turned off; --omit leaves a group of the second filter out,
+// --write makes more folders writable), initialises CUDA and says whether it worked; for finding
+// which parts a machine's CUDA driver does not start under, and what it writes
+// (tools/gpu-measure.sh runs it). A worker installs the file rules and the second filter only once
+// CUDA has started.
 int probe_cuda(int argc, char** argv) {
   crl::eval::SandboxPolicy policy;
   bool reads = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-seccomp") == 0) policy.seccomp = false;
     if (std::strcmp(argv[i], "--no-landlock") == 0) policy.landlock = false;
-    if (std::strcmp(argv[i], "--no-lasting-changes") == 0) policy.lasting_changes = false;
+    if (std::strcmp(argv[i], "--no-late-filter") == 0) policy.late_filter = false;
     if (std::strcmp(argv[i], "--no-read-limit") == 0) reads = false;
     if (std::strcmp(argv[i], "--sandbox") == 0 && i + 1 < argc) policy.writable_dir = argv[i + 1];
     if (std::strcmp(argv[i], "--write") == 0 && i + 1 < argc) policy.probe_writable_dirs.push_back(argv[i + 1]);
+    if (std::strcmp(argv[i], "--omit") == 0 && i + 1 < argc) policy.probe_filter_omit.push_back(argv[i + 1]);
+    if (std::strcmp(argv[i], "--keep-capabilities") == 0) policy.drop_capabilities = false;
   }
   policy.writable_files = crl::eval::default_writable_device_files();
   if (reads) policy.readable_paths = crl::eval::default_readable_paths({});
@@ -122,17 +127,18 @@ int main(int argc, char** argv) {
     crl::worker::JudgeSession session;
     return serve(session);
   }
-  // The system-call filter and the capability drop first, before anything runs (capabilities are
-  // each thread's: CUDA's and LibTorch's threads, started later, inherit none); the file rules once the device is set up
-  // (CandidateSession::load, before the candidate's library is loaded): the H200's CUDA driver
-  // fails to initialise under them (error 304), and threads it started before keep their rights.
+  // The first system-call filter and the capability drop before anything runs (capabilities are
+  // each thread's: CUDA's and LibTorch's threads, started later, inherit none); the file rules and
+  // the second filter once the device is set up (CandidateSession::load, before the candidate's
+  // library is loaded): the H200's CUDA driver fails to initialise under either (error 304), and
+  // threads it started before keep their file rights (the second filter reaches them: TSYNC).
   crl::eval::SandboxPolicy policy;
   policy.writable_dir = sandbox_dir;
   if (!sandbox_dir.empty()) {
     try {
       crl::eval::SandboxPolicy filter = policy;
       filter.landlock = false;
-      filter.lasting_changes = false;  // with the file rules, after CUDA's start
+      filter.late_filter = false;  // with the file rules, after CUDA's start
       const auto report = crl::eval::apply_sandbox(filter);
       std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
     } catch (const std::exception& e) {

@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -125,6 +126,8 @@ class FilterBuilder {
   std::vector<sock_filter> program_;
 };
 
+// The first filter, installed before anything runs: the rules a CUDA driver has started under (on
+// the H200 since session 18).
 std::vector<sock_filter> candidate_filter() {
   const auto self = static_cast<uint32_t>(getpid());
   const auto own_group = static_cast<uint32_t>(-static_cast<int32_t>(getpid()));
@@ -153,39 +156,12 @@ std::vector<sock_filter> candidate_filter() {
   f.deny(SYS_setsid);
   f.deny(SYS_setpgid);
   f.deny_if(SYS_prctl, 0, {PR_SET_DUMPABLE, PR_SET_PTRACER, PR_SET_PDEATHSIG});
-  // Nor through a file's owner: fcntl's F_SETOWN (F_SETOWN_EX) and a socket's FIOSETOWN (SIOCSPGRP)
-  // name the process that the file's readiness signals (SIGIO, or whatever F_SETSIG picks), which the
-  // kernel then sends past every kill() rule above: a candidate made its parent the owner of a pipe
-  // it wrote to, with SIGUSR2, and `crl eval` died (attacks/owner_signal.cpu.crl).
-  f.deny_if(SYS_fcntl, 1, {F_SETOWN, F_SETOWN_EX});
-  f.deny_if(SYS_ioctl, 1, {FIOSETOWN, SIOCSPGRP});
-  // Scheduling stays the worker's own: another process's priority, CPU affinity, policy, I/O
-  // priority or memory placement needs no privilege when the uid is the same, and would slow the
-  // reference (or the judge) while the candidate is frozen: attacks/scheduling.cpu.crl, which put
-  // every crl process at SCHED_IDLE and nice 19 on one core, was judged ok at 56x on the CPU.
-  // setpriority and ioprio_set go altogether (with who 0, PRIO_PGRP and PRIO_USER, or their
-  // ioprio twins, mean the whole group or every process of the user); the others keep pid 0 (the
-  // calling thread) and the worker itself.
-  f.deny(SYS_setpriority);
-  f.deny(SYS_ioprio_set);
-  for (long nr : {SYS_sched_setaffinity, SYS_sched_setscheduler, SYS_sched_setparam, SYS_sched_setattr, SYS_migrate_pages,
-                  SYS_move_pages}) {
-    f.allow_only_if(nr, 0, {0, self});
-  }
   // Limits only go down from what the evaluator set (prlimit64 may read, not write).
   f.deny(SYS_setrlimit);
   f.allow_only_if_null(SYS_prlimit64, 2);
-  // No network, and no other process through a socket: Unix stream sockets only, and none may
-  // connect, bind or listen, so only socketpair's connected pairs carry anything. A Unix socket
-  // reached every listening one on the machine (attacks/unix_socket.cpu.crl; Landlock does not
-  // cover connect), on a Slurm node slurmstepd's (a same-uid request signals or suspends the whole
-  // job) and a job's PMIx server (which spawns processes outside the sandbox). Datagram sockets go
-  // too: sendto with an address reaches any bound one. connect says ECONNREFUSED, what a client
-  // probing for an absent server (the CUDA driver's for MPS) expects; so the workers cannot use MPS.
-  f.allow_only_unix_streams(SYS_socket);
-  f.allow_only_unix_streams(SYS_socketpair);
-  f.deny(SYS_connect, SECCOMP_RET_ERRNO | (ECONNREFUSED & SECCOMP_RET_DATA));
-  for (long nr : {SYS_bind, SYS_listen, SYS_accept, SYS_accept4}) f.deny(nr);
+  // No network: Unix sockets only (the second filter narrows them further).
+  f.allow_only_if(SYS_socket, 0, {AF_UNIX});
+  f.allow_only_if(SYS_socketpair, 0, {AF_UNIX});
   // Namespaces, mounts, kernel objects and interfaces that would sidestep the rules above.
   for (long nr : {SYS_unshare, SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_bpf,
                   SYS_perf_event_open, SYS_io_uring_setup, SYS_kexec_load, SYS_init_module, SYS_finit_module,
@@ -202,15 +178,59 @@ constexpr long kSysSetxattrat = 463;
 constexpr long kSysRemovexattrat = 466;
 constexpr long kSysFileSetattr = 469;
 
-// Installed with the file rules (once the device is set up, before the candidate loads): what
-// Landlock leaves out and what would outlast the worker. Landlock governs opening, writing, linking
-// and removing files, not their modes, owners, times or extended attributes, which their owner may
-// change on any path it can name: a candidate of a crl run as root made a file of the machine
-// world-writable with chmod. And the kernel keeps System V shared memory, semaphores and message
-// queues, POSIX message queues and keys after their maker has gone: a candidate's segment,
-// semaphore, queue and key were still there after its evaluation (attacks/lasting_changes.cpu.crl),
-// memory the storage watch never saw and a store a later evaluation could read.
-std::vector<sock_filter> lasting_changes_filter() {
+// The second filter, installed with the file rules once the device is set up (before the candidate's
+// library loads, so a candidate never runs without it): the rules under which the H200's CUDA driver
+// failed to start (error 304, the step sandbox_cuda of tools/gpu-measure.sh: some of those for
+// scheduling, sockets or a file's owner; `--omit GROUP` tells which), and what Landlock leaves out
+// or would outlast the worker. `omit`: groups left out, only for crl-worker --probe-cuda.
+std::vector<sock_filter> late_filter(const std::vector<std::string>& omit) {
+  const auto omitted = [&omit](const char* group) { return std::find(omit.begin(), omit.end(), group) != omit.end(); };
+  const auto self = static_cast<uint32_t>(getpid());
+  FilterBuilder f;
+  if (!omitted("owner")) {
+    // No signals through a file's owner: fcntl's F_SETOWN (F_SETOWN_EX) and a socket's FIOSETOWN
+    // (SIOCSPGRP) name the process that the file's readiness signals (SIGIO, or whatever F_SETSIG
+    // picks), which the kernel sends past the first filter's rules for kill(): a candidate made its
+    // parent the owner of a pipe it wrote to, with SIGUSR2, and `crl eval` died
+    // (attacks/owner_signal.cpu.crl).
+    f.deny_if(SYS_fcntl, 1, {F_SETOWN, F_SETOWN_EX});
+    f.deny_if(SYS_ioctl, 1, {FIOSETOWN, SIOCSPGRP});
+  }
+  if (!omitted("scheduling")) {
+    // Scheduling stays the worker's own: another process's priority, CPU affinity, policy, I/O
+    // priority or memory placement needs no privilege when the uid is the same, and would slow the
+    // reference (or the judge) while the candidate is frozen: attacks/scheduling.cpu.crl, which put
+    // every crl process at SCHED_IDLE and nice 19 on one core, was judged ok at 56x on the CPU.
+    // setpriority and ioprio_set go altogether (with who 0, PRIO_PGRP and PRIO_USER, or their
+    // ioprio twins, mean the whole group or every process of the user); the others keep pid 0 (the
+    // calling thread) and the worker itself.
+    f.deny(SYS_setpriority);
+    f.deny(SYS_ioprio_set);
+    for (long nr : {SYS_sched_setaffinity, SYS_sched_setscheduler, SYS_sched_setparam, SYS_sched_setattr, SYS_migrate_pages,
+                    SYS_move_pages}) {
+      f.allow_only_if(nr, 0, {0, self});
+    }
+  }
+  if (!omitted("sockets")) {
+    // No network, and no other process through a socket: Unix stream sockets only, and none may
+    // connect, bind or listen, so only socketpair's connected pairs carry anything. A Unix socket
+    // reached every listening one on the machine (attacks/unix_socket.cpu.crl; Landlock does not
+    // cover connect), on a Slurm node slurmstepd's (a same-uid request signals or suspends the whole
+    // job) and a job's PMIx server (which spawns processes outside the sandbox). Datagram sockets go
+    // too: sendto with an address reaches any bound one. connect says ECONNREFUSED, what a client
+    // probing for an absent server (the CUDA driver's for MPS) expects; so the workers cannot use MPS.
+    f.allow_only_unix_streams(SYS_socket);
+    f.allow_only_unix_streams(SYS_socketpair);
+    f.deny(SYS_connect, SECCOMP_RET_ERRNO | (ECONNREFUSED & SECCOMP_RET_DATA));
+    for (long nr : {SYS_bind, SYS_listen, SYS_accept, SYS_accept4}) f.deny(nr);
+  }
+  // Landlock governs opening, writing, linking and removing files, not their modes, owners, times
+  // or extended attributes, which their owner may change on any path it can name: a candidate of a
+  // crl run as root made a file of the machine world-writable with chmod. And the kernel keeps
+  // System V shared memory, semaphores and message queues, POSIX message queues and keys after
+  // their maker has gone: a candidate's segment, semaphore, queue and key were still there after its
+  // evaluation (attacks/lasting_changes.cpu.crl), memory the storage watch never saw and a store a
+  // later evaluation could read.
   std::vector<long> refused = {SYS_fchmod, SYS_fchmodat, kSysFchmodat2, SYS_fchown, SYS_fchownat, SYS_setxattr,
                                SYS_lsetxattr, SYS_fsetxattr, SYS_removexattr, SYS_lremovexattr, SYS_fremovexattr,
                                kSysSetxattrat, kSysRemovexattrat, kSysFileSetattr, SYS_utimensat, SYS_shmget, SYS_shmat,
@@ -220,8 +240,9 @@ std::vector<sock_filter> lasting_changes_filter() {
 #ifdef SYS_chmod  // the older calls x86-64 still has beside their *at forms
   refused.insert(refused.end(), {SYS_chmod, SYS_chown, SYS_lchown, SYS_utime, SYS_utimes, SYS_futimesat});
 #endif
-  FilterBuilder f;
-  for (long nr : refused) f.deny(nr);
+  if (!omitted("files")) {
+    for (long nr : refused) f.deny(nr);
+  }
   return f.finish();
 }
 
@@ -346,9 +367,9 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
     install_filter(candidate_filter(), "seccomp");
     report.seccomp = true;
   }
-  if (policy.lasting_changes) {
-    install_filter(lasting_changes_filter(), "lasting-changes");
-    report.lasting_changes = true;
+  if (policy.late_filter) {
+    install_filter(late_filter(policy.probe_filter_omit), "second seccomp");
+    report.late_filter = true;
   }
   report.detail = fmt::format("sandbox: no_new_privs, {}{}, {}{}{}",
                               policy.drop_capabilities
@@ -363,11 +384,13 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
                                                                         ? std::string("anywhere")
                                                                         : fmt::format("{} folders", policy.readable_paths.size()))
                                                       : "no Landlock",
-                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, scheduling of others, network, socket connections)"
-                              : report.lasting_changes ? "" : "no seccomp",
-                              report.lasting_changes ? fmt::format("{}a second filter (no file modes, owners, times or attributes, System V "
-                                                                   "IPC, message queues or keys)", report.seccomp ? ", " : "")
-                                                     : "",
+                              report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, network)"
+                              : report.late_filter ? "" : "no seccomp",
+                              report.late_filter ? fmt::format("{}a second seccomp filter (no scheduling of others, socket connections, "
+                                                               "file owners' signals, file modes, owners, times or attributes, "
+                                                               "System V IPC, message queues or keys)",
+                                                               report.seccomp ? ", " : "")
+                                                 : "",
                               missing.empty() ? "" : "; " + missing);
   return report;
 }

@@ -15,17 +15,21 @@ struct SandboxPolicy {
   // and CUDA process needs (its libraries, /usr, /proc, /sys, /dev) plus the folders named.
   std::vector<std::string> readable_paths;
   bool landlock = true;                     // restrict file access (Linux 5.13+, where the kernel allows it)
-  bool seccomp = true;                      // refuse process, signal, tracing, scheduling and network system calls
-  // Refuse what Landlock leaves out (file modes, owners, times, extended attributes) and what would
-  // outlast the worker (System V IPC, POSIX message queues, keys): a second filter, installed with
-  // the file rules.
-  bool lasting_changes = true;
+  bool seccomp = true;                      // refuse process, signal, tracing and network system calls
+  // A second filter, installed with the file rules once the device is set up: no scheduling of
+  // other processes, no socket connections, no signals through a file's owner (rules the H200's
+  // CUDA driver does not start under), and nothing Landlock leaves out (file modes, owners, times,
+  // extended attributes) or that would outlast the worker (System V IPC, POSIX message queues, keys).
+  bool late_filter = true;
   // Clear the process's capabilities (root's: CI machines and containers run crl as root).
   // Capabilities belong to each thread: apply it before any thread starts.
   bool drop_capabilities = true;
   // More folders writable like writable_dir: only for `crl-worker --probe-cuda --write DIR`, which
   // looks for what a machine's CUDA driver writes while it starts (it fails to under the file rules).
   std::vector<std::string> probe_writable_dirs;
+  // Groups of the second filter's rules left out ("owner", "scheduling", "sockets", "files"):
+  // likewise only for `crl-worker --probe-cuda --omit GROUP`.
+  std::vector<std::string> probe_filter_omit;
 };
 
 // What was applied, for the worker's log and the verdict (a kernel without Landlock says so here).
@@ -33,7 +37,7 @@ struct SandboxReport {
   bool no_new_privs = false;
   int landlock_abi = 0;          // 0: not applied
   bool seccomp = false;
-  bool lasting_changes = false;
+  bool late_filter = false;
   int capabilities_dropped = 0;          // how many the calling thread held (0 for an ordinary user)
   int threads_keeping_capabilities = 0;  // threads started before, which keep theirs
   std::string detail;            // one line: what was applied and what the kernel did not allow

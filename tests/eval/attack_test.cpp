@@ -342,8 +342,9 @@ TEST(AttackTest, ACandidateCannotHoldTheNodesCompileLocks) {
   EXPECT_NE(v.worker_log.find("own library readable"), std::string::npos) << v.worker_log;
   EXPECT_NE(v.worker_log.find("cache " + fixture_compiler().options().cache_dir + ":"), std::string::npos) << v.worker_log;
   if (!landlocked(v)) GTEST_SKIP() << "this kernel has no Landlock: reads are not confined here";
+  // The attack's own count, not slots.busy() afterwards: its worker has ended by then, and under
+  // ctest -j another test's compile may hold a slot of this node (that check failed once so).
   EXPECT_NE(v.worker_log.find(": 0 lock folders listed, 0 files opened, 0 locked"), std::string::npos) << v.worker_log;
-  EXPECT_EQ(slots.busy(), 0);
 }
 
 // The number of pairs in which a timing step says `who`'s CPU time was charged (0: none).
