@@ -3,7 +3,8 @@
 //   mpirun -np 4 crl run jobs/ci.yaml        (2 trainers from the job file, 2 evaluators)
 // A failure on any rank ends the whole job (MPI_Abort) after that rank logged why. SIGUSR1,
 // SIGTERM or SIGINT stop it at the next step boundary with a checkpoint (exit code 5); the same
-// command resumes it (docs/training.md, "Stopping and resuming").
+// command resumes it (docs/training.md, "Stopping and resuming"); evaluation failing for every
+// program (eval.max_failed_steps) stops it likewise, with exit code 4.
 // With no job file it runs the built-in default job (default_job.h), starting mpirun itself.
 #include <mpi.h>
 #include <spdlog/spdlog.h>
@@ -63,7 +64,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
         job.as_json["model"] = *model;  // /meta records what ran
       }
       const rl::JobOutcome outcome = rl::run_job(job, *options);
-      exit_code = outcome.stopped ? kExitStopped : kExitOk;
+      exit_code = outcome.evaluation_failed ? kExitInternal : outcome.stopped ? kExitStopped : kExitOk;
     } catch (const InputError& e) {
       abort_job(kExitInputError, "", e.what());
     } catch (const Error& e) {

@@ -59,6 +59,7 @@
 #include "rl/completion.h"
 #include "rl/dispatch.h"
 #include "rl/exemplar_db.h"
+#include "rl/failing_evaluation.h"
 #include "rl/job_tables.h"
 #include "rl/losses.h"
 #include "rl/prompt.h"
@@ -267,6 +268,9 @@ class Job {
                                         std::vector<torch::Tensor>* has_generating_logp = nullptr) const;
   std::string weights_sha256();
   std::string stop_message_;  // set when the ranks agreed to stop
+  // Set with stop_message_ when the job stopped because evaluation failed (eval.max_failed_steps):
+  // crl's failure, so the job exits with an error, checkpointed and resumable like a stop.
+  bool evaluation_failed_ = false;
   std::optional<ResumePoint> resume_;
   int64_t restart_ = 0;  // 0 for a first run, +1 per resume (the rows' restart column)
   // The contract's progress line (rank 0): stage, step/total, reward mean, loss, steps/min, ETA.
@@ -282,6 +286,7 @@ class Job {
   RunOptions options_;
   dist::MpiRoles roles_;
   int evaluators_ = 0;
+  FailingEvaluationWatch failing_evaluation_{job_.eval.max_failed_steps};  // rank 0's (after job_: reads it)
   std::optional<Suite> suite_;
   std::vector<const Task*> tasks_;
   std::string instructions_;
@@ -385,8 +390,12 @@ JobOutcome Job::run() {
   if (!stop_message_.empty()) CRL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   roles_.release();
   if (stop_message_.empty()) return {};
-  spdlog::warn("{}", stop_message_);
-  return {true, stop_message_};
+  if (evaluation_failed_) {
+    spdlog::error("{}", stop_message_);
+  } else {
+    spdlog::warn("{}", stop_message_);
+  }
+  return {true, stop_message_, evaluation_failed_};
 }
 
 // ---- /meta -------------------------------------------------------------------------------------
@@ -527,6 +536,7 @@ void Job::run_evaluator() {
       },
       stop_signal);
   stop_message_ = stop.value("stopped", std::string());
+  evaluation_failed_ = stop.value("evaluation_failed", false);
 }
 
 // ---- trainers ----------------------------------------------------------------------------------
@@ -598,7 +608,7 @@ void Job::run_trainer() {
   }
   if (!stop_message_.empty()) {
     if (is_coordinator()) {
-      dispatcher_->stop_all({{"stopped", stop_message_}});
+      dispatcher_->stop_all({{"stopped", stop_message_}, {"evaluation_failed", evaluation_failed_}});
       writer_->close();
     }
     return;
@@ -882,8 +892,11 @@ void Job::log_step(const StepRow& row, int64_t done, int64_t total, bool rewards
                            row.n_hack + row.n_format_error + row.n_internal_error;
   const std::string reward = rewards ? fmt::format(", reward mean {:.3f}", row.reward_mean) : "";
   const std::string detail =
-      rewards ? fmt::format(" | rollouts {}: ok {}, format_error {} | evaluators busy {:.0f}%, trainers waited {:.1f} s", rollouts,
-                            row.n_ok, row.n_format_error, 100 * row.evaluator_busy_fraction, row.trainer_wait_seconds)
+      rewards ? fmt::format(" | rollouts {}: ok {}, format_error {}{} | evaluators busy {:.0f}%, trainers waited {:.1f} s", rollouts,
+                            row.n_ok, row.n_format_error,
+                            // crl's own failures, shown only when there are some: left out of the rewards
+                            row.n_internal_error > 0 ? fmt::format(", internal_error {}", row.n_internal_error) : std::string(),
+                            100 * row.evaluator_busy_fraction, row.trainer_wait_seconds)
               : "";
   spdlog::info("[{}] step {} ({}/{}){}, loss {:.4f}{}, {:.1f} steps/min, ETA {} | grad_norm {:.3f}, lr {:.2e}{}", row.stage,
                row.step, done, total, reward, row.loss, row.skipped ? " (skipped)" : "", per_minute, duration_text(eta_seconds),
@@ -1238,6 +1251,8 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       std::vector<bool> included(static_cast<size_t>(n), true);
       std::vector<eval::Verdict> all(static_cast<size_t>(n));
       std::vector<int> evaluator_rank(static_cast<size_t>(n), -1);
+      int64_t judged = 0, internal_errors = 0;
+      std::string first_internal;
       for (int64_t i = 0; i < n; ++i) {
         const int64_t id = first_id + i;
         eval::Verdict& v = all[static_cast<size_t>(i)];
@@ -1253,7 +1268,13 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         }
         rewards[static_cast<size_t>(i)] = v.status == eval::VerdictStatus::kInternalError ? 0.0 : v.reward;
         included[static_cast<size_t>(i)] = v.status != eval::VerdictStatus::kInternalError;
+        if (v.status != eval::VerdictStatus::kFormatError) ++judged;
+        if (v.status == eval::VerdictStatus::kInternalError) {
+          ++internal_errors;
+          if (first_internal.empty()) first_internal = fmt::format("{} ({}): {}", v.candidate, v.task_id, v.message);
+        }
       }
+      const std::string evaluation_failure = failing_evaluation_.step(step_, judged, internal_errors, first_internal);
       ShapedRewards shaped;
       std::vector<bool> train(static_cast<size_t>(n), false);
       if (crl) {
@@ -1269,7 +1290,9 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       }
       int64_t train_rollouts = 0;
       for (bool t : train) train_rollouts += t ? 1 : 0;
-      outcome_text = nlohmann::json{{"advantages", shaped.advantages}, {"train", train}, {"train_rollouts", train_rollouts}}.dump();
+      nlohmann::json outcome_json = {{"advantages", shaped.advantages}, {"train", train}, {"train_rollouts", train_rollouts}};
+      if (!evaluation_failure.empty()) outcome_json["evaluation_failed"] = evaluation_failure;
+      outcome_text = outcome_json.dump();
 
       // The step's rows (the loss columns are filled in after the update).
       std::vector<double> counted;
@@ -1418,6 +1441,17 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
     const bool periodic =
         stage.checkpoint.every > 0 && (local_step + 1) % stage.checkpoint.every == 0 && local_step + 1 < stage.steps;
     if (periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer, in_flight);
+    if (outcome.contains("evaluation_failed")) {
+      // Every trainer has the outcome: they stop together, like a stop signal, with the step's rows
+      // and a checkpoint written (the stage's own at its last step), so nothing is lost.
+      stop_message_ = outcome["evaluation_failed"].get<std::string>();
+      evaluation_failed_ = true;
+      watch_->disarm();
+      if (local_step + 1 < stage.steps) {
+        if (!periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer, in_flight);
+        return;
+      }
+    }
     if (local_step + 1 < stage.steps && stop_agreed(stage_name)) {
       if (!periodic) save_checkpoint(stage, *trainer, index, local_step + 1, false, &normalizer, in_flight);
       return;

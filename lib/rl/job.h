@@ -21,6 +21,9 @@ struct RunOptions {
 struct JobOutcome {
   bool stopped = false;  // a stop signal ended it at a step boundary, checkpointed: resumable
   std::string message;   // "stopped at crl step 7 (SIGUSR1); run the same command to resume"
+  // Stopped because every program of eval.max_failed_steps steps in a row got internal_error
+  // (crl's failure: the job exits with an error, but checkpointed like a stop).
+  bool evaluation_failed = false;
 };
 
 // Runs the job on every rank of MPI_COMM_WORLD (MPI must be initialised, with MPI_ERRORS_RETURN).

@@ -87,6 +87,9 @@ struct JobEvalConfig {
   // noise) that GRPO would learn from. Verdicts that may depend on the moment (internal errors,
   // timeouts) are judged again.
   bool reuse_verdicts = true;
+  // The job stops (checkpointed, with an error) after this many steps in a row in which every
+  // judged program got internal_error (0: never).
+  int max_failed_steps = 3;
 };
 
 // The trainers' generation engine (policy/engine.h), one per trainer for the job's life.

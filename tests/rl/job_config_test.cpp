@@ -46,6 +46,7 @@ TEST(JobConfig, DefaultsOfAMinimalFile) {
   EXPECT_EQ(s.max_staleness, 0);
   EXPECT_EQ(job.eval.scale, "small");
   EXPECT_TRUE(job.eval.reuse_verdicts);
+  EXPECT_EQ(job.eval.max_failed_steps, 3);
   EXPECT_EQ(job.as_json["stages"][0]["kind"], "crl");
 }
 
@@ -60,7 +61,7 @@ dtype: bf16
 roles: {trainers: 2}
 share_gpu: true
 tasks: {ids: [level1/019_relu], levels: [1, 2], categories: [activation]}
-eval: {scale: full, trials: 4, time_budget: 5, call_timeout: 9, timing: false, reuse_verdicts: false}
+eval: {scale: full, trials: 4, time_budget: 5, call_timeout: 9, timing: false, reuse_verdicts: false, max_failed_steps: 0}
 stages:
   - {kind: sft, data: data/sft.jsonl, epochs: 2, batch: 8, lr: 2.0e-5}
   - {kind: selftrain, steps: 2, G: 4, min_speedup: 1.1, sampling: {temperature: 0.7, max_new_tokens: 64}}
@@ -83,6 +84,7 @@ stages:
   EXPECT_EQ(job.eval.trials, 4);
   EXPECT_FALSE(job.eval.timing);
   EXPECT_FALSE(job.eval.reuse_verdicts);
+  EXPECT_EQ(job.eval.max_failed_steps, 0);
   ASSERT_EQ(job.stages.size(), 3u);
   EXPECT_EQ(job.stages[0].data, "/base/data/sft.jsonl");
   EXPECT_EQ(job.stages[0].epochs, 2);
