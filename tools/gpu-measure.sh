@@ -91,15 +91,16 @@ eval)
   # workers, compile cache and reference outputs then serve all of its tests (ctest spent ~20 s of
   # process and CUDA start-up per test). One program at a time: several of them time programs.
   step sandbox 60 "$BUILD_DIR/tests/eval/eval_sandbox_test"
-  # Which parts of the candidate sandbox this machine's CUDA driver does not start under (the probe
-  # applies them all before CUDA starts; a worker, the first filter only), one group of the second
-  # filter left out at a time.
+  # First whether a candidate worker's sandbox, in its order, lets it compute on the GPU
+  # (--worker-order, what crl doctor runs); then which parts of the sandbox this machine's CUDA
+  # driver does not start under (the probe applies them all before CUDA starts; a worker, the first
+  # filter only), one group of the second filter left out at a time.
   probe_dir=$(mktemp -d)
   # Then, as the file rules break the driver's start (error 304) even with reads unlimited, what it
   # writes: each folder made writable alone (and all of /, to tell a write from another right); the
   # one that passes is what the worker must allow for the rules to go on before CUDA starts, closing
   # the gap of the driver's own threads (docs/evaluation.md).
-  step sandbox_cuda 120 bash -c "for parts in '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-landlock --no-late-filter' '--no-seccomp --no-landlock' \
+  step sandbox_cuda 120 bash -c "for parts in '--worker-order' '' '--no-read-limit' '--no-seccomp' '--no-landlock' '--no-landlock --no-late-filter' '--no-seccomp --no-landlock' \
     '--no-landlock --omit owner' '--no-landlock --omit scheduling' '--no-landlock --omit sockets' '--no-landlock --omit files' \
     '--no-read-limit --write /' '--no-read-limit --write /dev/shm' '--no-read-limit --write /tmp' '--no-read-limit --write /proc' \
     '--no-read-limit --write /sys' '--no-read-limit --write /dev' '--no-read-limit --write /run' '--no-read-limit --write /var' \

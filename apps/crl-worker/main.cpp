@@ -60,8 +60,10 @@ int serve(Session& session) {
 // before CUDA starts (or the parts not turned off; --omit leaves a group of the second filter out,
 // --write makes more folders writable), initialises CUDA and says whether it worked; for finding
 // which parts a machine's CUDA driver does not start under, and what it writes
-// (tools/gpu-measure.sh runs it). A worker installs the file rules and the second filter only once
-// CUDA has started.
+// (tools/gpu-measure.sh runs it).
+// `crl-worker --probe-cuda --worker-order --sandbox DIR`: the sandbox in a candidate worker's order
+// instead (the first filter, CUDA, then the file rules and the second filter) and a computation on
+// the GPU after it: whether a candidate worker can work on this machine (`crl doctor` runs it).
 int probe_cuda(int argc, char** argv) {
   crl::eval::SandboxPolicy policy;
   bool reads = true;
@@ -77,10 +79,29 @@ int probe_cuda(int argc, char** argv) {
   }
   policy.writable_files = crl::eval::default_writable_device_files();
   if (reads) policy.readable_paths = crl::eval::default_readable_paths({});
+  bool worker_order = false;
+  for (int i = 1; i < argc; ++i) worker_order = worker_order || std::strcmp(argv[i], "--worker-order") == 0;
   try {
+    crl::worker::WorkerDevice device;
+    if (worker_order) {
+      crl::eval::SandboxPolicy first = policy;
+      first.landlock = false;
+      first.late_filter = false;
+      std::printf("before CUDA: %s\n", crl::eval::apply_sandbox(first).detail.c_str());
+      device.init({{"device", "cuda"}});
+      crl::eval::SandboxPolicy rest = policy;
+      rest.seccomp = false;
+      rest.drop_capabilities = false;
+      const int minor = device.gpu_minor();
+      rest.writable_files = crl::eval::default_writable_device_files(
+          minor >= 0 ? crl::eval::GpuDeviceFiles::one : crl::eval::GpuDeviceFiles::all, minor);
+      std::printf("after CUDA: %s\n", crl::eval::apply_sandbox(rest).detail.c_str());
+      const std::string computed = device.self_check();
+      std::printf("probe-cuda: a candidate worker's sandbox works here (%s)\n", computed.c_str());
+      return 0;
+    }
     const auto report = crl::eval::apply_sandbox(policy);
     std::printf("%s\n", report.detail.c_str());
-    crl::worker::WorkerDevice device;
     device.init({{"device", "cuda"}});
     std::printf("probe-cuda: CUDA works in this sandbox\n");
     return 0;

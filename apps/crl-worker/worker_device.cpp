@@ -45,6 +45,15 @@ void WorkerDevice::init(const nlohmann::json& request) {
   }
 }
 
+std::string WorkerDevice::self_check() {
+  if (!device_.is_cuda()) throw Error("self_check: this worker's device is not a GPU");
+  // A fresh allocation, a kernel, a reduction and a copy back: the paths a program's call takes.
+  const at::Tensor x = at::arange(1, 1025, at::TensorOptions().dtype(at::kFloat).device(device_));
+  const double sum = x.mul(2).sum().item<double>();
+  if (sum != 1024.0 * 1025.0) throw Error(fmt::format("self_check: the GPU computed {} for 2 * (1 + ... + 1024), not 1049600", sum));
+  return fmt::format("2 * (1 + ... + 1024) = {:.0f} on {}", sum, device_.str());
+}
+
 int WorkerDevice::gpu_minor() const {
 #if CRL_HAVE_CUDA
   if (!device_.is_cuda()) return -1;

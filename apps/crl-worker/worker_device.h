@@ -50,6 +50,10 @@ class WorkerDevice {
   // to this process's (~150-400 us on the H200) is then paid in the empty batch that is subtracted,
   // not only by the first call of a real one.
   void touch();
+  // A small computation on the GPU, read back (for `crl-worker --probe-cuda --worker-order`: that
+  // the device still works once the whole sandbox is on). Returns what it computed; throws when the
+  // device fails or computes wrong.
+  std::string self_check();
 
  private:
   at::Device device_{at::kCPU};

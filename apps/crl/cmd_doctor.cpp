@@ -2,9 +2,15 @@
 // what crl can do here with it (each capability with the command that uses it).
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "apps/crl/commands.h"
+#include "core/subprocess.h"
 #include "core/text_table.h"
 #include "eval/evaluator.h"
 #include "machine/machine_probe.h"
@@ -22,6 +28,25 @@ struct Capability {
 bool component_ok(const MachineReport& report, const std::string& name) {
   const Component* c = report.find(name);
   return c != nullptr && c->ok;
+}
+
+// On a GPU machine: what keeps a candidate's worker from using the GPU under its sandbox (empty:
+// nothing). crl-worker --probe-cuda --worker-order applies the sandbox in a worker's order and
+// computes on the GPU: the sandbox's rules once kept the H200's CUDA driver from starting in every
+// worker, so no GPU program could be judged, and nothing but a GPU machine shows that.
+std::string sandboxed_gpu_worker_problem(const std::string& worker) {
+  char dir[] = "/tmp/crl-doctor.XXXXXX";
+  if (mkdtemp(dir) == nullptr) return fmt::format("cannot make a folder in /tmp: {}", std::strerror(errno));
+  const CommandResult r = run_command({worker, "--probe-cuda", "--worker-order", "--sandbox", dir},
+                                      {.timeout = std::chrono::seconds(120), .max_output = 1 << 16});
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (r.ok()) return {};
+  const auto at = r.output.find("probe-cuda: failed: ");
+  std::string why = at != std::string::npos ? r.output.substr(at + 20) : r.output;
+  if (const auto end = why.find('\n'); end != std::string::npos) why.resize(end);
+  return fmt::format("{} (crl-worker --probe-cuda --worker-order --sandbox DIR{})", why.empty() ? "it failed" : why,
+                     r.timed_out ? ": timed out" : "");
 }
 
 // What crl can do on this machine, from the probe and from what this build holds.
@@ -47,16 +72,21 @@ std::vector<Capability> capabilities(const MachineReport& report) {
   out.push_back({"task suite", tasks > 0 ? "ready" : "missing", suite_detail});
   out.push_back({"evaluate on the CPU", torch && have_worker ? "ready" : "needs libtorch and crl-worker",
                  have_worker ? "crl eval CANDIDATE.crl --task ID --backend cpu" : worker_missing});
+  const bool gpu_parts = torch && have_worker && gpu && component_ok(report, "nvcc");
+  const std::string gpu_problem = gpu_parts ? sandboxed_gpu_worker_problem(eval::find_worker_executable()) : "";
   out.push_back({"evaluate on the GPU",
-                 torch && have_worker && gpu && component_ok(report, "nvcc") ? "ready" : "needs a GPU and nvcc",
-                 "crl eval CANDIDATE.crl --task ID --backend cuda"});
+                 !gpu_parts              ? "needs a GPU and nvcc"
+                 : gpu_problem.empty() ? "ready"
+                                         : "broken: a sandboxed worker cannot use the GPU",
+                 gpu_problem.empty() ? "crl eval CANDIDATE.crl --task ID --backend cuda" : gpu_problem});
   out.push_back({"policy inference", torch ? "ready" : "needs libtorch",
                  "crl init-model, crl generate (Qwen2 / Llama checkpoints)"});
   out.push_back({"training, data parallel", component_ok(report, "mpi") ? "ready" : "needs MPI",
                  gpu && component_ok(report, "nccl") ? "NCCL across GPUs (library: crl::rl_train, crl::dist)"
                                                      : "MPI all-reduce on CPUs; NCCL needs GPUs"});
-  out.push_back({"the job (crl run: SFT, self-training, contrastive RL)", "not built yet",
-                 "until it exists, crl doctor is the README's main command"});
+  out.push_back({"the job (crl run: SFT, self-training, contrastive RL)",
+                 torch && have_worker && component_ok(report, "mpi") ? "ready" : "needs libtorch, MPI and crl-worker",
+                 "crl run (the built-in default job), or crl run JOB.yaml under mpirun or srun"});
   return out;
 }
 

@@ -24,7 +24,8 @@ TEST(CrlCli, DoctorJsonIsValidAndNamesGpuAndLibTorch) {
   EXPECT_TRUE(j["components"]["gpu"].contains("ok"));
   EXPECT_EQ(j["components"]["libtorch"]["version"].get<std::string>().rfind("2.11", 0), 0u);
   // What crl can do here: the suite is found (250 tasks) and CPU evaluation is ready on any machine
-  // this test runs on; GPU evaluation is ready exactly when a GPU is visible.
+  // this test runs on, and so is the job; GPU evaluation is ready exactly when a GPU is visible (and
+  // a worker under the candidate sandbox computed on it: crl-worker --probe-cuda --worker-order).
   std::map<std::string, std::pair<std::string, std::string>> can;
   for (const auto& c : j["capabilities"]) can[c["name"]] = {c["status"], c["how"]};
   ASSERT_EQ(can.count("task suite"), 1u) << j.dump(2);
@@ -32,6 +33,7 @@ TEST(CrlCli, DoctorJsonIsValidAndNamesGpuAndLibTorch) {
   EXPECT_NE(can["task suite"].second.find("250 tasks"), std::string::npos) << can["task suite"].second;
   EXPECT_EQ(can["evaluate on the CPU"].first, "ready");
   EXPECT_EQ(can["evaluate on the GPU"].first == "ready", !j["gpus"].empty()) << j.dump(2);
+  EXPECT_EQ(can["the job (crl run: SFT, self-training, contrastive RL)"].first, "ready") << j.dump(2);
 }
 
 TEST(CrlCli, DoctorTableListsComponents) {
