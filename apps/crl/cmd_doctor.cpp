@@ -21,7 +21,7 @@ namespace {
 
 struct Capability {
   std::string name;
-  std::string status;  // "ready", "needs ...", "not built yet"
+  std::string status;  // "ready", "needs ...", "broken: ..."
   std::string how;     // the command that uses it (or what is missing)
 };
 
