@@ -5,7 +5,8 @@
 //   crl eval --slice 2/8 ...                        the third of 8 equal runs of the candidates (a job array task)
 //   crl eval ... --h5 F --resume                    only the candidates F holds no verdict of (a run cut short)
 // A table on the terminal, --json for scripts, --h5 for a results file; exit 0 when every verdict
-// is ok, 1 when some is not, 3 for bad input.
+// is ok, 1 when some is not, 3 for bad input, 4 when every verdict is internal_error (nothing was
+// judged: evaluation does not work here, and the run is no result).
 #include <dirent.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -342,6 +343,22 @@ int run_eval(const EvalCommandOptions& o) {
   if (o.explain && !o.json) {
     std::cout << "\n";
     for (const auto& v : verdicts) print_explanation(v);
+  }
+  // crl's own failures are not results: said apart from the programs' (on stderr: --json's stdout
+  // stays one JSON document), and a run of nothing else is an error, so that a script or a sweep
+  // (slurm/eval-array.sbatch marks a slice done on 0 or 1) does not take it for a result.
+  const auto internal = static_cast<size_t>(std::count_if(
+      verdicts.begin(), verdicts.end(), [](const eval::Verdict& v) { return v.status == eval::VerdictStatus::kInternalError; }));
+  if (internal > 0) {
+    const auto first = std::find_if(verdicts.begin(), verdicts.end(),
+                                    [](const eval::Verdict& v) { return v.status == eval::VerdictStatus::kInternalError; });
+    // Its message and the start of the log it carries (the worker's own words are the cause).
+    std::string why = first->message.substr(0, 500);
+    std::replace(why.begin(), why.end(), '\n', ' ');
+    std::cerr << fmt::format("crl eval: {} of {} verdicts are internal_error, crl's own failure and not the programs' "
+                             "(judge them again; `crl doctor` checks this machine); the first, {} ({}): {}\n",
+                             internal, verdicts.size(), first->candidate, first->task_id, why);
+    if (internal == verdicts.size()) return kExitInternal;
   }
   const bool all_ok = std::all_of(verdicts.begin(), verdicts.end(), [](const eval::Verdict& v) { return v.ok(); });
   return all_ok ? kExitOk : kExitFailure;

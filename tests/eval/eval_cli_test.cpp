@@ -1,6 +1,7 @@
-// `crl eval` as a script sees it: JSON verdicts, exit codes 0 / 1 / 3, and the --h5 file.
+// `crl eval` as a script sees it: JSON verdicts, exit codes 0 / 1 / 3 / 4, and the --h5 file.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,35 @@ TEST(CrlEvalCli, OkCandidateExitsZeroWithAJsonVerdict) {
   EXPECT_EQ(j[0]["status"], "ok");
   EXPECT_EQ(j[0]["task"], "level1/019_relu");
   EXPECT_EQ(j[0]["trials_run"], 2);
+}
+
+// A worker that cannot start (as every GPU worker could not, under a sandbox the H200's CUDA driver
+// did not start in): each verdict is internal_error, which is no result, so crl eval exits 4 and
+// says so, quoting the worker's words, and the JSON still holds every verdict.
+TEST(CrlEvalCli, AllInternalErrorsExitFourAndSaySo) {
+  ScratchDir dir("crl_eval_cli_test_");
+  const std::string stand_in = dir.file("broken-worker");
+  {
+    std::ofstream out(stand_in);
+    out << "#!/bin/sh\necho 'stand-in worker: CUDA did not start' >&2\nexit 1\n";
+  }
+  std::filesystem::permissions(stand_in, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
+  std::vector<std::string> argv = {CRL_EXE, "eval", "--suite", kFixtures + "/suite", "--backend", "cpu", "--trials", "1",
+                                   "--time-budget", "0.1", "--cache-dir", kCache, "--task", "level1/019_relu", "--json",
+                                   kFixtures + "/relu/same_as_reference.crl"};
+  CommandOptions options;
+  options.env["CRL_WORKER"] = stand_in;
+  const auto r = run_command(argv, options);
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("1 of 1 verdicts are internal_error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("crl could not judge this task"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stand-in worker: CUDA did not start"), std::string::npos) << r.output;
+  // stdout (the JSON) and stderr (the line after it) are merged here.
+  CommandResult json_part = r;
+  json_part.output = r.output.substr(0, r.output.find("crl eval: "));
+  const auto j = json_of(json_part);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["status"], "internal_error");
 }
 
 TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
