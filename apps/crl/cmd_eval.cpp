@@ -3,7 +3,8 @@
 //   crl eval candidates/                            every <dir>/<level>/<task>/*.crl (or --task for all)
 //   crl eval rollouts.jsonl                         lines {"task", "program" or "completion", "id"}
 //   crl eval --slice 2/8 ...                        the third of 8 equal runs of the candidates (a job array task)
-//   crl eval ... --h5 F --resume                    only the candidates F holds no verdict of (a run cut short)
+//   crl eval ... --h5 F --resume                    only the candidates F holds no verdict of (a run cut
+//                                                   short; internal_error verdicts do not count)
 // A table on the terminal, --json for scripts, --h5 for a results file; exit 0 when every verdict
 // is ok, 1 when some is not, 3 for bad input, 4 when every verdict is internal_error (nothing was
 // judged: evaluation does not work here, and the run is no result).
@@ -226,8 +227,18 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
   if (std::find(tables.begin(), tables.end(), "verdicts") == tables.end()) return candidates;
   const auto tasks = std::get<std::vector<std::string>>(reader.column("verdicts", "task"));
   const auto names = std::get<std::vector<std::string>>(reader.column("verdicts", "candidate"));
+  const auto statuses = std::get<std::vector<std::string>>(reader.column("verdicts", "status"));
+  // An internal_error is crl's failure, not a verdict on the program: judged again (the report
+  // leaves those rows out, so the new verdict is the one that counts).
   std::map<std::pair<std::string, std::string>, int> judged;
-  for (size_t i = 0; i < tasks.size() && i < names.size(); ++i) ++judged[{tasks[i], names[i]}];
+  size_t internal = 0;
+  for (size_t i = 0; i < tasks.size() && i < names.size() && i < statuses.size(); ++i) {
+    if (statuses[i] == "internal_error") {
+      ++internal;
+    } else {
+      ++judged[{tasks[i], names[i]}];
+    }
+  }
   const size_t before = candidates.size();
   std::vector<Candidate> left;
   for (auto& c : candidates) {
@@ -238,8 +249,9 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
     }
     left.push_back(std::move(c));
   }
-  std::cerr << fmt::format("crl eval --resume: {} holds verdicts of {} of the {} candidates; judging the other {}\n", path,
-                           before - left.size(), before, left.size());
+  std::cerr << fmt::format("crl eval --resume: {} holds verdicts of {} of the {} candidates; judging the other {}{}\n", path,
+                           before - left.size(), before, left.size(),
+                           internal > 0 ? fmt::format(" (its {} internal_error verdict(s) do not count)", internal) : "");
   return left;
 }
 

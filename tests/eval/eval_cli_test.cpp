@@ -45,8 +45,9 @@ TEST(CrlEvalCli, OkCandidateExitsZeroWithAJsonVerdict) {
 
 // A worker that cannot start (as every GPU worker could not, under a sandbox the H200's CUDA driver
 // did not start in): each verdict is internal_error, which is no result, so crl eval exits 4 and
-// says so, quoting the worker's words, and the JSON still holds every verdict.
-TEST(CrlEvalCli, AllInternalErrorsExitFourAndSaySo) {
+// says so, quoting the worker's words, and the JSON still holds every verdict; --resume judges
+// them again.
+TEST(CrlEvalCli, AllInternalErrorsExitFourAndResumeJudgesThemAgain) {
   ScratchDir dir("crl_eval_cli_test_");
   const std::string stand_in = dir.file("broken-worker");
   {
@@ -54,9 +55,10 @@ TEST(CrlEvalCli, AllInternalErrorsExitFourAndSaySo) {
     out << "#!/bin/sh\necho 'stand-in worker: CUDA did not start' >&2\nexit 1\n";
   }
   std::filesystem::permissions(stand_in, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
+  const std::string h5 = dir.file("verdicts.h5");
   std::vector<std::string> argv = {CRL_EXE, "eval", "--suite", kFixtures + "/suite", "--backend", "cpu", "--trials", "1",
                                    "--time-budget", "0.1", "--cache-dir", kCache, "--task", "level1/019_relu", "--json",
-                                   kFixtures + "/relu/same_as_reference.crl"};
+                                   "--h5", h5, "--resume", kFixtures + "/relu/same_as_reference.crl"};
   CommandOptions options;
   options.env["CRL_WORKER"] = stand_in;
   const auto r = run_command(argv, options);
@@ -70,6 +72,20 @@ TEST(CrlEvalCli, AllInternalErrorsExitFourAndSaySo) {
   const auto j = json_of(json_part);
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["status"], "internal_error");
+
+  // The same command with a working worker: an internal_error is no verdict on the program, so
+  // --resume judges it again, and the file keeps both rows (the report leaves internal errors out).
+  options.env["CRL_WORKER"] = CRL_WORKER_EXE;
+  const auto again = run_command(argv, options);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("holds verdicts of 0 of the 1 candidates; judging the other 1 (its 1 internal_error verdict(s) do "
+                              "not count)"),
+            std::string::npos)
+      << again.output;
+  const auto verdicts = read_verdicts(results::ResultsReader(h5));
+  ASSERT_EQ(verdicts.size(), 2u);
+  EXPECT_EQ(verdicts[0].status, VerdictStatus::kInternalError);
+  EXPECT_EQ(verdicts[1].status, VerdictStatus::kOk);
 }
 
 TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
