@@ -1271,7 +1271,8 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
         if (v.status != eval::VerdictStatus::kFormatError) ++judged;
         if (v.status == eval::VerdictStatus::kInternalError) {
           ++internal_errors;
-          if (first_internal.empty()) first_internal = fmt::format("{} ({}): {}", v.candidate, v.task_id, v.message);
+          // Its message carries the judge's log: the start of it is the cause, the rest is in /text/logs.
+          if (first_internal.empty()) first_internal = fmt::format("{} ({}): {}", v.candidate, v.task_id, v.message.substr(0, 1500));
         }
       }
       const std::string evaluation_failure = failing_evaluation_.step(step_, judged, internal_errors, first_internal);
