@@ -58,19 +58,16 @@ eval::Message CandidateSession::load(const nlohmann::json& request) {
   if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
   const std::string library = request.at("candidate_library").get<std::string>();
   if (file_rules_) {
-    eval::SandboxPolicy rules = *file_rules_;
     // Of the GPUs' device files: none for a CPU program; on the GPU the driver's and this GPU's own
     // node, not the other GPUs' (a program could reach them with a second copy of the driver's
     // library, whatever CUDA_VISIBLE_DEVICES says).
     const int minor = device_.gpu_minor();
-    rules.writable_files = eval::default_writable_device_files(
-        !device_.is_cuda() ? eval::GpuDeviceFiles::none : minor >= 0 ? eval::GpuDeviceFiles::one : eval::GpuDeviceFiles::all, minor);
     if (device_.is_cuda()) {
       std::fprintf(stderr, "crl-worker: GPU device files: %s\n",
                    minor >= 0 ? fmt::format("the driver's and /dev/nvidia{}", minor).c_str()
                               : "all (this GPU's device minor is not known)");
     }
-    const auto report = eval::apply_sandbox(rules);
+    const auto report = eval::apply_sandbox_after_device(*file_rules_, device_.is_cuda(), minor);
     std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
   }
   // "reference" when this worker times the reference (the judge's arena, the same requests).

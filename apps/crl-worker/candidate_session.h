@@ -16,7 +16,8 @@ namespace crl::worker {
 
 class CandidateSession {
  public:
-  // `file_rules`: the sandbox's Landlock part, applied at load (none: no file rules).
+  // `file_rules`: the sandbox whose first part the worker applied at start; load applies the rest
+  // (eval::apply_sandbox_after_device; none: no sandbox).
   explicit CandidateSession(std::optional<eval::SandboxPolicy> file_rules = std::nullopt)
       : file_rules_(std::move(file_rules)) {}
   eval::Message handle(const eval::Message& request);

@@ -84,18 +84,9 @@ int probe_cuda(int argc, char** argv) {
   try {
     crl::worker::WorkerDevice device;
     if (worker_order) {
-      crl::eval::SandboxPolicy first = policy;
-      first.landlock = false;
-      first.late_filter = false;
-      std::printf("before CUDA: %s\n", crl::eval::apply_sandbox(first).detail.c_str());
+      std::printf("before CUDA: %s\n", crl::eval::apply_sandbox_before_device(policy).detail.c_str());
       device.init({{"device", "cuda"}});
-      crl::eval::SandboxPolicy rest = policy;
-      rest.seccomp = false;
-      rest.drop_capabilities = false;
-      const int minor = device.gpu_minor();
-      rest.writable_files = crl::eval::default_writable_device_files(
-          minor >= 0 ? crl::eval::GpuDeviceFiles::one : crl::eval::GpuDeviceFiles::all, minor);
-      std::printf("after CUDA: %s\n", crl::eval::apply_sandbox(rest).detail.c_str());
+      std::printf("after CUDA: %s\n", crl::eval::apply_sandbox_after_device(policy, true, device.gpu_minor()).detail.c_str());
       const std::string computed = device.self_check();
       std::printf("probe-cuda: a candidate worker's sandbox works here (%s)\n", computed.c_str());
       return 0;
@@ -157,20 +148,13 @@ int main(int argc, char** argv) {
   policy.writable_dir = sandbox_dir;
   if (!sandbox_dir.empty()) {
     try {
-      crl::eval::SandboxPolicy filter = policy;
-      filter.landlock = false;
-      filter.late_filter = false;  // with the file rules, after CUDA's start
-      const auto report = crl::eval::apply_sandbox(filter);
+      const auto report = crl::eval::apply_sandbox_before_device(policy);
       std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "crl-worker: %s\n", e.what());
       return 5;
     }
-    policy.writable_files = crl::eval::default_writable_device_files();
     policy.readable_paths = crl::eval::default_readable_paths(readable);
-    policy.seccomp = false;            // installed above
-    policy.drop_capabilities = false;  // dropped above, before CUDA started its threads
-
   }
   crl::worker::CandidateSession session(sandbox_dir.empty() ? std::nullopt : std::optional<crl::eval::SandboxPolicy>(policy));
   return serve(session);

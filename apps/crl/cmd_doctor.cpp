@@ -2,17 +2,15 @@
 // what crl can do here with it (each capability with the command that uses it).
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "apps/crl/commands.h"
 #include "core/subprocess.h"
 #include "core/text_table.h"
 #include "eval/evaluator.h"
+#include "eval/scratch_dir.h"
 #include "machine/machine_probe.h"
 #include "suite/suite.h"
 
@@ -35,12 +33,14 @@ bool component_ok(const MachineReport& report, const std::string& name) {
 // computes on the GPU: the sandbox's rules once kept the H200's CUDA driver from starting in every
 // worker, so no GPU program could be judged, and nothing but a GPU machine shows that.
 std::string sandboxed_gpu_worker_problem(const std::string& worker) {
-  char dir[] = "/tmp/crl-doctor.XXXXXX";
-  if (mkdtemp(dir) == nullptr) return fmt::format("cannot make a folder in /tmp: {}", std::strerror(errno));
-  const CommandResult r = run_command({worker, "--probe-cuda", "--worker-order", "--sandbox", dir},
+  std::optional<eval::ScratchDir> dir;
+  try {
+    dir.emplace("crl-doctor.");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  const CommandResult r = run_command({worker, "--probe-cuda", "--worker-order", "--sandbox", dir->path()},
                                       {.timeout = std::chrono::seconds(120), .max_output = 1 << 16});
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
   if (r.ok()) return {};
   const auto at = r.output.find("probe-cuda: failed: ");
   std::string why = at != std::string::npos ? r.output.substr(at + 20) : r.output;
@@ -54,9 +54,10 @@ std::vector<Capability> capabilities(const MachineReport& report) {
   std::vector<Capability> out;
   const bool torch = component_ok(report, "libtorch");
   const bool gpu = !report.gpus.empty() && component_ok(report, "gpu");
+  std::string worker;          // crl-worker's path, when found
   std::string worker_missing;  // why crl-worker cannot be found; empty when it can
   try {
-    eval::find_worker_executable();
+    worker = eval::find_worker_executable();
   } catch (const Error& e) {
     worker_missing = e.what();
   }
@@ -73,7 +74,7 @@ std::vector<Capability> capabilities(const MachineReport& report) {
   out.push_back({"evaluate on the CPU", torch && have_worker ? "ready" : "needs libtorch and crl-worker",
                  have_worker ? "crl eval CANDIDATE.crl --task ID --backend cpu" : worker_missing});
   const bool gpu_parts = torch && have_worker && gpu && component_ok(report, "nvcc");
-  const std::string gpu_problem = gpu_parts ? sandboxed_gpu_worker_problem(eval::find_worker_executable()) : "";
+  const std::string gpu_problem = gpu_parts ? sandboxed_gpu_worker_problem(worker) : "";
   out.push_back({"evaluate on the GPU",
                  !gpu_parts              ? "needs a GPU and nvcc"
                  : gpu_problem.empty() ? "ready"

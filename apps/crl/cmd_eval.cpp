@@ -359,11 +359,10 @@ int run_eval(const EvalCommandOptions& o) {
   // crl's own failures are not results: said apart from the programs' (on stderr: --json's stdout
   // stays one JSON document), and a run of nothing else is an error, so that a script or a sweep
   // (slurm/eval-array.sbatch marks a slice done on 0 or 1) does not take it for a result.
-  const auto internal = static_cast<size_t>(std::count_if(
-      verdicts.begin(), verdicts.end(), [](const eval::Verdict& v) { return v.status == eval::VerdictStatus::kInternalError; }));
+  const auto is_internal = [](const eval::Verdict& v) { return v.status == eval::VerdictStatus::kInternalError; };
+  const auto internal = static_cast<size_t>(std::count_if(verdicts.begin(), verdicts.end(), is_internal));
   if (internal > 0) {
-    const auto first = std::find_if(verdicts.begin(), verdicts.end(),
-                                    [](const eval::Verdict& v) { return v.status == eval::VerdictStatus::kInternalError; });
+    const auto first = std::find_if(verdicts.begin(), verdicts.end(), is_internal);
     // Its message and the start of the log it carries (the worker's own words are the cause).
     std::string why = first->message.substr(0, 500);
     std::replace(why.begin(), why.end(), '\n', ' ');

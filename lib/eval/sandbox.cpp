@@ -395,4 +395,20 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
   return report;
 }
 
+SandboxReport apply_sandbox_before_device(const SandboxPolicy& policy) {
+  SandboxPolicy first = policy;
+  first.landlock = false;
+  first.late_filter = false;
+  return apply_sandbox(first);
+}
+
+SandboxReport apply_sandbox_after_device(const SandboxPolicy& policy, bool gpu, int gpu_minor) {
+  SandboxPolicy rest = policy;
+  rest.seccomp = false;            // the first filter is on
+  rest.drop_capabilities = false;  // dropped before the device's threads started
+  rest.writable_files = default_writable_device_files(
+      !gpu ? GpuDeviceFiles::none : gpu_minor >= 0 ? GpuDeviceFiles::one : GpuDeviceFiles::all, gpu_minor);
+  return apply_sandbox(rest);
+}
+
 }  // namespace crl::eval

@@ -72,4 +72,14 @@ std::vector<std::string> default_readable_paths(const std::vector<std::string>& 
 // the kernel supports fails; steps the kernel lacks are reported, not fatal.
 SandboxReport apply_sandbox(const SandboxPolicy& policy);
 
+// A candidate worker applies the policy in two parts around its device's start, because the H200's
+// CUDA driver does not start under the second (error 304). Before anything runs: the first
+// seccomp filter and the capability drop (each thread's: threads started later inherit none).
+SandboxReport apply_sandbox_before_device(const SandboxPolicy& policy);
+// Once the device is set up, before the candidate's library loads: the Landlock ruleset and the
+// second filter (which reaches the threads the driver started: TSYNC), keeping of the GPUs'
+// device files none for a CPU program (`gpu` false), else the driver's and this GPU's node
+// (`gpu_minor`; every GPU's when it is -1, not known). Replaces policy.writable_files.
+SandboxReport apply_sandbox_after_device(const SandboxPolicy& policy, bool gpu, int gpu_minor);
+
 }  // namespace crl::eval

@@ -16,12 +16,12 @@ namespace {
 
 const std::string kFixtures = std::string(CRL_TEST_DATA_DIR) + "/eval";
 
-CommandResult crl_eval(std::vector<std::string> args, const std::string& cache_dir) {
+CommandResult crl_eval(std::vector<std::string> args, const std::string& cache_dir, const std::string& worker = CRL_WORKER_EXE) {
   std::vector<std::string> argv = {CRL_EXE, "eval", "--suite", kFixtures + "/suite", "--backend", "cpu",
                                    "--trials", "2", "--time-budget", "0.5", "--cache-dir", cache_dir};
   argv.insert(argv.end(), args.begin(), args.end());
   CommandOptions options;
-  options.env["CRL_WORKER"] = CRL_WORKER_EXE;
+  options.env["CRL_WORKER"] = worker;
   return run_command(argv, options);
 }
 
@@ -56,12 +56,9 @@ TEST(CrlEvalCli, AllInternalErrorsExitFourAndResumeJudgesThemAgain) {
   }
   std::filesystem::permissions(stand_in, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
   const std::string h5 = dir.file("verdicts.h5");
-  std::vector<std::string> argv = {CRL_EXE, "eval", "--suite", kFixtures + "/suite", "--backend", "cpu", "--trials", "1",
-                                   "--time-budget", "0.1", "--cache-dir", kCache, "--task", "level1/019_relu", "--json",
-                                   "--h5", h5, "--resume", kFixtures + "/relu/same_as_reference.crl"};
-  CommandOptions options;
-  options.env["CRL_WORKER"] = stand_in;
-  const auto r = run_command(argv, options);
+  const std::vector<std::string> args = {"--task", "level1/019_relu", "--json", "--h5", h5, "--resume",
+                                         kFixtures + "/relu/same_as_reference.crl"};
+  const auto r = crl_eval(args, kCache, stand_in);
   EXPECT_EQ(r.exit_code, 4) << r.output;
   EXPECT_NE(r.output.find("1 of 1 verdicts are internal_error"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("crl could not judge this task"), std::string::npos) << r.output;
@@ -75,8 +72,7 @@ TEST(CrlEvalCli, AllInternalErrorsExitFourAndResumeJudgesThemAgain) {
 
   // The same command with a working worker: an internal_error is no verdict on the program, so
   // --resume judges it again, and the file keeps both rows (the report leaves internal errors out).
-  options.env["CRL_WORKER"] = CRL_WORKER_EXE;
-  const auto again = run_command(argv, options);
+  const auto again = crl_eval(args, kCache);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("holds verdicts of 0 of the 1 candidates; judging the other 1 (its 1 internal_error verdict(s) do "
                               "not count)"),

@@ -19,12 +19,7 @@ import sys
 import time
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO
-
-
-def fail(message):
-    print("FAIL:", message, file=sys.stderr)
-    sys.exit(1)
+from job_test_setup import MPIRUN_ENV, REPO, fail
 
 
 def main():

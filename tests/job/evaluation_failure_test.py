@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO
+from job_test_setup import MPIRUN_ENV, REPO, fail
 
 STEPS = 2
 JOB = f"""name: evaluation-failure
@@ -42,11 +42,6 @@ stages:
       - {{task: level1/019_relu, file: {REPO}/tests/data/eval/relu/same_as_reference.crl}}
 """
 STAND_IN_SAYS = "crl-worker stand-in: CUDA did not start (error 304)"
-
-
-def fail(message):
-    print("FAIL:", message, file=sys.stderr)
-    sys.exit(1)
 
 
 def run(args, job, model, run_dir, env):

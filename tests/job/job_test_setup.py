@@ -1,5 +1,6 @@
-"""Set-up shared by the job's end-to-end tests (ci_job_test.py, resume_test.py): their arguments,
-a fresh work folder and the tiny model both jobs train, and the environment mpirun needs as root."""
+"""Set-up shared by the job's end-to-end tests (ci_job_test.py, resume_test.py,
+evaluation_failure_test.py): their arguments, a fresh work folder and the tiny model their jobs
+train, the environment mpirun needs as root, and how a test fails."""
 import argparse
 import os
 import shutil
@@ -11,6 +12,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Open MPI refuses root without these, and 4 ranks on a 2-core machine need oversubscription.
 MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
               "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+
+
+def fail(message):
+    """Ends the test as failed, saying why."""
+    print("FAIL:", message, file=sys.stderr)
+    sys.exit(1)
 
 
 def prepare(quiet=False):

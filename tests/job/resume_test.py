@@ -31,7 +31,7 @@ import threading
 import time
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO
+from job_test_setup import MPIRUN_ENV, REPO, fail
 JOB = os.path.join(REPO, "tests", "job", "resume_overlap.yaml")
 SFT_STEPS, CRL0_STEPS, CRL1_STEPS = 4, 4, 6  # the job's stages (crl0: on-policy; crl1: max_staleness 1)
 CRL1_FIRST = SFT_STEPS + CRL0_STEPS  # the job step where the staleness-1 stage starts
@@ -41,11 +41,6 @@ UNTIMED_STEP_COLUMNS = ["step", "stage", "policy_version", "loss", "grad_norm", 
                         "tokens_trained"]
 UNTIMED_ROLLOUT_COLUMNS = ["step", "stage", "task", "group", "sample", "status", "speedup", "reward",
                            "normalized_reward", "advantage", "completion_tokens", "exemplar_ids", "policy_version"]
-
-
-def fail(message):
-    print("FAIL:", message, file=sys.stderr)
-    sys.exit(1)
 
 
 def job_copy(path, lr=None):
