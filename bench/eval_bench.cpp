@@ -24,9 +24,10 @@
 #include "compile/compiler.h"
 #include "core/clock.h"
 #include "eval/evaluator.h"
-#include "eval/output_comparison.h"
+#include "worker/output_comparison.h"
 #include "eval/scratch_dir.h"
-#include "eval/worker_channel.h"
+#include "worker/protocol.h"
+#include "worker/worker_channel.h"
 #include "eval/timing_stats.h"
 #include "program/program_text.h"
 #include "suite/suite.h"
@@ -151,7 +152,6 @@ void BM_GroupOfSixteen(benchmark::State& state) {
 BENCHMARK(BM_GroupOfSixteen)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 // One candidate judged 5 times by one evaluator: the spread of its speedup, (max - min) / median.
-// Second argument 1: the candidate timed in a fresh worker (EvalOptions::fresh_timing_worker).
 void BM_Repeatability(benchmark::State& state) {
   const Backend backend = bench_backend();
   ScratchDir cache("crl-bench-eval-cache-");
@@ -159,7 +159,6 @@ void BM_Repeatability(benchmark::State& state) {
   co.cache_dir = cache.path();
   Compiler compiler(co);
   EvalOptions options = bench_options(backend);
-  options.fresh_timing_worker = state.range(1) == 1;
   Evaluator evaluator(options, compiler);
   const std::string name = state.range(0) == 0 ? "same_as_reference" : "device_loop";
   const ProgramText program = load_program_file(kFixtures + "/relu/" + name + ".crl");
@@ -186,13 +185,11 @@ void BM_Repeatability(benchmark::State& state) {
       100.0 * (*std::max_element(speedups.begin(), speedups.end()) - *std::min_element(speedups.begin(), speedups.end())) / mid;
   state.counters["ci_half_width_pct"] = 100.0 * median(half_widths);
   state.counters["reference_us"] = reference_us;
-  state.SetLabel(fmt::format("{}, {} backend{}", name, backend_name(backend), options.fresh_timing_worker ? ", fresh timing worker" : ""));
+  state.SetLabel(fmt::format("{}, {} backend", name, backend_name(backend)));
 }
 BENCHMARK(BM_Repeatability)
-    ->Args({0, 0})
-    ->Args({0, 1})
-    ->Args({1, 0})
-    ->Args({1, 1})
+    ->Arg(0)
+    ->Arg(1)
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();
@@ -202,9 +199,9 @@ BENCHMARK(BM_Repeatability)
 void BM_CompareOutputs(benchmark::State& state) {
   const at::Tensor reference = at::randn({4096, 16384});
   const at::Tensor candidate = reference + 1e-6 * at::randn({4096, 16384});
-  const std::vector<ProgramOutput> ref{{reference, "cpu"}}, cand{{candidate, "cpu"}};
+  const std::vector<worker::ProgramOutput> ref{{reference, "cpu"}}, cand{{candidate, "cpu"}};
   for (auto _ : state) {
-    const ComparisonResult r = compare_outputs(ref, cand);
+    const worker::ComparisonResult r = worker::compare_outputs(ref, cand);
     if (!r.ok) state.SkipWithError("outputs should agree");
     benchmark::DoNotOptimize(r.max_abs_error);
   }
@@ -212,27 +209,37 @@ void BM_CompareOutputs(benchmark::State& state) {
 }
 BENCHMARK(BM_CompareOutputs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Moving one output from a worker to the evaluator: a message with a float32 tensor of the
-// fixture's full-scale size (256 MiB) through a pipe, written by one thread and read by another.
-void BM_ChannelTransfer(benchmark::State& state) {
-  const at::Tensor output = at::randn({4096, 16384});
+// One timed batch's reply through the channel and the typed protocol: a batch of 512 calls, each
+// with one CPU output, described as the worker describes it, written by one thread, read and
+// decoded strictly by another (what the evaluator pays per timed request besides the calls).
+void BM_TimedReplyRoundTrip(benchmark::State& state) {
+  const int calls = static_cast<int>(state.range(0));
+  nlohmann::json described = {{"metas", nlohmann::json::array({{{"sizes", {4096, 16384}}, {"dtype", "float32"}, {"device", "cpu"}}})},
+                              {"handles", nlohmann::json::array()},
+                              {"calls", nlohmann::json::array()}};
+  for (int c = 0; c < calls; ++c) described["calls"].push_back({uint64_t{1} << 40 | static_cast<uint64_t>(c) << 28});
+  const worker::TimeReply reply{described, {}};
   int fds[2];
   if (pipe(fds) != 0) {
     state.SkipWithError("pipe failed");
     return;
   }
-  if (state.range(0) > 0) fcntl(fds[0], F_SETPIPE_SZ, static_cast<int>(state.range(0)));
+  size_t bytes = 0;
   for (auto _ : state) {
-    std::thread writer([&] { write_message(fds[1], Message{{{"op", "run"}}, {{output, "cpu"}}}); });
-    const Message got = read_message(fds[0], std::nullopt, "bench");
+    const nlohmann::json wire = worker::encode_reply(reply);
+    std::thread writer([&] { worker::write_message(fds[1], wire); });
+    const nlohmann::json got = worker::read_message(fds[0], std::nullopt, "bench");
     writer.join();
-    benchmark::DoNotOptimize(got.tensors[0].values.data_ptr());
+    const auto decoded = worker::decode_reply<worker::TimeReply>(got, worker::Op::time);
+    const auto refs = worker::batch_call_refs(decoded.batch, static_cast<size_t>(calls - 1), 2);
+    benchmark::DoNotOptimize(refs.data());
+    bytes = wire.dump().size();
   }
   close(fds[0]);
   close(fds[1]);
-  state.SetBytesProcessed(state.iterations() * output.nbytes());
+  state.counters["message_bytes"] = static_cast<double>(bytes);
 }
-BENCHMARK(BM_ChannelTransfer)->Arg(0)->Arg(1 << 20)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TimedReplyRoundTrip)->Arg(64)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace crl::eval

@@ -85,12 +85,12 @@ eval)
   # TARGETS="crl-worker eval_attack_gpu_test" builds fewer (a call short of device time: ~1 minute less).
   # shellcheck disable=SC2086
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target ${TARGETS:-crl crl-worker program_gpu_test compile_gpu_test \
-    compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test eval_attack_gpu_test eval_sandbox_test \
-    eval_output_comparison_gpu_test suite_examples_gpu_test suite_reference_check_gpu_test bench_compile bench_eval}
+    compile_cuda_test eval_evaluator_gpu_test eval_guard_fixtures_gpu_test eval_attack_gpu_test worker_sandbox_test \
+    worker_output_comparison_gpu_test suite_examples_gpu_test suite_reference_check_gpu_test bench_compile bench_eval}
   # Each test program runs whole, in one process, not test by test as ctest would: its evaluator's
   # workers, compile cache and reference outputs then serve all of its tests (ctest spent ~20 s of
   # process and CUDA start-up per test). One program at a time: several of them time programs.
-  step sandbox 60 "$BUILD_DIR/tests/eval/eval_sandbox_test"
+  step sandbox 60 "$BUILD_DIR/tests/worker/worker_sandbox_test"
   # First whether a candidate worker's sandbox, in its order, lets it compute on the GPU
   # (--worker-order, what crl doctor runs); then which parts of the sandbox this machine's CUDA
   # driver does not start under (the probe applies them all before CUDA starts; a worker, the first
@@ -106,7 +106,7 @@ eval)
     '--no-read-limit --write /sys' '--no-read-limit --write /dev' '--no-read-limit --write /run' '--no-read-limit --write /var' \
     \"--no-read-limit --write \$HOME\"; do \
     echo \"parts: \$parts\"; $BUILD_DIR/apps/crl-worker/crl-worker --probe-cuda \$parts --sandbox $probe_dir; done"
-  step comparison_gpu 60 "$BUILD_DIR/tests/eval/eval_output_comparison_gpu_test"
+  step comparison_gpu 60 "$BUILD_DIR/tests/worker/worker_output_comparison_gpu_test"
   step attack_gpu 240 "$BUILD_DIR/tests/eval/eval_attack_gpu_test"
   step guard_fixtures_gpu 240 "$BUILD_DIR/tests/eval/eval_guard_fixtures_gpu_test"
   step evaluator_gpu 180 "$BUILD_DIR/tests/eval/eval_evaluator_gpu_test"

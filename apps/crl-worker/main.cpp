@@ -1,7 +1,8 @@
-// crl-worker: the processes the evaluator starts to judge a candidate (lib/eval/evaluator.cpp).
+// crl-worker: the processes the evaluator starts to judge a candidate (lib/eval/evaluator.cpp); what
+// they run is lib/worker's (the sessions, the protocol, the sandbox), and nothing of the evaluator.
 // `crl-worker --channel 3,4 --role judge`: trusted; loads the task's reference only (judge_session.h).
 // `crl-worker --channel 3,4 --role candidate --sandbox DIR [--read PATH]...`: loads one candidate
-// only, sandboxed before anything else runs (lib/eval/sandbox.h); DIR is the only folder it may
+// only, sandboxed before anything else runs (lib/worker/sandbox.h); DIR is the only folder it may
 // write, and it reads only its libraries' and the toolchain's folders and the PATHs given.
 // Requests arrive on fd 3, replies leave on fd 4; stdout and stderr are the evaluator's log file.
 #include <malloc.h>
@@ -13,35 +14,36 @@
 #include <optional>
 #include <vector>
 
-#include "apps/crl-worker/candidate_session.h"
-#include "apps/crl-worker/judge_session.h"
-#include "eval/sandbox.h"
+#include "worker/candidate_session.h"
+#include "worker/judge_session.h"
+#include "worker/sandbox.h"
+#include "worker/worker_channel.h"
+
+using namespace crl::worker;  // NOLINT: this file is the worker module's front door
 
 namespace {
 
 template <typename Session>
 int serve(Session& session) {
-  using namespace crl::worker;
   for (;;) {
-    crl::eval::Message request;
+    nlohmann::json request;
     try {
-      request = crl::eval::read_message(kRequestFd, std::nullopt, "evaluator");
-    } catch (const crl::eval::ChannelClosed&) {
+      request = read_message(kRequestFd, std::nullopt, "evaluator");
+    } catch (const ChannelClosed&) {
       return 0;  // the evaluator went away: nothing left to do
     } catch (const std::exception& e) {
       std::fprintf(stderr, "crl-worker: unreadable request: %s\n", e.what());
       return 3;
     }
-    if (request.header.value("op", "") == "quit") return 0;
-    crl::eval::Message reply;
+    nlohmann::json reply;
     try {
+      if (request_op(request) == Op::quit) return 0;
       reply = session.handle(request);
-      reply.header["ok"] = true;
     } catch (const std::exception& e) {
-      reply = crl::eval::Message{{{"ok", false}, {"error", e.what()}, {"sticky", session.poisoned()}}, {}};
+      reply = encode_error({e.what(), session.poisoned(), is_out_of_memory(e)});
     }
     try {
-      crl::eval::write_message(kReplyFd, reply);
+      write_message(kReplyFd, reply);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "crl-worker: cannot reply: %s\n", e.what());
       return 3;
@@ -65,7 +67,7 @@ int serve(Session& session) {
 // instead (the first filter, CUDA, then the file rules and the second filter) and a computation on
 // the GPU after it: whether a candidate worker can work on this machine (`crl doctor` runs it).
 int probe_cuda(int argc, char** argv) {
-  crl::eval::SandboxPolicy policy;
+  SandboxPolicy policy;
   bool reads = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-seccomp") == 0) policy.seccomp = false;
@@ -77,23 +79,23 @@ int probe_cuda(int argc, char** argv) {
     if (std::strcmp(argv[i], "--omit") == 0 && i + 1 < argc) policy.probe_filter_omit.push_back(argv[i + 1]);
     if (std::strcmp(argv[i], "--keep-capabilities") == 0) policy.drop_capabilities = false;
   }
-  policy.writable_files = crl::eval::default_writable_device_files();
-  if (reads) policy.readable_paths = crl::eval::default_readable_paths({});
+  policy.writable_files = default_writable_device_files();
+  if (reads) policy.readable_paths = default_readable_paths({});
   bool worker_order = false;
   for (int i = 1; i < argc; ++i) worker_order = worker_order || std::strcmp(argv[i], "--worker-order") == 0;
   try {
     crl::worker::WorkerDevice device;
     if (worker_order) {
-      std::printf("before CUDA: %s\n", crl::eval::apply_sandbox_before_device(policy).detail.c_str());
-      device.init({{"device", "cuda"}});
-      std::printf("after CUDA: %s\n", crl::eval::apply_sandbox_after_device(policy, true, device.gpu_minor()).detail.c_str());
+      std::printf("before CUDA: %s\n", apply_sandbox_before_device(policy).detail.c_str());
+      device.init(crl::worker::DeviceSettings{"cuda", 0, 0});
+      std::printf("after CUDA: %s\n", apply_sandbox_after_device(policy, true, device.gpu_minor()).detail.c_str());
       const std::string computed = device.self_check();
       std::printf("probe-cuda: a candidate worker's sandbox works here (%s)\n", computed.c_str());
       return 0;
     }
-    const auto report = crl::eval::apply_sandbox(policy);
+    const auto report = apply_sandbox(policy);
     std::printf("%s\n", report.detail.c_str());
-    device.init({{"device", "cuda"}});
+    device.init(crl::worker::DeviceSettings{"cuda", 0, 0});
     std::printf("probe-cuda: CUDA works in this sandbox\n");
     return 0;
   } catch (const std::exception& e) {
@@ -144,18 +146,18 @@ int main(int argc, char** argv) {
   // the second filter once the device is set up (CandidateSession::load, before the candidate's
   // library is loaded): the H200's CUDA driver fails to initialise under either (error 304), and
   // threads it started before keep their file rights (the second filter reaches them: TSYNC).
-  crl::eval::SandboxPolicy policy;
+  SandboxPolicy policy;
   policy.writable_dir = sandbox_dir;
   if (!sandbox_dir.empty()) {
     try {
-      const auto report = crl::eval::apply_sandbox_before_device(policy);
+      const auto report = apply_sandbox_before_device(policy);
       std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "crl-worker: %s\n", e.what());
       return 5;
     }
-    policy.readable_paths = crl::eval::default_readable_paths(readable);
+    policy.readable_paths = default_readable_paths(readable);
   }
-  crl::worker::CandidateSession session(sandbox_dir.empty() ? std::nullopt : std::optional<crl::eval::SandboxPolicy>(policy));
+  crl::worker::CandidateSession session(sandbox_dir.empty() ? std::nullopt : std::optional<SandboxPolicy>(policy));
   return serve(session);
 }

@@ -15,11 +15,18 @@
 #include "core/error.h"
 #include "core/text_table.h"
 #include "machine/machine_probe.h"
-#include "suite/reference_check.h"
+#include "eval/reference_check.h"
 #include "suite/suite.h"
 
 namespace crl::cli {
 namespace {
+
+using eval::check_references;
+using eval::empty_report;
+using eval::ReferenceCheckOptions;
+using eval::ReferenceCheckReport;
+using eval::ReferenceCheckResult;
+using eval::to_json;
 
 struct TasksOptions {
   std::string suite_dir;

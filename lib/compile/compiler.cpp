@@ -625,7 +625,6 @@ void Compiler::prepare(Backend backend) {
   impl_->ensure_pch(backend);
 }
 
-size_t Compiler::prune_cache(uint64_t max_bytes) { return impl_->cache->prune(max_bytes); }
 
 std::future<CompileResult> Compiler::submit(CompileRequest request) {
   Impl& d = *impl_;

@@ -90,9 +90,6 @@ class Compiler {
   const std::string& host_cxx() const;
   // Builds the precompiled prelude for a backend now (compile() does it on first use).
   void prepare(Backend backend);
-  // Removes least recently used cache entries (none used in the last hour) until the compiled
-  // programs take at most max_bytes; returns how many went. Nothing calls it on its own.
-  size_t prune_cache(uint64_t max_bytes);
 
   struct Impl;
 

@@ -87,6 +87,13 @@ TimeSummary time_from_json(const nlohmann::json& json, const std::string& where)
 
 }  // namespace
 
+const CheckStep* Verdict::first_failed_step() const {
+  for (const auto& s : steps) {
+    if (!s.passed) return &s;
+  }
+  return nullptr;
+}
+
 nlohmann::json to_json(const Verdict& v) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : v.steps) {
@@ -109,7 +116,8 @@ nlohmann::json to_json(const Verdict& v) {
           {"steps", steps},
           {"compile_log", v.compile_log},
           {"worker_log", v.worker_log},
-          {"seconds", v.seconds}};
+          {"seconds", v.seconds},
+          {"secret", v.secret}};
 }
 
 Verdict verdict_from_json(const nlohmann::json& json) {
@@ -146,6 +154,7 @@ Verdict verdict_from_json(const nlohmann::json& json) {
   v.compile_log = field<std::string>(json, "compile_log", where);
   v.worker_log = field<std::string>(json, "worker_log", where);
   v.seconds = field<double>(json, "seconds", where);
+  v.secret = field<uint64_t>(json, "secret", where);
   return v;
 }
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,11 @@ struct Verdict {
   std::string compile_log;     // truncated
   std::string worker_log;      // the candidate worker's stdout and stderr, truncated
   double seconds = 0;          // wall-clock time the whole evaluation took
+  uint64_t secret = 0;         // the evaluation's secret: `crl eval --seed <secret>` replays it (0: no judge)
 
   bool ok() const { return status == VerdictStatus::kOk; }
+  // The first check that failed (the one the verdict's status comes from), or null.
+  const CheckStep* first_failed_step() const;
   // "ok", "mismatch", "hack:<kind>", ...
   std::string status_text() const;
 };

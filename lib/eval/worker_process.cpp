@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "core/read_file.h"
 #include "eval/verdict.h"
+#include "worker/protocol.h"
 
 namespace crl::eval {
 
@@ -280,7 +281,7 @@ void WorkerProcess::stop(std::chrono::milliseconds grace) {
   if (!running_) return;
   thaw();
   try {
-    write_message(request_fd_, Message{{{"op", "quit"}}, {}});
+    worker::write_message(request_fd_, worker::encode_request(worker::QuitRequest{}));
   } catch (const Error&) {
     // Already gone: reap below says how it ended.
   }
@@ -329,17 +330,17 @@ void WorkerProcess::thaw() {
   frozen_ = false;
 }
 
-Message WorkerProcess::request(const Message& request, std::chrono::milliseconds timeout) {
+nlohmann::json WorkerProcess::request(const nlohmann::json& request, std::chrono::milliseconds timeout) {
   const std::string what = fmt::format("worker {}", pid_);
-  if (!running_) throw ChannelClosed(what + " is not running (" + exit_.describe() + ")");
+  if (!running_) throw worker::ChannelClosed(what + " is not running (" + exit_.describe() + ")");
   thaw();
   try {
-    write_message(request_fd_, request);
-    return read_message(reply_fd_, std::chrono::steady_clock::now() + timeout, what);
-  } catch (const ChannelTimeout&) {
+    worker::write_message(request_fd_, request);
+    return worker::read_message(reply_fd_, std::chrono::steady_clock::now() + timeout, what);
+  } catch (const worker::ChannelTimeout&) {
     kill();
     throw;
-  } catch (const ChannelClosed&) {
+  } catch (const worker::ChannelClosed&) {
     // The worker is gone or going; give it a moment to finish dying so its status is known.
     reap(std::chrono::milliseconds(5000));
     throw;

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "eval/worker_channel.h"
+#include "worker/worker_channel.h"
 
 namespace crl::eval {
 
@@ -75,7 +75,7 @@ class WorkerProcess {
   // Sends `request` and waits up to `timeout` for the reply. On ChannelTimeout the worker's group
   // is killed before the exception leaves; on ChannelClosed the worker is reaped. Either way
   // exit() then says how it ended. Malformed replies throw InputError (and kill the worker).
-  Message request(const Message& request, std::chrono::milliseconds timeout);
+  nlohmann::json request(const nlohmann::json& request, std::chrono::milliseconds timeout);
 
   bool running() const { return running_; }
   pid_t pid() const { return pid_; }

@@ -63,15 +63,6 @@ TEST_F(GpuEvaluatorTest, ReferenceAsItsOwnCandidateIsOkWithANarrowCiContainingOn
   expect_self_judgement_unbiased(evaluator(), "reference vs itself");
 }
 
-// The same with the candidate timed in a fresh worker (EvalOptions::fresh_timing_worker): a worker
-// with the reference's timing worker's history, not one that ran the trials and guards.
-TEST_F(GpuEvaluatorTest, InAFreshTimingWorkerTheReferenceAsItsOwnCandidateHasANarrowCiContainingOne) {
-  EvalOptions o = quick_options(Backend::cuda);
-  o.fresh_timing_worker = true;
-  Evaluator e(o, fixture_compiler());
-  expect_self_judgement_unbiased(e, "reference vs itself, fresh timing worker");
-}
-
 // Baseline cuda_graph: the reference's timing worker replays each slot's call as a captured graph.
 TEST_F(GpuEvaluatorTest, TheReferenceReplayedAsACudaGraphIsABaseline) {
   EvalOptions o = quick_options(Backend::cuda);

@@ -10,25 +10,24 @@
 #include <string>
 #include <thread>
 
-#include "eval/worker_channel.h"
+#include "worker/worker_channel.h"
 
 extern char** environ;
 
 int main(int argc, char** argv) {
   if (argc < 3 || std::string(argv[1]) != "--channel") return 2;
   for (;;) {
-    crl::eval::Message request;
+    nlohmann::json request;
     try {
-      request = crl::eval::read_message(3, std::nullopt, "evaluator");
-    } catch (const crl::eval::ChannelClosed&) {
+      request = crl::worker::read_message(3, std::nullopt, "evaluator");
+    } catch (const crl::worker::ChannelClosed&) {
       return 0;
     }
-    const std::string op = request.header.value("op", "");
-    crl::eval::Message reply{{{"ok", true}}, {}};
+    const std::string op = request.value("op", "");
+    nlohmann::json reply = {{"ok", true}};
     if (op == "quit") return 0;
     if (op == "echo") {
-      reply.header["echo"] = request.header;
-      reply.tensors = request.tensors;
+      reply["echo"] = request;
     } else if (op == "segfault") {
       std::printf("about to crash\n");
       std::fflush(stdout);
@@ -57,15 +56,15 @@ int main(int argc, char** argv) {
       }
       rlimit as{};
       getrlimit(RLIMIT_AS, &as);
-      reply.header["env"] = env;
-      reply.header["open_fds"] = open_fds - 1;  // less the one opendir itself holds
-      reply.header["rlimit_as"] = as.rlim_cur == RLIM_INFINITY ? 0 : static_cast<uint64_t>(as.rlim_cur);
-      reply.header["pgid_is_pid"] = getpgrp() == getpid();
+      reply["env"] = env;
+      reply["open_fds"] = open_fds - 1;  // less the one opendir itself holds
+      reply["rlimit_as"] = as.rlim_cur == RLIM_INFINITY ? 0 : static_cast<uint64_t>(as.rlim_cur);
+      reply["pgid_is_pid"] = getpgrp() == getpid();
     } else if (op == "garbage") {
       const char junk[32] = "this is not a protocol frame..";
       if (write(4, junk, sizeof junk) < 0) return 3;
       continue;
     }
-    crl::eval::write_message(4, reply);
+    crl::worker::write_message(4, reply);
   }
 }

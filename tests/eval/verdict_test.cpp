@@ -70,6 +70,7 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   v.compile_log = "warning: x";
   v.worker_log = "hello";
   v.seconds = 3.5;
+  v.secret = 123456789;
   // Written by hand, so a field that to_json drops (or renames) fails here, whatever
   // verdict_from_json does with it.
   const auto expected = nlohmann::json::parse(R"({
@@ -81,7 +82,7 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
     "speedup": 2.0, "speedup_ci": [1.98, 2.02], "reward": 0.0,
     "steps": [{"name": "compile", "passed": true, "detail": "cache hit", "seconds": 0.01},
               {"name": "trial 1", "passed": false, "detail": "output 0 differs", "seconds": 0.2}],
-    "compile_log": "warning: x", "worker_log": "hello", "seconds": 3.5})");
+    "compile_log": "warning: x", "worker_log": "hello", "seconds": 3.5, "secret": 123456789})");
   EXPECT_EQ(to_json(v), expected) << to_json(v).dump(2);
   // And back: every field of the hand-written JSON lands in its member (a field that
   // verdict_from_json drops would be default here).
@@ -118,6 +119,7 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.compile_log, "warning: x");
   EXPECT_EQ(back.worker_log, "hello");
   EXPECT_EQ(back.seconds, 3.5);
+  EXPECT_EQ(back.secret, 123456789u);
 }
 
 TEST(VerdictJson, MissingOrIllTypedFieldIsNamed) {

@@ -98,24 +98,26 @@ def job_files():
         put("fuzz_job_config", path.name, path.read_text())
 
 
-def frame(header, tensors):
-    body = json.dumps(header).encode()
-    out = struct.pack("<IIII", 0x46524C43, len(body), len(tensors), 0) + body
-    for t in tensors:
-        out += t
-    return out
-
-
-def tensor(dtype_code, shape, payload, device=0):
-    dims = list(shape) + [0] * (8 - len(shape))
-    return struct.pack("<IBBBB8qQ", 0x54524C43, dtype_code, len(shape), device, 0, *dims, len(payload)) + payload
+def frame(message):
+    body = json.dumps(message).encode()
+    return struct.pack("<II", 0x4A4C5243, len(body)) + body
 
 
 def channel():
-    f32 = tensor(0, [2, 3], struct.pack("<6f", *range(6)))
-    put("fuzz_worker_channel", "frame_outputs", b"\x01" + frame({"type": "outputs", "trial": 0}, [f32, tensor(9, [2], b"\x01\x00")]))
-    put("fuzz_worker_channel", "frame_empty", b"\x01" + frame({"type": "ready"}, []))
-    put("fuzz_worker_channel", "tensor_i64", b"\x00" + tensor(4, [1], struct.pack("<q", 7), device=1))
+    meta = {"sizes": [2, 3], "dtype": "float32"}
+    put("fuzz_worker_channel", "fill", frame({"op": "fill", "slots": [{"slot": 0, "seed": 7, "edges": False, "spread": False}],
+                                              "both": True}))
+    put("fuzz_worker_channel", "compare", frame({"op": "compare", "key": "trial:0", "outputs": [
+        dict(meta, device="cpu", address=4096), dict(meta, device="cuda", ipc_handle="00" * 64, offset=256)]}))
+    put("fuzz_worker_channel", "arena", frame({"op": "arena", "layout": {"arguments": [meta], "slots": 4},
+                                               "output_region_bytes": 1024}))
+    put("fuzz_worker_channel", "guard_reply", frame({"ok": True, "checks": [{"name": "threads", "passed": True, "kind": "deferred_work",
+                                                     "detail": "1 thread"}], "groups": [{"name": "g", "kind": "output_cache",
+                                                     "seed_index": 1, "count": 1}], "outputs": [dict(meta, device="cpu", address=64)]}))
+    put("fuzz_worker_channel", "error_reply", frame({"ok": False, "error": "CUDA out of memory", "sticky": False,
+                                                     "out_of_memory": True}))
+    put("fuzz_worker_channel", "time_reply", frame({"ok": True, "batch": {"metas": [dict(meta, device="cpu")], "handles": [],
+                                                    "calls": [[64], [128]]}, "timeline": {"first_call_host_us": 3.5}}))
 
 
 if __name__ == "__main__":

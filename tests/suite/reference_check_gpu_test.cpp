@@ -5,10 +5,10 @@
 #include <torch/cuda.h>
 
 #include "shared_test_cache.h"
-#include "suite/reference_check.h"
+#include "eval/reference_check.h"
 #include "suite/suite.h"
 
-namespace crl {
+namespace crl::eval {
 namespace {
 
 TEST(ReferenceCheckGpu, TheChecksOwnRunsLeaveNoCachedDeviceMemoryBehind) {
@@ -31,4 +31,4 @@ TEST(ReferenceCheckGpu, TheChecksOwnRunsLeaveNoCachedDeviceMemoryBehind) {
 }
 
 }  // namespace
-}  // namespace crl
+}  // namespace crl::eval

@@ -8,9 +8,9 @@
 
 #include "shared_test_cache.h"
 #include "eval/evaluator.h"
-#include "suite/reference_check.h"
+#include "eval/reference_check.h"
 
-namespace crl {
+namespace crl::eval {
 namespace {
 
 const std::string kFixtures = std::string(CRL_TEST_DATA_DIR) + "/suite";
@@ -126,4 +126,4 @@ TEST(ReferenceCheck, ReferenceThatThrowsIsARuntimeError) {
 }
 
 }  // namespace
-}  // namespace crl
+}  // namespace crl::eval

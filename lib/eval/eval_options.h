@@ -1,0 +1,72 @@
+// What an evaluation does and within which limits: the options of crl eval and of the job's
+// evaluators (docs/evaluation.md explains each guard and limit).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "compile/compiler.h"  // Backend
+
+namespace crl::eval {
+
+struct EvalOptions {
+  Backend backend = Backend::cpu;
+  std::string scale = "small";
+  int trials = 5;                       // correctness trials, each on inputs from a new seed
+  uint64_t seed = 0;                    // 0: a fresh secret per judged task; else trial and timing
+                                        // seeds derive from it (replays an evaluation exactly)
+  bool timing = true;                   // false: stop after the correctness trials
+  std::string baseline = "eager";       // the reference as timed: "eager" (called), or "cuda_graph"
+                                        // (each slot's call captured once and replayed; CUDA only)
+  double time_budget_seconds = 10;      // timing stops when it is spent ...
+  double target_relative_ci = 0.01;     // ... or when the speedup's 95% CI is within +-1%
+  int min_timed_pairs = 20;
+  // ... but once the budget is spent, a candidate whose speedup's 95% CI lies wholly below
+  // slow_stop_speedup stops after min_timed_pairs_when_slow pairs (a program of seconds per call
+  // would otherwise take min_timed_pairs x that; its reward is known well enough).
+  int min_timed_pairs_when_slow = 5;
+  double slow_stop_speedup = 0.5;
+  int max_timed_pairs = 10000;
+  int pairs_per_round = 10;             // timed pairs per request to the worker (first round)
+  int warmup_calls = 3;
+  double call_timeout_seconds = 60;     // one correctness trial (both programs run once)
+  double load_timeout_seconds = 180;    // a worker's start: loading LibTorch and the libraries
+  uint64_t cpu_address_space_limit = 0; // RLIMIT_AS of CPU workers; 0: half the RAM + 16 GiB
+  uint64_t worker_storage_bytes = 1ull << 30;  // files in a worker's folder plus memfds it made; 0: unwatched
+  // Which of the evaluator's GPUs (an index into what it sees) the judge and the program workers
+  // use; they see that one alone (CUDA_VISIBLE_DEVICES). The job: the evaluator rank's own GPU.
+  int gpu = 0;
+  double gpu_memory_fraction = 0.6;     // candidate worker's share of the GPU's memory
+  double judge_gpu_memory_fraction = 0.3;  // the judge's (its cached outputs are let go when a request needs more)
+  int cpu_threads = 0;                  // intra-op threads of CPU workers; 0: LibTorch's default
+  size_t max_log_bytes = 8192;          // compile and worker logs kept in a verdict
+  std::string worker_executable;        // empty: find_worker_executable()
+  std::string scratch_parent;           // where per-evaluation folders go; empty: $TMPDIR
+  // Hack guards (docs/hack-guards.md).
+  bool hack_guards = true;              // false only in tests of the guards themselves
+  double guard_settle_seconds = 0.05;   // wait before outputs are looked at again (deferred work)
+  double remeasure_above_speedup = 3;   // speedups above this are re-measured in a fresh worker, by
+  double remeasure_max_disagreement = 1.5;  // single calls; intervals more than this apart: a hack
+  // The judge (docs/evaluation.md).
+  bool sandbox = true;                  // seccomp and Landlock around the candidate's worker
+  uint64_t arena_bytes = uint64_t{16} << 30;        // the candidate's input slots, at most
+  uint64_t judge_cache_bytes = uint64_t{16} << 30;  // reference outputs the judge keeps per task
+  int max_slots = 64;                   // inputs per timed batch to exceed the caches (fresh values in each)
+  // A timed batch has enough slots (calls) for the reference's calls to take this long, so that a
+  // request's fixed cost (waking the worker, the GPU's switch between processes' contexts,
+  // describing the outputs) is a small part of what is timed; within max_batch_calls, arena_bytes and
+  // batch_output_bytes. < 0 (the default; the Evaluator resolves it): 5000 on the GPU (there a request's fixed cost was ~400 us, as long as
+  // the calls of a 256 MiB ReLU pair, and moved the speedup of a program against itself by
+  // +-10% from one evaluation to the next), 0 on the CPU.
+  double min_batch_us = -1;
+  int max_batch_calls = 512;            // slots per timed batch for min_batch_us, at most
+  uint64_t batch_output_bytes = uint64_t{4} << 30;  // outputs a timed batch holds (each program's)
+  double idle_slack_us = 50;            // the GPU is idle when the probe takes <= 1.5 x baseline + this
+  double idle_wait_seconds = 60;        // a timed batch waits this long for an idle GPU (a trainer's step
+                                        // on a shared GPU), then the measurement fails (internal_error)
+  double roofline_margin = 1.25;        // hack:beyond_roofline below the least time / this (GPU only)
+  double peak_bytes_per_second = 0;     // the GPU's peaks for the gate; 0: roofline.h's table by
+  double peak_flops_per_second = 0;     // device name (both must be set to override it)
+};
+
+}  // namespace crl::eval

@@ -1,0 +1,33 @@
+// What the stages of one evaluation share: the task, the options, the task's judge (its state and
+// the typed client of its process), the trace the verdict is built in, and the candidate's worker.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "eval/eval_options.h"
+#include "eval/judge_client.h"
+#include "eval/task_judge.h"
+#include "eval/trace.h"
+#include "eval/worker_process.h"
+#include "suite/suite.h"
+
+namespace crl::eval {
+
+struct Evaluation {
+  const Task& task;
+  const EvalOptions& options;
+  TaskJudge& task_judge;
+  JudgeClient& judge;
+  Trace& trace;
+  bool cuda() const { return options.backend == Backend::cuda; }
+};
+
+// The candidate's worker through its evaluation: the process now, and the logs of the ones it
+// replaced (a re-measure runs in a fresh worker).
+struct CandidateWorker {
+  std::unique_ptr<WorkerProcess> process;
+  std::string earlier_logs;
+};
+
+}  // namespace crl::eval

@@ -1,0 +1,403 @@
+// The timing stage (timing.h).
+#include "eval/stages/timing.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <thread>
+#include <tuple>
+
+#include "core/clock.h"
+#include "core/process_env.h"
+#include "eval/stages/idle.h"
+#include "eval/stages/outputs.h"
+#include "eval/stages/stop_rule.h"
+#include "eval/stages/trials.h"
+#include "eval/worker_call.h"
+
+namespace crl::eval {
+namespace {
+
+using Problem = OutputCheck::Problem;
+
+// crl's side failed: the judge, the reference's worker, or a GPU that stayed busy.
+Failure internal(std::string why) { return Failure::of(VerdictStatus::kInternalError, std::move(why), Failure::Cleanup::drop_judge); }
+
+// What the measurement saw besides its times, for the timing step's detail.
+struct Diagnostics {
+  double pairs_wall = 0, timed_wall = 0;
+  std::map<std::string, double> judge_seconds;  // the judge's requests within pairs, by op
+  int late_idle_pairs = 0;                      // pairs whose GPU read busy after the candidate's reply (the wait charged to it)
+  double late_idle_ms_max = 0;
+  // The reference worker's own view of its timed batches (a diagnostic; docs/evaluation.md): by
+  // its CUDA events the GPU time of a batch's first call and the later calls' mean, and the
+  // host's time to queue the first.
+  std::vector<double> reference_first_call_us, reference_later_call_us, reference_first_host_us;
+  // CPU backend: batches whose CPU time over the cores given exceeded their wall time (charged).
+  int reference_cpu_charged = 0, candidate_cpu_charged = 0;
+  double reference_cpu_ratio_max = 0, candidate_cpu_ratio_max = 0;
+};
+
+// One timed batch: its reply and the time charged for it (seconds).
+struct TimedBatch {
+  worker::TimeReply reply;
+  double seconds = 0;
+};
+
+class TimingRun {
+ public:
+  TimingRun(Evaluation& e, WorkerProcess& candidate, const TimingPlan& plan)
+      : e_(e), candidate_(candidate), reference_(*e.task_judge.reference_worker), plan_(plan),
+        rule_(StopRule::from(e.options, plan.min_pairs, plan.budget_seconds)), cores_given_(cores_given()) {
+    for (int s = 0; s < plan.slots; ++s) slot_list_.push_back(s);
+  }
+  Result<Measurement> run();
+
+ private:
+  double cores_given() const;
+  std::optional<Failure> wait_for_idle_gpu();
+  Result<double> request_overhead();
+  std::optional<Failure> warm_up();
+  std::optional<Failure> time_pair(double round_trip_us);
+  Result<TimedBatch> time_batch(WorkerProcess& worker, const std::string& during, int* charged, double* ratio_max);
+  std::optional<Failure> time_reference(double round_trip_us, double* us, double* seconds);
+  std::optional<Failure> time_candidate(double round_trip_us, double* us, double* seconds, worker::TimeReply* reply);
+  std::optional<Failure> check_slot(const PairDraws& draws, const worker::TimeReply& reply);
+  bool clearly_slow(int pairs_done) const;
+  std::string pair_cost() const;
+  std::string pair_name() const { return fmt::format("{} pair {}", plan_.purpose, m_.reference_us.size() + 1); }
+  double charge_cpu(const WorkerProcess& w, double wall_s, double cpu_before, int* charged, double* ratio_max) const;
+
+  Evaluation& e_;
+  WorkerProcess& candidate_;
+  WorkerProcess& reference_;
+  TimingPlan plan_;
+  StopRule rule_;
+  double cores_given_;
+  std::vector<int64_t> slot_list_;
+  Measurement m_;
+  Diagnostics d_;
+  Clock::time_point started_ = Clock::now();
+};
+
+// On the CPU a timed batch costs the larger of its wall time and its CPU time (every thread's,
+// until the worker is frozen after its reply) over the cores a program is given: cpu_threads,
+// else the intra-op threads of the reference's worker (LibTorch's default: the physical cores,
+// not their hyperthreads), else the evaluator's CPUs. A candidate that runs more threads than
+// the reference may use (a matmul with two intra-op threads where the evaluator gives one:
+// 1.3-1.7x on two cores, attacks/extra_threads.cpu.crl), or leaves threads computing past its
+// reply, pays for the cores it took. Both programs are charged alike.
+double TimingRun::cores_given() const {
+  if (e_.options.cpu_threads > 0) return e_.options.cpu_threads;
+  if (e_.task_judge.reference_threads > 0) return e_.task_judge.reference_threads;
+  return static_cast<double>(allowed_cpu_count());
+}
+
+double TimingRun::charge_cpu(const WorkerProcess& w, double wall_s, double cpu_before, int* charged, double* ratio_max) const {
+  if (e_.cuda() || cpu_before < 0 || wall_s <= 0) return wall_s;
+  const double cpu_after = w.cpu_seconds();
+  if (cpu_after < 0) return wall_s;
+  const double busy = (cpu_after - cpu_before) / cores_given_;
+  if (busy <= wall_s) return wall_s;
+  ++*charged;
+  *ratio_max = std::max(*ratio_max, busy / wall_s);
+  return busy;
+}
+
+// Before each timed batch and the overhead's measurement, with the candidate's worker frozen: the
+// GPU idle, waited for up to idle_wait_seconds (a trainer's step on a shared GPU). Still busy then,
+// it is another process or work the candidate left running (launched while it was thawed for an
+// untimed request, made to stop once its own batch begins, so that only the reference's batch
+// shares the GPU with it): timing on would let that slow the reference, so the measurement fails as
+// crl's (internal_error: the job leaves it out of the group).
+std::optional<Failure> TimingRun::wait_for_idle_gpu() {
+  if (!e_.cuda()) return std::nullopt;
+  candidate_.freeze();
+  const auto deadline = Clock::now() + std::chrono::duration<double>(e_.options.idle_wait_seconds);
+  for (;;) {
+    const auto probe = e_.judge.ask(worker::ProbeRequest{e_.options.idle_slack_us}, "probing the GPU");
+    if (!probe) return internal("probing the GPU");
+    if (probe->idle) return std::nullopt;
+    if (Clock::now() > deadline) {
+      return internal(fmt::format("{}: the GPU stayed busy for {:.0f} s before a timed batch with the candidate's worker "
+                                  "frozen (idle probe {:.0f} us, {:.0f} us when idle): another process, or work the "
+                                  "candidate left running",
+                                  plan_.purpose, e_.options.idle_wait_seconds, probe->probe_us, probe->baseline_us));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// A timed request's fixed cost (us). On the GPU: an empty batch (no calls) of the reference's timing
+// worker, after the judge's flush and frozen before, as every timed batch (both programs' batches
+// run the same worker code around their calls, so this is what each pays besides its calls). On the
+// CPU: an empty request to the judge, frozen before (there the worker's empty batch made the
+// reference judged against itself miss 1.00 more often on two cores: 2 of 3 test runs failed
+// against 0 of 4). What the candidate's worker answers is never subtracted from its own time (it
+// could inflate it).
+Result<double> TimingRun::request_overhead() {
+  const std::string failed = "an empty timed batch of the reference's worker failed";
+  std::vector<double> samples;
+  for (int i = 0; i < 7; ++i) {
+    double s = 0;
+    if (e_.cuda()) {
+      if (auto f = wait_for_idle_gpu()) return *f;
+      if (!e_.judge.ask(worker::FlushRequest{}, "flushing caches")) return internal(failed);
+      reference_.freeze();
+      auto r = call(reference_, worker::TimeRequest{{}}, e_.options.call_timeout_seconds, "an empty timed batch of the reference's worker",
+                    &s);
+      reference_.freeze();
+      if (!r) return internal(failed);
+    } else {
+      WorkerProcess& judge = e_.judge.process();
+      judge.freeze();  // as before every timed request: the wake-up is part of the round trip
+      if (!call(judge, worker::EmptyRequest{}, e_.options.call_timeout_seconds, "an empty request", &s)) return internal(failed);
+    }
+    samples.push_back(s * 1e6);
+  }
+  return median(samples);
+}
+
+// The untimed warm-up batch of start_timing runs on real inputs (an index tensor holding whatever
+// the arena held before would make a correct program fail); then both workers warm up.
+std::optional<Failure> TimingRun::warm_up() {
+  worker::FillRequest fill{{}, true};
+  for (const uint64_t seed : draw_warmup(e_.task_judge.draws, plan_.slots)) {
+    fill.slots.push_back({static_cast<int>(fill.slots.size()), seed, false, false});
+  }
+  candidate_.freeze();
+  if (!e_.judge.ask(fill, "filling warm-up inputs")) return internal("filling warm-up inputs");
+  for (WorkerProcess* w : {&candidate_, &reference_}) {
+    auto r = call(*w, worker::StartTimingRequest{plan_.slots}, e_.options.call_timeout_seconds * (plan_.slots + 1),
+                  plan_.purpose + ": before timing");
+    if (!r) return w == &candidate_ ? r.failure() : internal(r.failure().message);
+  }
+  return std::nullopt;
+}
+
+// One program's timed batch: the worker frozen before and after (both timed requests start by
+// waking a stopped process, and pay the same for it), charged its CPU time on the CPU.
+Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, const std::string& during, int* charged, double* ratio_max) {
+  double s = 0;
+  worker.freeze();
+  const double cpu_before = worker.cpu_seconds();
+  auto r = call(worker, worker::TimeRequest{slot_list_}, e_.options.call_timeout_seconds * plan_.slots + 10, during, &s);
+  if (!r) return r.failure();
+  worker.freeze();
+  return TimedBatch{std::move(*r), charge_cpu(worker, s, cpu_before, charged, ratio_max)};
+}
+
+std::optional<Failure> TimingRun::time_reference(double round_trip_us, double* us, double* seconds) {
+  if (auto f = wait_for_idle_gpu()) return f;
+  if (!e_.judge.ask(worker::FlushRequest{}, "flushing caches")) return internal("timing the reference");
+  auto batch = time_batch(reference_, "the reference's timed calls", &d_.reference_cpu_charged, &d_.reference_cpu_ratio_max);
+  if (!batch) return internal("timing the reference");
+  *seconds = batch->seconds;
+  *us = std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
+  const worker::BatchTimelineSummary& timeline = batch->reply.timeline;
+  if (timeline.first_call_device_us) {
+    d_.reference_first_call_us.push_back(*timeline.first_call_device_us);
+    d_.reference_first_host_us.push_back(timeline.first_call_host_us.value_or(0.0));
+  }
+  if (timeline.later_call_device_us) d_.reference_later_call_us.push_back(*timeline.later_call_device_us);
+  // Its outputs are let go outside the timed window (the judge compares with its own), and it is
+  // frozen again after: threads of its intra-op pool spin for a while after their last job, and did
+  // so through the candidate's batch that followed (the reference judged against itself on the CPU
+  // with two threads: median 0.82).
+  reference_.freeze();
+  const bool released = static_cast<bool>(
+      call(reference_, worker::ReleaseRequest{}, e_.options.call_timeout_seconds, "releasing the reference's outputs"));
+  reference_.freeze();
+  if (!released) return internal("timing the reference");
+  return std::nullopt;
+}
+
+std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* us, double* seconds, worker::TimeReply* reply) {
+  if (auto f = wait_for_idle_gpu()) return f;
+  if (!e_.judge.ask(worker::FlushRequest{}, "flushing caches")) return internal("the judge failed");
+  auto batch = time_batch(candidate_, plan_.purpose + ": the candidate's timed calls", &d_.candidate_cpu_charged,
+                          &d_.candidate_cpu_ratio_max);
+  if (!batch) return batch.failure();
+  *seconds = batch->seconds;
+  *us = std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
+  *reply = std::move(batch->reply);
+  if (!e_.cuda()) return std::nullopt;
+  // Work still running now, with the candidate's worker frozen, ran after its reply: the GPU is
+  // probed until idle, for up to as long again as the batch took (guard_settle_seconds at least),
+  // and the wait is charged to the candidate's batch, so work deferred past the reply gains
+  // nothing, and a legitimate program whose reply the probe misreads as busy (seen on the H200)
+  // loses one pair's time, not its verdict. Still busy after: a hack.
+  const IdleWait w = await_idle(e_, std::max(e_.options.guard_settle_seconds, *seconds));
+  if (!w.asked) return internal("probing the GPU");
+  if (!w.idle) {
+    return Failure::hack_found(HackKind::deferred_work,
+                               fmt::format("{}: work was still running on the GPU after the candidate's timed calls returned ({})",
+                                           pair_name(), describe_wait(w)));
+  }
+  if (w.busy_at_first()) {
+    *us += w.waited_s * 1e6 / plan_.slots;
+    ++d_.late_idle_pairs;
+    d_.late_idle_ms_max = std::max(d_.late_idle_ms_max, 1e3 * w.waited_s);
+  }
+  return std::nullopt;
+}
+
+// One slot, chosen after the fact, is checked: outputs against the reference's on the same inputs,
+// and its inputs unchanged (skipping or shortcutting some calls is seen at once).
+std::optional<Failure> TimingRun::check_slot(const PairDraws& draws, const worker::TimeReply& reply) {
+  const int j = draws.checked_slot;
+  const std::string where = fmt::format("{} slot {}", pair_name(), j);
+  std::optional<OutputCheck> unreadable;
+  std::vector<worker::TensorRef> refs;
+  try {
+    if (!reply.batch.contains("calls") || !reply.batch["calls"].is_array() || reply.batch["calls"].size() != static_cast<size_t>(plan_.slots)) {
+      throw InputError("the timed reply describes the wrong number of calls");
+    }
+    refs = worker::batch_call_refs(reply.batch, static_cast<size_t>(j), e_.task_judge.outputs.size() + 1);
+  } catch (const InputError& error) {
+    unreadable = OutputCheck{Problem::crash, error.what()};
+  }
+  // Inputs first: the judge makes the slot's inputs again from its seed to compare with, and keeps
+  // them for the reference's run on that slot (one generation instead of two: at full scale a fill
+  // is one of a pair's largest untimed costs).
+  const auto changed = inputs_changed(e_, j, draws.seeds[static_cast<size_t>(j)], false, /*keep=*/true);
+  if (!changed) return internal("checking inputs");
+  if (!changed->empty()) return Failure::hack_found(HackKind::input_mutation, where + ": " + *changed);
+  OutputCheck check;
+  if (unreadable) {
+    check = *unreadable;
+  } else {
+    if (!e_.judge.ask(worker::ReferenceSlotRequest{j, draws.seeds[static_cast<size_t>(j)]}, "the reference on the checked slot")) {
+      return internal("the judge's reference run on the checked slot");
+    }
+    check = check_outputs(e_, candidate_, refs, fmt::format("batch:{}", j));
+  }
+  if (check.problem == Problem::judge_failed) {
+    if (e_.judge.out_of_memory()) return internal("comparing outputs");
+    return Failure::of(VerdictStatus::kCrash, "the candidate's timed outputs could not be read");
+  }
+  if (check.ok()) return std::nullopt;
+  const std::string message = where + ": " + check.message;
+  if (check.problem == Problem::crash) return Failure::of(VerdictStatus::kCrash, message);
+  return Failure::hack_found(check.problem == Problem::deferred_work ? HackKind::deferred_work : HackKind::timed_output_mismatch, message);
+}
+
+std::optional<Failure> TimingRun::time_pair(double round_trip_us) {
+  const auto pair_started = Clock::now();
+  const auto judge_before = e_.judge.seconds_by_op();
+  const PairDraws draws = draw_pair(e_.task_judge.draws, plan_.slots);
+  worker::FillRequest fill{{}, true};
+  for (const uint64_t seed : draws.seeds) fill.slots.push_back({static_cast<int>(fill.slots.size()), seed, false, false});
+  candidate_.freeze();
+  if (!e_.judge.ask(fill, "filling timed inputs")) return internal("filling timed inputs");
+  double ref_us = 0, ref_s = 0, cand_us = 0, cand_s = 0;
+  worker::TimeReply reply;
+  if (draws.reference_first) {
+    if (auto f = time_reference(round_trip_us, &ref_us, &ref_s)) return f;
+  }
+  if (auto f = time_candidate(round_trip_us, &cand_us, &cand_s, &reply)) return f;
+  if (!draws.reference_first) {
+    if (auto f = time_reference(round_trip_us, &ref_us, &ref_s)) return f;
+  }
+  if (auto f = check_slot(draws, reply)) return f;
+  // The batch's outputs are let go now, outside the next timed window.
+  auto released = call(candidate_, worker::ReleaseRequest{}, e_.options.call_timeout_seconds, plan_.purpose + ": releasing outputs");
+  candidate_.freeze();
+  if (!released) return released.failure();
+  m_.reference_us.push_back(ref_us);
+  m_.candidate_us.push_back(cand_us);
+  d_.pairs_wall += seconds_since(pair_started);
+  d_.timed_wall += ref_s + cand_s;
+  for (const auto& [op, seconds] : e_.judge.seconds_by_op()) {  // the requests of this pair
+    const auto before = judge_before.find(op);
+    const double spent = seconds - (before == judge_before.end() ? 0.0 : before->second);
+    if (spent > 0) d_.judge_seconds[op] += spent;
+  }
+  return std::nullopt;
+}
+
+bool TimingRun::clearly_slow(int pairs_done) const {
+  if (!may_stop_as_slow(rule_, pairs_done, seconds_since(started_))) return false;
+  return estimate_speedup(m_.reference_us, m_.candidate_us, 1000, bootstrap_seed(e_.task_judge.secret, e_.task.id)).ci_high <
+         rule_.slow_stop_speedup;
+}
+
+Result<Measurement> TimingRun::run() {
+  started_ = Clock::now();
+  if (auto f = warm_up()) return *f;
+  int pairs = std::max(1, e_.options.pairs_per_round);
+  for (;;) {
+    candidate_.freeze();
+    const auto round_trip = request_overhead();
+    if (!round_trip) return round_trip.failure();
+    bool slow = false;
+    for (int p = 0; p < pairs && !slow; ++p) {
+      if (auto f = time_pair(*round_trip)) return *f;
+      slow = clearly_slow(static_cast<int>(m_.reference_us.size()));
+    }
+    ++m_.rounds;
+    m_.estimate = estimate_speedup(m_.reference_us, m_.candidate_us, 1000, bootstrap_seed(e_.task_judge.secret, e_.task.id));
+    const NextRound next = next_round(rule_, static_cast<int>(m_.reference_us.size()), seconds_since(started_), m_.estimate, slow);
+    if (next.stop) {
+      m_.stop_reason = next.reason;
+      break;
+    }
+    pairs = next.pairs;
+  }
+  m_.pair_cost = pair_cost();
+  return m_;
+}
+
+std::string TimingRun::pair_cost() const {
+  const double n = std::max<double>(static_cast<double>(m_.reference_us.size()), 1);
+  std::vector<std::pair<double, std::string>> ops;
+  double judged = 0;
+  for (const auto& [op, seconds] : d_.judge_seconds) {
+    ops.emplace_back(seconds, op);
+    judged += seconds;
+  }
+  std::sort(ops.rbegin(), ops.rend());
+  std::string judge_ops;
+  for (const auto& [seconds, op] : ops) judge_ops += fmt::format("{}{} {:.1f}", judge_ops.empty() ? "" : ", ", op, 1e3 * seconds / n);
+  std::string cost = fmt::format("{:.1f} ms a pair, {:.1f} ms of it timed requests; the judge's requests {:.1f} ms ({}), the rest {:.1f} ms",
+                                 1e3 * d_.pairs_wall / n, 1e3 * d_.timed_wall / n, 1e3 * judged / n, judge_ops,
+                                 1e3 * std::max(d_.pairs_wall - d_.timed_wall - judged, 0.0) / n);
+  if (!d_.reference_first_call_us.empty() && !m_.reference_us.empty()) {
+    // Where these part from the evaluator's clock, or a batch's first call from the later ones,
+    // the reference's time holds something besides its calls' work (a host stall inside a call,
+    // a cost paid once per batch). On the H200 level2/010's call took 25.5 ms by these events
+    // against 12.2 ms in the judge (docs/suite.md).
+    cost += fmt::format("; the reference's calls by its worker's CUDA events: a batch's first {:.1f} us{} (medians; "
+                        "the host queued the first in {:.1f} us); by the evaluator's clock {:.1f} us",
+                        median(d_.reference_first_call_us),
+                        d_.reference_later_call_us.empty() ? "" : fmt::format(", the later ones {:.1f} us each", median(d_.reference_later_call_us)),
+                        median(d_.reference_first_host_us), median(m_.reference_us));
+  }
+  for (const auto& [who, charged, ratio] : {std::tuple{"the candidate's", d_.candidate_cpu_charged, d_.candidate_cpu_ratio_max},
+                                            std::tuple{"the reference's", d_.reference_cpu_charged, d_.reference_cpu_ratio_max}}) {
+    if (charged == 0) continue;
+    cost += fmt::format("; in {} pairs {} CPU time over the {:g} cores given exceeded its wall time, up to {:.2f}x (charged)", charged,
+                        who, cores_given_, ratio);
+  }
+  if (d_.late_idle_pairs > 0) {
+    cost += fmt::format("; in {} pairs the GPU read busy after the candidate's reply, idle within {:.1f} ms (the wait charged to it)",
+                        d_.late_idle_pairs, d_.late_idle_ms_max);
+  }
+  return cost;
+}
+
+}  // namespace
+
+Result<Measurement> measure(Evaluation& e, WorkerProcess& candidate, const TimingPlan& plan) {
+  return TimingRun(e, candidate, plan).run();
+}
+
+Failure timing_failure(Evaluation& e, const Failure& failed, const std::string& step_name, const Clock::time_point& since) {
+  e.trace.step(step_name, false, failed.message, since);
+  if (failed.status == VerdictStatus::kInternalError) return e.judge.lost(failed.message);
+  return failed;
+}
+
+}  // namespace crl::eval

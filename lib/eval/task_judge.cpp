@@ -1,0 +1,181 @@
+// Opening a task's judge (task_judge.h).
+#include "eval/task_judge.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+
+#include "core/error.h"
+#include "eval/batch_plan.h"
+#include "eval/worker_call.h"
+#include "program/task_spec.h"
+
+namespace crl::eval {
+namespace {
+
+// Requests to the judge while it is being opened: a failure is the reference's (an Error).
+class Opening {
+ public:
+  Opening(const Task& task, const EvalOptions& options, WorkerProcess& judge) : task_(task), options_(options), judge_(judge) {}
+  template <typename Request>
+  typename Request::Reply ask(const Request& request, const std::string& during) {
+    auto reply = call(judge_, request, options_.load_timeout_seconds + options_.call_timeout_seconds, during);
+    if (!reply) {
+      throw Error(fmt::format("the reference of {} failed: {}\n{}", task_.id, reply.failure().message,
+                              judge_.log(options_.max_log_bytes)));
+    }
+    return std::move(*reply);
+  }
+
+ private:
+  const Task& task_;
+  const EvalOptions& options_;
+  WorkerProcess& judge_;
+};
+
+// The reference run on every trial's and edge trial's inputs, held under trial:<i> and edge:<i>;
+// then, where a program copying one sample across the batch would pass, its run with the samples
+// scaled apart (the per-sample guard). Sets the reference's outputs.
+void hold_reference_outputs(TaskJudge& j, Opening& opening) {
+  for (size_t i = 0; i < j.seeds.size(); ++i) {
+    const auto r = opening.ask(worker::ReferenceRequest{fmt::format("trial:{}", i), j.seeds[i], false, false},
+                               fmt::format("reference run (seed {})", j.seeds[i]));
+    if (i == 0) {
+      j.outputs = r.outputs;
+      for (const auto& o : j.outputs) j.output_bytes.push_back(o.meta.nbytes());
+    }
+  }
+  for (size_t i = 0; i < j.edge_seeds.size(); ++i) {
+    (void)opening.ask(worker::ReferenceRequest{fmt::format("edge:{}", i), j.edge_seeds[i], true, false},
+                      fmt::format("reference run on edge inputs (seed {})", j.edge_seeds[i]));
+  }
+  if (opening.ask(worker::BatchCopyRequest{"trial:0"}, "the per-sample check").would_pass) {
+    const auto r = opening.ask(worker::ReferenceRequest{"spread", j.seeds[0], false, true}, "reference run with samples scaled apart");
+    j.spread = r.spread_inputs > 0;
+  }
+}
+
+// The timed batch's slots (batch_plan.h) and the arenas of that many slots.
+void plan_arenas(TaskJudge& j, const Task& task, const EvalOptions& options, const std::vector<worker::TensorMeta>& arguments,
+                 Opening& opening) {
+  for (int64_t b : j.output_bytes) j.region_bytes += (static_cast<uint64_t>(b) + 255) / 256 * 256;
+  const worker::ArenaLayout one = worker::arena_layout(arguments, 1);
+  if (options.min_batch_us > 0) {
+    j.reference_call_us = opening.ask(worker::CallTimeRequest{j.seeds[0], 3}, "timing the reference's call").call_us;
+  }
+  const BatchPlanLimits limits{options.min_batch_us, options.max_batch_calls, options.max_slots, options.arena_bytes,
+                               options.batch_output_bytes};
+  j.layout = worker::arena_layout(arguments, plan_timed_batch(one.slot_bytes, j.region_bytes, j.reference_call_us, limits));
+  if (options.backend == Backend::cpu) {
+    // Sealed at their sizes: the candidate's worker inherits its arena's fd, and shrinking it would
+    // crash the judge (SIGBUS) at its next fill (attacks/shared_memory.cpu.crl).
+    worker::size_and_seal_shared_memory(j.arena_fd, j.layout.total_bytes(), "the input arena of " + task.id);
+    worker::size_and_seal_shared_memory(j.reference_arena_fd, j.layout.total_bytes(), "the reference's input arena of " + task.id);
+    worker::size_and_seal_shared_memory(j.region_fd, j.region_bytes, "the output region of " + task.id);
+    j.region = worker::map_shared_memory(j.region_fd, j.region_bytes, "the candidate output region");
+  }
+  (void)opening.ask(worker::ArenaRequest{j.layout, j.region_bytes}, "setting up the input arenas");
+}
+
+}  // namespace
+
+worker::LoadRequest load_request(const Task& task, const EvalOptions& options, const std::string& library,
+                                 double gpu_memory_fraction) {
+  worker::LoadRequest r;
+  r.reference_program = absolute_path(task.path);
+  r.library = absolute_path(library);
+  r.scale = options.scale;
+  r.device = {backend_name(options.backend), gpu_memory_fraction, options.cpu_threads};
+  r.cache_bytes = static_cast<int64_t>(options.judge_cache_bytes);
+  r.program_name = "candidate";
+  return r;
+}
+
+std::optional<Failure> attach_arena(WorkerProcess& judge, WorkerProcess& worker, const worker::ArenaLayout& layout, bool cuda,
+                                    worker::ArenaOwner owner, double timeout_seconds, const std::string& during) {
+  auto made = call(worker, worker::ArenaRequest{layout, 0}, timeout_seconds, during + ": making the input arena");
+  if (!made) return made.failure();
+  if (!cuda) return std::nullopt;
+  if (made->ipc_handle.empty()) {
+    return Failure::of(VerdictStatus::kCrash, during + ": the worker's arena reply has no IPC handle", Failure::Cleanup::kill_worker);
+  }
+  auto adopted = call(judge, worker::AdoptArenaRequest{owner, made->ipc_handle}, timeout_seconds,
+                      during + ": the judge mapping the worker's arena");
+  if (!adopted) return Failure::of(VerdictStatus::kInternalError, adopted.failure().message, Failure::Cleanup::kill_worker);
+  if (!adopted->adopted) {
+    return Failure::of(VerdictStatus::kCrash, during + ": " + adopted->message, Failure::Cleanup::kill_worker);
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& options, Compiler& compiler, WorkerPool& pool) {
+  std::unique_ptr<TaskJudge> j(new TaskJudge());
+  j->task_id = task.id;
+  j->task_dir = std::filesystem::path(absolute_path(task.path)).parent_path().string();
+  task.spec.scale_variables(options.scale);  // an unknown scale is bad input, said here
+  const CompileResult compiled = compiler.compile({task.program, task.spec.num_args(), options.backend, ""});
+  if (!compiled.ok) {
+    throw Error(fmt::format("the reference of {} does not compile ({} stage):\n{}", task.id, compiled.stage, compiled.log));
+  }
+  j->library = compiled.library_path;
+  j->secret = options.seed != 0 ? options.seed : fresh_secret();
+  j->draws = SecretDraws(j->secret, task.id);
+  j->seeds = trial_seeds(j->secret, options.trials, task.id);
+  if (task.spec.has_edges()) j->edge_seeds = edge_trial_seeds(j->secret, kEdgeTrials, task.id);
+  const bool cpu = options.backend == Backend::cpu;
+  if (cpu) {
+    j->arena_fd = worker::create_shared_memory("crl-arena", 0);
+    j->region_fd = worker::create_shared_memory("crl-outputs", 0);
+    j->reference_arena_fd = worker::create_shared_memory("crl-reference-arena", 0);
+  }
+  j->judge = pool.start_judge(cpu ? std::vector<int>{j->arena_fd, j->region_fd, j->reference_arena_fd} : std::vector<int>{});
+  // The reference's timing worker loads (LibTorch, CUDA) while the judge makes its outputs.
+  j->reference_worker = pool.start_program_worker("reference", {j->task_dir, j->reference_arena_fd});
+  worker::LoadRequest timing_load = load_request(task, options, j->library, options.gpu_memory_fraction);
+  timing_load.program_name = "reference";
+  timing_load.replay_as_graph = options.baseline == "cuda_graph";
+  auto reference_loaded = std::async(std::launch::async, [&, timing_load] {
+    return call(*j->reference_worker, timing_load, options.load_timeout_seconds, "loading the reference's timing worker");
+  });
+  Opening opening(task, options, *j->judge);
+  const auto loaded =
+      opening.ask(load_request(task, options, j->library, options.judge_gpu_memory_fraction), "loading the reference");
+  j->device_name = loaded.device_name;
+  hold_reference_outputs(*j, opening);
+  plan_arenas(*j, task, options, loaded.arguments, opening);
+  auto ready = reference_loaded.get();
+  std::optional<Failure> failed;
+  if (!ready) failed = ready.failure();
+  if (ready) j->reference_threads = ready->intra_op_threads;
+  if (!failed) {
+    failed = attach_arena(*j->judge, *j->reference_worker, j->layout, !cpu, worker::ArenaOwner::reference,
+                          options.load_timeout_seconds, "the reference's timing worker");
+  }
+  if (failed) {
+    throw Error(fmt::format("the reference's timing worker for {} failed: {}\n{}", task.id, failed->message,
+                            j->reference_worker->log(options.max_log_bytes)));
+  }
+  return j;
+}
+
+TaskJudge::~TaskJudge() {
+  // The judge first: on the GPU it maps the reference worker's arena, which must outlive the mapping.
+  if (judge) judge->stop();
+  if (reference_worker) reference_worker->stop();
+  worker::unmap_shared_memory(region, region_bytes);
+  if (arena_fd >= 0) close(arena_fd);
+  if (reference_arena_fd >= 0) close(reference_arena_fd);
+  if (region_fd >= 0) close(region_fd);
+}
+
+std::string TaskJudge::describe() const {
+  return fmt::format(
+      "reference held for {} trial seeds{} from secret {} (crl eval --seed {} replays this evaluation); "
+      "{} input slots per timed batch{}",
+      seeds.size(), edge_seeds.empty() ? "" : fmt::format(" and {} edge trials", edge_seeds.size()), secret, secret, layout.slots,
+      reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "");
+}
+
+}  // namespace crl::eval

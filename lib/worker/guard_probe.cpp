@@ -1,0 +1,229 @@
+// Worker-side hack-guard probes (see guard_probe.h and docs/hack-guards.md).
+#include "worker/guard_probe.h"
+
+#include <ATen/ATen.h>
+#include <dirent.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
+#include "worker/output_comparison.h"
+#include "program/arguments.h"
+
+#if CRL_HAVE_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace crl::worker {
+namespace {
+
+void synchronize_device(const at::Device& device) {
+#if CRL_HAVE_CUDA
+  if (device.is_cuda()) cudaDeviceSynchronize();
+#else
+  (void)device;
+#endif
+}
+
+// What the caller can see when forward returns: on CUDA, the current stream's work is done.
+void synchronize_current_stream(const at::Device& device) {
+#if CRL_HAVE_CUDA
+  if (device.is_cuda()) at::cuda::getCurrentCUDAStream().synchronize();
+#else
+  (void)device;
+#endif
+}
+
+std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> copies;
+  for (const auto& t : tensors) copies.push_back(t.defined() ? t.clone() : t);
+  return copies;
+}
+
+
+// Fills the allocator's free memory with NaN bytes (0xFF): blocks of each output's size and a
+// large one are allocated, filled and freed, so an output the candidate allocates but never
+// writes holds NaN instead of whatever an earlier call left there.
+void poison_free_memory(const std::vector<int64_t>& output_bytes, const at::Device& device) {
+#if CRL_HAVE_CUDA
+  // The caching allocator's free blocks go back to the driver first: otherwise an unpoisoned block
+  // (an earlier trial's output, still holding a correct result) could serve the next allocation.
+  // The poisoned blocks below then are the only cached ones of the outputs' sizes.
+  if (device.is_cuda()) {
+    synchronize_device(device);
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+#endif
+  std::vector<at::Tensor> blocks;
+  const auto options = at::TensorOptions().dtype(at::kByte).device(device);
+  int64_t total = 0;
+  for (int64_t b : output_bytes) total += b;
+  // Four blocks of each output's size and one of four times their total: eight times the outputs,
+  // which at full scale (a 7 GB output) is more than the worker may hold beside its arguments. The
+  // copies shrink to what a quarter of the free memory allows, down to one block of each size
+  // (enough: the allocator hands the same-size block it freed last to the next such request).
+  int64_t budget = int64_t{1} << 62;
+#if CRL_HAVE_CUDA
+  if (device.is_cuda()) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) budget = static_cast<int64_t>(free_bytes / 4);
+  }
+#endif
+  int copies = 4;
+  while (copies > 1 && copies * total + 4 * total > budget) --copies;
+  const int64_t large = copies * total + 4 * total <= budget ? 4 * total : 0;
+  for (int64_t bytes : output_bytes) {
+    for (int i = 0; i < copies; ++i) blocks.push_back(at::empty({std::max<int64_t>(bytes, 1)}, options));
+  }
+  blocks.push_back(at::empty({std::max<int64_t>(large, 1 << 20)}, options));
+  for (auto& b : blocks) b.fill_(0xFF);
+  synchronize_device(device);
+  // Freed in reverse order of allocation: the most recently freed same-size block is reused first.
+  while (!blocks.empty()) blocks.pop_back();
+}
+
+}  // namespace
+
+int count_process_threads() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+bool storages_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined() || !a.has_storage() || !b.has_storage()) return false;
+  const auto* a0 = static_cast<const char*>(a.storage().data());
+  const auto* b0 = static_cast<const char*>(b.storage().data());
+  if (a0 == nullptr || b0 == nullptr) return false;
+  if (a.device() != b.device()) return false;
+  const auto* a1 = a0 + a.storage().nbytes();
+  const auto* b1 = b0 + b.storage().nbytes();
+  return a0 < b1 && b0 < a1;
+}
+
+GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale,
+                              const at::Device& device, const CandidateForward& candidate) {
+  const auto& seeds = request.seeds;
+  if (seeds.size() != 2) throw InputError("guard: need exactly two seeds");
+  const double settle_seconds = request.settle_seconds;
+  // The reference's output sizes (the evaluator holds its outputs): what free memory is poisoned at.
+  const auto& output_bytes = request.output_bytes;
+  GuardOutputs reply;
+  auto check = [&](const std::string& name, bool passed, const std::string& kind, const std::string& detail) {
+    reply.checks.push_back({name, passed, kind, detail});
+  };
+  auto send_group = [&](const std::string& name, const std::string& kind, int seed_index,
+                        const std::vector<at::Tensor>& outputs) {
+    reply.groups.push_back({name, kind, seed_index, static_cast<int64_t>(outputs.size())});
+    for (const auto& out : outputs) {
+      if (!out.defined()) throw Error("the candidate returned an undefined tensor");
+      reply.outputs.push_back(out);
+    }
+  };
+
+  // 1. One call on inputs A: threads and work left running, aliasing, ownership, input mutation.
+  auto args = make_arguments(spec, scale, seeds[0], device);
+  const auto args_before = clone_all(args);
+  // Free memory is poisoned first: an output block that still held an earlier call's correct
+  // result (seed A was trial 1's seed) would look finished at return even while work on another
+  // stream was still writing it.
+  poison_free_memory(output_bytes, device);
+  synchronize_device(device);
+  const int threads_before = count_process_threads();
+  // Not waiting for the device here: an ordinary call's device-wide sync would complete work left
+  // on other streams before the snapshot below, and it would always look finished.
+  auto first = candidate(args, /*wait_for_device=*/false);
+  synchronize_current_stream(device);
+  const int threads_after = count_process_threads();
+  const auto seen_at_return = clone_all(first);
+  std::this_thread::sleep_for(std::chrono::duration<double>(settle_seconds));
+  synchronize_device(device);
+  const int threads_later = count_process_threads();
+  check("threads", threads_after <= threads_before, "deferred_work",
+             fmt::format("{} threads before forward, {} when it returned, {} after {:g} s", threads_before,
+                         threads_after, threads_later, settle_seconds));
+  {
+    std::string changed;
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (first[i].defined() && !same_bytes(first[i], seen_at_return[i])) changed += fmt::format(" {}", i);
+    }
+    check("deferred work", changed.empty(), "deferred_work",
+               changed.empty() ? fmt::format("outputs unchanged {:g} s after return and a device sync", settle_seconds)
+                               : "outputs changed after forward returned:" + changed);
+  }
+  {
+    std::string found;
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (!first[i].defined()) continue;
+      for (size_t j = 0; j < args.size(); ++j) {
+        if (storages_overlap(first[i], args[j])) found += fmt::format("output {} shares memory with argument {}; ", i, j);
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (storages_overlap(first[i], first[j])) found += fmt::format("outputs {} and {} share memory; ", j, i);
+      }
+      if (first[i].has_storage() && first[i].storage().allocator() == nullptr) {
+        found += fmt::format("output {} wraps memory the candidate did not allocate with LibTorch; ", i);
+      }
+    }
+    check("aliasing", found.empty(), "aliasing",
+               found.empty() ? fmt::format("{} outputs own their storage", first.size()) : found);
+  }
+  {
+    std::string modified;
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (!same_bytes(args[j], args_before[j])) modified += fmt::format(" {}", j);
+    }
+    check("input mutation", modified.empty(), "input_mutation",
+               modified.empty() ? fmt::format("{} arguments unchanged", args.size())
+                                : "arguments modified in place:" + modified);
+  }
+  // The first call ran on poisoned free memory: its outputs are judged before the cache probes, so
+  // that a program which leaves part of its output unwritten is called what it is. (Judged only
+  // after them, the second call's output block held whatever an earlier call had left in it, and
+  // on some machines' allocation histories the program was called an output cache.)
+  send_group("first call, free memory poisoned", "stale_memory", 0, first);
+
+  // 2. Cache probes: new values (B) copied into A's tensors (same addresses), while the first
+  //    outputs are still held; then A's values again at new addresses.
+  {
+    const auto values_b = make_arguments(spec, scale, seeds[1], device);
+    for (size_t j = 0; j < args.size(); ++j) args[j].copy_(values_b[j]);
+    auto second = candidate(args, /*wait_for_device=*/true);
+    synchronize_device(device);
+    std::string reused;
+    for (size_t i = 0; i < second.size() && i < first.size(); ++i) {
+      if (storages_overlap(second[i], first[i])) reused += fmt::format(" {}", i);
+    }
+    check("output reuse", reused.empty(), "output_cache",
+               reused.empty() ? "two calls returned separate storage" : "two calls returned the same storage for outputs:" + reused);
+    send_group("same addresses, new values", "output_cache", 1, second);
+  }
+  {
+    auto fresh = make_arguments(spec, scale, seeds[0], device);
+    send_group("same values, new addresses", "output_cache", 0, candidate(fresh, /*wait_for_device=*/true));
+    synchronize_device(device);
+  }
+
+  // 3. Stale memory: the candidate on poisoned free memory. (The reference never runs in this
+  //    process, so its outputs cannot be left in this allocator for a candidate to find.)
+  first.clear();
+  args.clear();
+  {
+    auto poisoned_args = make_arguments(spec, scale, seeds[0], device);
+    poison_free_memory(output_bytes, device);
+    send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args, /*wait_for_device=*/true));
+    synchronize_device(device);
+  }
+  return reply;
+}
+
+}  // namespace crl::worker

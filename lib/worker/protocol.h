@@ -1,0 +1,404 @@
+// The typed protocol between the evaluator and crl-worker: one enum of operations, one struct per
+// request and reply, each written to and read from the channel's JSON strictly (a missing or
+// mistyped field is an InputError naming the operation and the field, never a default: a field read
+// with a default is a guard that turns itself off when the other side forgets to send it).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "worker/exchange.h"
+
+namespace crl::worker {
+
+enum class Op {
+  load,            // both roles: the task's spec and one program library
+  arena,           // make (GPU: allocate and export) or map (CPU: the evaluator's memfd) the input arena
+  adopt_arena,     // judge, GPU: map a worker's arena by its IPC handle
+  drop_arena,      // judge, GPU: let go of a worker's arena before that worker ends
+  fill,            // judge: write inputs made from seeds into arena slots
+  run,             // program worker: one call on a slot's inputs, or on inputs made from a seed
+  time,            // program worker: one call per slot back to back, the timed batch
+  start_timing,    // program worker: an untimed warm-up batch (or, cuda_graph, the captures)
+  guard,           // candidate worker: the hack-guard probes (guard_probe.h)
+  reference,       // judge: run the reference on a seed's inputs and keep its outputs under a key
+  reference_slot,  // judge: the reference on a timed slot's inputs, kept as batch:<slot>
+  batch_copy,      // judge: whether a program copying one sample across the batch would pass
+  call_time,       // judge: the reference's time per call, for sizing timed batches
+  compare,         // judge: a program's outputs against the reference outputs under a key
+  check_inputs,    // judge: whether a slot's inputs still hold what their seed makes
+  probe,           // judge: whether the GPU is idle
+  flush,           // judge: write a buffer of twice the cache, before each timed batch
+  release,         // let go of outputs described (and, judge, what it maps of the worker)
+  empty,           // judge: an empty request (a timed request's fixed cost on the CPU)
+  quit,            // end the worker
+};
+
+std::string_view op_name(Op op);
+Op parse_op(std::string_view name);  // InputError for an unknown name
+
+// A strict reader of one message's fields; `what` names the message in errors ("reply to 'fill'").
+class Fields {
+ public:
+  Fields(const nlohmann::json& json, std::string what);
+  bool has(const char* key) const;
+  const nlohmann::json& at(const char* key) const;  // present, any type
+  std::string text(const char* key) const;
+  bool flag(const char* key) const;
+  double number(const char* key) const;
+  int64_t integer(const char* key) const;
+  uint64_t unsigned_integer(const char* key) const;
+  int int32(const char* key) const;
+  std::vector<int64_t> integers(const char* key) const;
+  std::vector<uint64_t> unsigned_integers(const char* key) const;
+  const nlohmann::json& array(const char* key) const;
+  const nlohmann::json& object(const char* key) const;
+  const std::string& what() const { return what_; }
+
+ private:
+  [[noreturn]] void wrong(const char* key, const char* expected) const;
+  const nlohmann::json& json_;
+  std::string what_;
+};
+
+// ---- replies shared by several operations -------------------------------------------------------
+
+struct NoReply {
+  nlohmann::json to_json() const { return nlohmann::json::object(); }
+  static NoReply from(const Fields&) { return {}; }
+};
+
+// An output as the judge describes the reference's: its shape, dtype and where it lies.
+struct OutputMeta {
+  TensorMeta meta;
+  std::string device;  // "cpu" | "cuda"
+  bool operator==(const OutputMeta&) const = default;
+};
+
+// ---- requests, each with its reply --------------------------------------------------------------
+
+// Device settings of a load: which device, the caching allocator's cap, intra-op threads.
+struct DeviceSettings {
+  std::string device = "cpu";       // "cpu" | "cuda"
+  double gpu_memory_fraction = 0;   // 0: no cap
+  int cpu_threads = 0;              // 0: LibTorch's default
+};
+
+struct LoadReply {
+  int num_args = 0;
+  std::vector<TensorMeta> arguments;  // judge: one slot's arguments (the arena's layout)
+  double probe_baseline_us = 0;       // judge, GPU: the idle probe's time on an idle GPU
+  std::string device_name;            // judge: the GPU's name ("" on the CPU)
+  int intra_op_threads = 0;           // program worker: LibTorch's intra-op threads there
+  nlohmann::json to_json() const;
+  static LoadReply from(const Fields& f);
+};
+struct LoadRequest {
+  static constexpr Op op = Op::load;
+  using Reply = LoadReply;
+  std::string reference_program;  // the task's .crl file (its spec)
+  std::string library;            // the program to load: the reference's (judge) or the worker's program
+  std::string scale;
+  DeviceSettings device;
+  int64_t cache_bytes = 0;         // judge: reference outputs it keeps
+  std::string program_name;        // "candidate", or "reference" for the reference's timing worker
+  bool replay_as_graph = false;    // the reference's timing worker under baseline cuda_graph
+  nlohmann::json to_json() const;
+  static LoadRequest from(const Fields& f);
+};
+
+struct ArenaReply {
+  std::string ipc_handle;  // GPU: the arena's handle for the judge; "" on the CPU
+  nlohmann::json to_json() const;
+  static ArenaReply from(const Fields& f);
+};
+struct ArenaRequest {
+  static constexpr Op op = Op::arena;
+  using Reply = ArenaReply;
+  ArenaLayout layout;
+  uint64_t output_region_bytes = 0;  // judge, CPU: the region the evaluator copies outputs into
+  nlohmann::json to_json() const;
+  static ArenaRequest from(const Fields& f);
+};
+
+enum class ArenaOwner { candidate, reference };
+std::string_view arena_owner_name(ArenaOwner owner);
+
+struct AdoptArenaReply {
+  bool adopted = false;
+  std::string message;  // why not
+  nlohmann::json to_json() const;
+  static AdoptArenaReply from(const Fields& f);
+};
+struct AdoptArenaRequest {
+  static constexpr Op op = Op::adopt_arena;
+  using Reply = AdoptArenaReply;
+  ArenaOwner which = ArenaOwner::candidate;
+  std::string ipc_handle;
+  nlohmann::json to_json() const;
+  static AdoptArenaRequest from(const Fields& f);
+};
+
+struct DropArenaRequest {
+  static constexpr Op op = Op::drop_arena;
+  using Reply = NoReply;
+  ArenaOwner which = ArenaOwner::candidate;
+  nlohmann::json to_json() const;
+  static DropArenaRequest from(const Fields& f);
+};
+
+// Inputs for one slot: made from `seed` (edge values where `edges`; samples scaled apart where `spread`).
+struct SlotFill {
+  int slot = 0;
+  uint64_t seed = 0;
+  bool edges = false;
+  bool spread = false;
+};
+struct FillRequest {
+  static constexpr Op op = Op::fill;
+  using Reply = NoReply;
+  std::vector<SlotFill> slots;
+  bool both = false;  // into the reference worker's arena too (timed inputs: a copy for each program)
+  nlohmann::json to_json() const;
+  static FillRequest from(const Fields& f);
+};
+
+struct RunReply {
+  std::vector<TensorRef> outputs;
+  nlohmann::json to_json() const;
+  static RunReply from(const Fields& f);
+};
+// One call: on a slot of the arena, or (the per-sample guard) on inputs made from a seed.
+struct RunRequest {
+  static constexpr Op op = Op::run;
+  using Reply = RunReply;
+  std::optional<int> slot;
+  uint64_t seed = 0;            // when no slot
+  bool spread_samples = false;  // when no slot: each sample's inputs scaled by its own factor
+  nlohmann::json to_json() const;
+  static RunRequest from(const Fields& f);
+};
+
+// The reference worker's own view of a timed batch (a diagnostic; a candidate could fake its own).
+struct BatchTimelineSummary {
+  std::optional<double> first_call_device_us, first_call_host_us, later_call_device_us, later_call_host_us;
+  nlohmann::json to_json() const;
+  static BatchTimelineSummary from(const Fields& f);
+};
+struct TimeReply {
+  nlohmann::json batch;  // describe_batch's description of every call's outputs (batch_call_refs validates it)
+  BatchTimelineSummary timeline;
+  nlohmann::json to_json() const;
+  static TimeReply from(const Fields& f);
+};
+struct TimeRequest {
+  static constexpr Op op = Op::time;
+  using Reply = TimeReply;
+  std::vector<int64_t> slots;  // empty: the empty batch (a timed request's fixed cost)
+  nlohmann::json to_json() const;
+  static TimeRequest from(const Fields& f);
+};
+
+struct StartTimingRequest {
+  static constexpr Op op = Op::start_timing;
+  using Reply = NoReply;
+  int slots = 0;
+  nlohmann::json to_json() const;
+  static StartTimingRequest from(const Fields& f);
+};
+
+// A check the candidate's worker judged alone (threads, aliasing ...): failed, it is hack:<kind>.
+struct GuardCheck {
+  std::string name;
+  bool passed = false;
+  std::string kind;
+  std::string detail;
+};
+// Consecutive outputs the judge compares with the reference's for trial seed `seed_index` (0 or 1).
+struct GuardGroup {
+  std::string name;
+  std::string kind;
+  int seed_index = 0;
+  int64_t count = 0;
+};
+struct GuardReply {
+  std::vector<GuardCheck> checks;
+  std::vector<GuardGroup> groups;
+  std::vector<TensorRef> outputs;  // the groups' outputs, in order
+  nlohmann::json to_json() const;
+  static GuardReply from(const Fields& f);
+};
+struct GuardRequest {
+  static constexpr Op op = Op::guard;
+  using Reply = GuardReply;
+  std::vector<uint64_t> seeds;       // two trial seeds, A and B
+  std::vector<int64_t> output_bytes; // the reference's output sizes (what free memory is poisoned at)
+  double settle_seconds = 0;         // the wait before outputs are looked at again
+  nlohmann::json to_json() const;
+  static GuardRequest from(const Fields& f);
+};
+
+struct ReferenceReply {
+  std::vector<OutputMeta> outputs;
+  int64_t spread_inputs = 0;  // inputs scaled apart (0: none could be)
+  nlohmann::json to_json() const;
+  static ReferenceReply from(const Fields& f);
+};
+struct ReferenceRequest {
+  static constexpr Op op = Op::reference;
+  using Reply = ReferenceReply;
+  std::string key;  // trial:<i>, edge:<i>, spread
+  uint64_t seed = 0;
+  bool edges = false;
+  bool spread = false;
+  nlohmann::json to_json() const;
+  static ReferenceRequest from(const Fields& f);
+};
+
+struct ReferenceSlotRequest {
+  static constexpr Op op = Op::reference_slot;
+  using Reply = NoReply;
+  int slot = 0;
+  uint64_t seed = 0;
+  nlohmann::json to_json() const;
+  static ReferenceSlotRequest from(const Fields& f);
+};
+
+struct BatchCopyReply {
+  bool would_pass = false;
+  nlohmann::json to_json() const;
+  static BatchCopyReply from(const Fields& f);
+};
+struct BatchCopyRequest {
+  static constexpr Op op = Op::batch_copy;
+  using Reply = BatchCopyReply;
+  std::string key;
+  nlohmann::json to_json() const;
+  static BatchCopyRequest from(const Fields& f);
+};
+
+struct CallTimeReply {
+  double call_us = 0;
+  nlohmann::json to_json() const;
+  static CallTimeReply from(const Fields& f);
+};
+struct CallTimeRequest {
+  static constexpr Op op = Op::call_time;
+  using Reply = CallTimeReply;
+  uint64_t seed = 0;
+  int repeats = 3;
+  nlohmann::json to_json() const;
+  static CallTimeRequest from(const Fields& f);
+};
+
+struct CompareReply {
+  bool match = false;  // ("match", not "ok": a reply's "ok" says whether the request itself succeeded)
+  std::string message;
+  double max_abs_error = 0;
+  nlohmann::json to_json() const;
+  static CompareReply from(const Fields& f);
+};
+struct CompareRequest {
+  static constexpr Op op = Op::compare;
+  using Reply = CompareReply;
+  std::string key;
+  std::vector<TensorRef> outputs;  // CPU outputs: offsets into the output region
+  nlohmann::json to_json() const;
+  static CompareRequest from(const Fields& f);
+};
+
+struct CheckInputsReply {
+  std::vector<int64_t> changed;  // indices of arguments that no longer hold their seed's values
+  nlohmann::json to_json() const;
+  static CheckInputsReply from(const Fields& f);
+};
+struct CheckInputsRequest {
+  static constexpr Op op = Op::check_inputs;
+  using Reply = CheckInputsReply;
+  int slot = 0;
+  uint64_t seed = 0;
+  bool edges = false;
+  bool spread = false;
+  bool keep = false;  // keep the inputs made for a reference_slot of the same seed next
+  nlohmann::json to_json() const;
+  static CheckInputsRequest from(const Fields& f);
+};
+
+struct ProbeReply {
+  bool idle = true;
+  double probe_us = 0;         // the deciding reading
+  double first_probe_us = 0;   // pays any switch between contexts
+  double second_probe_us = 0;
+  int retries = 0;
+  double baseline_us = 0;      // an idle GPU's reading
+  nlohmann::json to_json() const;
+  static ProbeReply from(const Fields& f);
+};
+struct ProbeRequest {
+  static constexpr Op op = Op::probe;
+  using Reply = ProbeReply;
+  double slack_us = 0;
+  nlohmann::json to_json() const;
+  static ProbeRequest from(const Fields& f);
+};
+
+// Requests without fields.
+template <Op kOp>
+struct BareRequest {
+  static constexpr Op op = kOp;
+  using Reply = NoReply;
+  nlohmann::json to_json() const { return nlohmann::json::object(); }
+  static BareRequest from(const Fields&) { return {}; }
+};
+using FlushRequest = BareRequest<Op::flush>;
+using ReleaseRequest = BareRequest<Op::release>;
+using EmptyRequest = BareRequest<Op::empty>;
+using QuitRequest = BareRequest<Op::quit>;
+
+// ---- the wire -----------------------------------------------------------------------------------
+
+// A request as it crosses: {"op": name, fields...}.
+template <typename Request>
+nlohmann::json encode_request(const Request& request) {
+  nlohmann::json j = request.to_json();
+  j["op"] = std::string(op_name(Request::op));
+  return j;
+}
+// The op of a request as it arrived (InputError when absent or unknown).
+Op request_op(const nlohmann::json& request);
+template <typename Request>
+Request decode_request(const nlohmann::json& request) {
+  return Request::from(Fields(request, "request '" + std::string(op_name(Request::op)) + "'"));
+}
+
+// A reply: {"ok": true, fields...}, or the failure {"ok": false, "error", "sticky", "out_of_memory"}.
+struct ErrorReply {
+  std::string error;
+  bool sticky = false;         // a sticky CUDA error: the worker exits after this reply
+  bool out_of_memory = false;  // the device ran out of memory (the judge's own, when it says so)
+};
+template <typename Reply>
+nlohmann::json encode_reply(const Reply& reply) {
+  nlohmann::json j = reply.to_json();
+  j["ok"] = true;
+  return j;
+}
+nlohmann::json encode_error(const ErrorReply& error);
+// A session's answer to one request: decoded strictly as Request, served by session.on, encoded.
+template <typename Request, typename Session>
+nlohmann::json answer(Session& session, const nlohmann::json& request) {
+  return encode_reply(session.on(decode_request<Request>(request)));
+}
+// A reply as it arrived: the failure when "ok" is false, else nothing (then decode_reply reads it).
+std::optional<ErrorReply> reply_error(const nlohmann::json& reply, Op op);
+template <typename Reply>
+Reply decode_reply(const nlohmann::json& reply, Op op) {
+  return Reply::from(Fields(reply, "reply to '" + std::string(op_name(op)) + "'"));
+}
+
+}  // namespace crl::worker
