@@ -36,6 +36,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/read_file.h"
+#include "core/seeds.h"
 #include "core/hash.h"
 #include "dist/mpi_check.h"
 #include "core/process_env.h"
@@ -133,7 +134,7 @@ std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) 
 // The step's tasks: `batch` of them, without repetition while the list allows, from the job's
 // seed and the step (so a resumed run draws the same).
 std::vector<const Task*> draw_tasks(const std::vector<const Task*>& tasks, int64_t batch, uint64_t seed, int64_t step) {
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step) * 0x2545F4914F6CDD1Dull + 1);
+  std::mt19937_64 rng(seeds::task_draw_seed(seed, step));
   std::vector<const Task*> out;
   while (static_cast<int64_t>(out.size()) < batch) {
     std::vector<const Task*> round = tasks;
@@ -552,7 +553,7 @@ void Job::run_trainer() {
   comm_ = dist::make_communicator(roles_.role_comm, device_);
   // LibTorch seeds its default generators at random per process; the job's draws (LoRA dropout)
   // must follow the job's seed, so that a run repeats and a resumed run equals an uninterrupted one.
-  torch::manual_seed(job_.seed * 0x9E3779B97F4A7C15ull + 0x7261696E ^ static_cast<uint64_t>(roles_.role_rank));
+  torch::manual_seed(seeds::torch_seed(job_.seed, roles_.role_rank));
   model_config_ = policy::load_model_config(fs::path(job_.model) / "config.json");
   model_.emplace(policy::load_causal_lm(job_.model, policy::parse_dtype(job_.dtype), device_));
   tokenizer_.emplace(policy::Tokenizer::from_file(fs::path(job_.model) / "tokenizer.json"));
@@ -565,7 +566,7 @@ void Job::run_trainer() {
     lora.target_modules = job_.lora.targets;
     lora.validate();
     // Every trainer draws the same A (the Trainer broadcasts rank 0's adapters anyway).
-    lora_ = std::make_unique<policy::LoraAdapters>(*model_, lora, job_.seed * 0x9E3779B97F4A7C15ull + 0x4C6F5241ull);
+    lora_ = std::make_unique<policy::LoraAdapters>(*model_, lora, seeds::lora_seed(job_.seed));
   }
   if (std::any_of(job_.stages.begin(), job_.stages.end(), [](const StageConfig& s) { return s.kind != StageKind::kSft; })) {
     policy::EngineOptions engine;
@@ -924,7 +925,7 @@ void Job::run_sft_stage(size_t index, const StageConfig& stage) {
     const int64_t epoch = done / per_epoch, b = done % per_epoch;
     if (done == first || b == 0) {  // the epoch's order, from the seed: the same after a resume
       std::iota(order.begin(), order.end(), 0);
-      std::mt19937_64 rng(job_.seed * 1000003 + static_cast<uint64_t>(index) * 7919 + static_cast<uint64_t>(epoch));
+      std::mt19937_64 rng(seeds::sft_shuffle_seed(job_.seed, index, epoch));
       std::shuffle(order.begin(), order.end(), rng);
     }
     {
@@ -980,7 +981,7 @@ nlohmann::json Job::make_plan(const StageConfig& stage, int64_t job_step) {
   std::string plan_text;
   if (is_coordinator()) {
     const bool crl = stage.kind == StageKind::kCrl;
-    std::mt19937_64 rng(job_.seed ^ (0xA24BAED4963EE407ull * static_cast<uint64_t>(job_step + 1)));
+    std::mt19937_64 rng(seeds::exemplar_seed(job_.seed, job_step));
     nlohmann::json plan = nlohmann::json::array();
     for (const Task* task : draw_tasks(tasks_, stage.batch, job_.seed, job_step)) {
       std::vector<PromptExemplar> shown;
@@ -1037,8 +1038,7 @@ Job::GeneratedStep Job::generate_step(const StageConfig& stage, nlohmann::json p
     policy::GenerationOptions gen;
     gen.max_new_tokens = stage.sampling.max_new_tokens;
     gen.sampling = {stage.sampling.temperature, stage.sampling.top_p, stage.sampling.top_k,
-                    job_.seed * 6364136223846793005ull + static_cast<uint64_t>(job_step) * 1442695040888963407ull +
-                        static_cast<uint64_t>(roles_.role_rank)};
+                    seeds::sampling_seed(job_.seed, job_step, roles_.role_rank)};
     gen.stop_token_ids = model_config_->eos_token_ids;
     gen.pad_token_id = model_config_->pad_token_id.value_or(gen.stop_token_ids.empty() ? 0 : gen.stop_token_ids[0]);
     const policy::TokenDecoder decode = [&](const std::vector<int64_t>& ids) {
