@@ -42,6 +42,7 @@
 #include "core/process_env.h"
 #include "core/statistics.h"
 #include "dist/communicator.h"
+#include "dist/group.h"
 #include "dist/mpi_roles.h"
 #include "eval/evaluator.h"
 #include "core/provenance.h"
@@ -81,42 +82,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// ---- collectives on strings -------------------------------------------------------------------
-
-void broadcast_text(MPI_Comm comm, int root, std::string& text) {
-  int64_t size = static_cast<int64_t>(text.size());
-  CRL_MPI_CHECK(MPI_Bcast(&size, 1, MPI_INT64_T, root, comm));
-  if (size < 0 || size > kMaxMessageBytes) throw Error(fmt::format("broadcast of {} bytes refused", size));
-  text.resize(static_cast<size_t>(size));
-  CRL_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, root, comm));
-}
-
-// Every rank's `text` at `root` (in rank order); other ranks get an empty list.
-std::vector<std::string> gather_texts(MPI_Comm comm, int root, const std::string& text) {
-  int rank = 0, size = 1;
-  CRL_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  CRL_MPI_CHECK(MPI_Comm_size(comm, &size));
-  if (static_cast<int64_t>(text.size()) > kMaxMessageBytes) throw Error("gathered text too long");
-  int mine = static_cast<int>(text.size());
-  std::vector<int> sizes(static_cast<size_t>(size));
-  CRL_MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm));
-  std::vector<int> offsets(static_cast<size_t>(size), 0);
-  int64_t total = 0;
-  if (rank == root) {
-    for (int i = 0; i < size; ++i) {
-      offsets[static_cast<size_t>(i)] = static_cast<int>(total);
-      total += sizes[static_cast<size_t>(i)];
-    }
-    if (total > kMaxMessageBytes) throw Error(fmt::format("gather of {} bytes refused", total));
-  }
-  std::string all(static_cast<size_t>(total), '\0');
-  CRL_MPI_CHECK(MPI_Gatherv(text.data(), mine, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, root, comm));
-  std::vector<std::string> out;
-  if (rank != root) return out;
-  for (int i = 0; i < size; ++i) out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(i)]), static_cast<size_t>(sizes[static_cast<size_t>(i)])));
-  return out;
-}
 
 // ---- what every rank knows ---------------------------------------------------------------------
 
@@ -312,7 +277,7 @@ class Job {
 
   // Rank 0.
   std::unique_ptr<results::ResultsWriter> writer_;
-  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<ProgramDispatcher> dispatcher_;
   VerdictReuse verdict_reuse_;  // eval.reuse_verdicts: programs judged before, for this run of the job
   std::optional<ExemplarDatabase> exemplars_;
   int64_t next_rollout_id_ = 0;
@@ -359,7 +324,7 @@ void Job::find_resume_point() {
       text = nlohmann::json{{"dir", dir->string()}, {"user_state", state.user_state}}.dump();
     }
   }
-  broadcast_text(MPI_COMM_WORLD, 0, text);
+  dist::Group::world().broadcast_text(text, 0);
   const nlohmann::json found = nlohmann::json::parse(text);
   if (found.is_null()) return;
   resume_ = ResumePoint::from_json(found.at("dir").get<std::string>(), found.at("user_state"));
@@ -388,7 +353,7 @@ JobOutcome Job::run() {
     run_evaluator();
   }
   // Stopped: no rank leaves (exit code 5) before all have done their part.
-  if (!stop_message_.empty()) CRL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  if (!stop_message_.empty()) dist::Group::world().barrier();
   roles_.release();
   if (stop_message_.empty()) return {};
   if (evaluation_failed_) {
@@ -405,7 +370,7 @@ void Job::write_meta() {
   const std::string role = roles_.is_trainer() ? "trainer" : "evaluator";
   const nlohmann::json me = {{"rank", roles_.world_rank}, {"role", role}, {"host", hostname()},
                              {"device", device_name(job_.backend, roles_.local_rank)}, {"pid", static_cast<int64_t>(getpid())}};
-  const std::vector<std::string> all = gather_texts(MPI_COMM_WORLD, 0, me.dump());
+  const std::vector<std::string> all = dist::Group::world().gather_texts(me.dump(), 0);
   // Every rank learns every rank's place, for the trainers' watch over their node (rank_watch.h).
   std::string identities_text;
   if (is_coordinator()) {
@@ -413,7 +378,7 @@ void Job::write_meta() {
     for (const std::string& text : all) list.push_back(nlohmann::json::parse(text));
     identities_text = list.dump();
   }
-  broadcast_text(MPI_COMM_WORLD, 0, identities_text);
+  dist::Group::world().broadcast_text(identities_text, 0);
   if (roles_.is_trainer()) {
     std::vector<RankIdentity> identities;
     for (const auto& j : nlohmann::json::parse(identities_text)) {
@@ -423,8 +388,7 @@ void Job::write_meta() {
     watch_ = std::make_unique<RankWatch>(identities, roles_.world_rank, hostname(), [](const std::string& what) {
       const std::string message = what + "; ending the job (its peers would wait for it forever)";
       spdlog::error("{}", message);
-      dist::mark_mpi_unusable(message);
-      MPI_Abort(MPI_COMM_WORLD, 4);
+      dist::abort_job(message, 4);
     });
   }
   if (!is_coordinator()) return;
@@ -528,16 +492,16 @@ void Job::run_evaluator() {
   options.cpu_threads = share;
   options.gpu = gpu;
   eval::Evaluator evaluator(options, compiler);
-  const nlohmann::json stop = evaluator_loop(
-      MPI_COMM_WORLD,
+  const StopNotice stop = evaluator_loop(
+      dist::Group::world(),
       [&](const WorkItem& w) {
         const Task& task = suite_->find(w.task);
         const ProgramText program = parse_program_text(w.program, w.name);
         return evaluator.evaluate(task, program, w.name);
       },
       stop_signal);
-  stop_message_ = stop.value("stopped", std::string());
-  evaluation_failed_ = stop.value("evaluation_failed", false);
+  stop_message_ = stop.stopped;
+  evaluation_failed_ = stop.evaluation_failed;
 }
 
 // ---- trainers ----------------------------------------------------------------------------------
@@ -577,7 +541,7 @@ void Job::run_trainer() {
   if (is_coordinator()) {
     // The exemplar database is the results file's: rebuilt from it (superseded rows left out).
     exemplars_.emplace(resume_ ? ExemplarDatabase::from_results(results::ResultsReader(writer_->path()), 0.25) : ExemplarDatabase(0.25));
-    dispatcher_ = std::make_unique<Dispatcher>(MPI_COMM_WORLD, job_.trainers);
+    dispatcher_ = std::make_unique<ProgramDispatcher>(dist::Group::world(), job_.trainers);
   }
   size_t first_stage = 0;
   if (resume_) {
@@ -609,14 +573,14 @@ void Job::run_trainer() {
   }
   if (!stop_message_.empty()) {
     if (is_coordinator()) {
-      dispatcher_->stop_all({{"stopped", stop_message_}, {"evaluation_failed", evaluation_failed_}});
+      dispatcher_->stop_all({stop_message_, evaluation_failed_});
       writer_->close();
     }
     return;
   }
   watch_->disarm();  // from here ranks leave as they finish
   // The trainers' weights must be equal: the data-parallel invariant, checked once at the end.
-  const std::vector<std::string> hashes = gather_texts(roles_.role_comm, 0, weights_sha256());
+  const std::vector<std::string> hashes = dist::Group(roles_.role_comm).gather_texts(weights_sha256(), 0);
   if (is_coordinator()) {
     writer_->set_meta_json("trainer_weight_sha256", hashes);
     dispatcher_->stop_all();
@@ -755,7 +719,7 @@ policy::CausalLm Job::stage_start_model(size_t index) {
                                      root.string(), index, index + 1));
       }
     }
-    broadcast_text(roles_.role_comm, 0, dir);
+    dist::Group(roles_.role_comm).broadcast_text(dir, 0);
   }
   if (is_coordinator()) spdlog::info("stage {}: KL reference: the weights it started from, {}", index + 1, dir);
   return policy::load_causal_lm(dir, policy::parse_dtype(job_.dtype), device_);
@@ -790,10 +754,10 @@ policy::NamedTensors generator_states_from_text(const std::string& text, int ran
 
 void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t stage_index, int64_t stage_steps, bool stage_done,
                           const RewardNormalizer* normalizer, const GeneratedStep* in_flight) {
-  const std::vector<std::string> states = gather_texts(roles_.role_comm, 0, generator_states_text());
+  const std::vector<std::string> states = dist::Group(roles_.role_comm).gather_texts(generator_states_text(), 0);
   // Every trainer alike has a step in flight or none (the same control flow).
   const std::vector<std::string> in_flight_parts =
-      in_flight ? gather_texts(roles_.role_comm, 0, in_flight_part(*in_flight).dump()) : std::vector<std::string>();
+      in_flight ? dist::Group(roles_.role_comm).gather_texts(in_flight_part(*in_flight).dump(), 0) : std::vector<std::string>();
   if (is_coordinator()) {
     const fs::path root = fs::path(run_dir_) / "checkpoints";
     policy::CheckpointContents contents;
@@ -841,7 +805,7 @@ void Job::save_checkpoint(const StageConfig& stage, Trainer& trainer, size_t sta
     }
     spdlog::info("checkpoint {}", dir.string());
   }
-  CRL_MPI_CHECK(MPI_Barrier(roles_.role_comm));  // every trainer agrees the checkpoint is complete
+  dist::Group(roles_.role_comm).barrier();  // every trainer agrees the checkpoint is complete
 }
 
 bool Job::stop_agreed(const std::string& stage_name) {
@@ -849,7 +813,7 @@ bool Job::stop_agreed(const std::string& stage_name) {
   if (is_coordinator() && mine == 0) mine = dispatcher_->take_stop_signal();
   if (comm_->all_reduce_scalar(mine != 0 ? 1.0 : 0.0) == 0) return false;
   // Which signal, for the message: rank 0's, else the first trainer's that has one.
-  const std::vector<std::string> signals = gather_texts(roles_.role_comm, 0, std::to_string(mine));
+  const std::vector<std::string> signals = dist::Group(roles_.role_comm).gather_texts(std::to_string(mine), 0);
   std::string message;
   if (is_coordinator()) {
     int signal = 0;
@@ -858,7 +822,7 @@ bool Job::stop_agreed(const std::string& stage_name) {
     }
     message = fmt::format("stopped at {} step {} ({}); run the same command to resume", stage_name, step_ - 1, signal_name(signal));
   }
-  broadcast_text(roles_.role_comm, 0, message);
+  dist::Group(roles_.role_comm).broadcast_text(message, 0);
   stop_message_ = message;
   watch_->disarm();  // the ranks leave once the checkpoint is written
   return true;
@@ -996,7 +960,7 @@ nlohmann::json Job::make_plan(const StageConfig& stage, int64_t job_step) {
     }
     plan_text = plan.dump();
   }
-  broadcast_text(roles_.role_comm, 0, plan_text);
+  dist::Group(roles_.role_comm).broadcast_text(plan_text, 0);
   return nlohmann::json::parse(plan_text);
 }
 
@@ -1177,7 +1141,7 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       sent.push_back({{"group", r.group}, {"sample", r.sample}, {"text", r.text}, {"tokens", r.completion_ids.size()}});
     }
     auto wait_start = Clock::now();
-    const std::vector<std::string> received = gather_texts(roles_.role_comm, 0, sent.dump());
+    const std::vector<std::string> received = dist::Group(roles_.role_comm).gather_texts(sent.dump(), 0);
     // Staleness 1: the next step's plan (from the exemplars known before this step's verdicts).
     nlohmann::json next_plan;
     if (overlap) next_plan = make_plan(stage, step_ + 1);
@@ -1365,7 +1329,7 @@ void Job::run_generating_stage(size_t index, const StageConfig& stage) {
       next = generate_next();
       wait_start = next->finished;
     }
-    broadcast_text(roles_.role_comm, 0, outcome_text);
+    dist::Group(roles_.role_comm).broadcast_text(outcome_text, 0);
     const double waited = seconds_since(wait_start);
     const nlohmann::json outcome = nlohmann::json::parse(outcome_text);
     const double trainer_wait = comm_->all_reduce_scalar(waited);
