@@ -628,7 +628,7 @@ std::string Job::render_prompt(const Task& task, const std::vector<PromptExempla
 std::vector<MicroBatch> Job::micro_batches(const std::vector<Sequence>& sequences, std::vector<torch::Tensor>* advantages,
                                            std::vector<torch::Tensor>* generating_logp,
                                            std::vector<torch::Tensor>* has_generating_logp) const {
-  constexpr size_t kPerMicroBatch = 4;
+  const size_t kPerMicroBatch = static_cast<size_t>(job_.micro_batch_size);  // job key micro_batch_size
   const int64_t pad = model_config_->pad_token_id.value_or(model_config_->eos_token_ids.empty() ? 0 : model_config_->eos_token_ids[0]);
   std::vector<MicroBatch> out;
   for (size_t start = 0; start < sequences.size(); start += kPerMicroBatch) {
