@@ -4,8 +4,6 @@
 // and the progress line. The trainers reach it through TrainerRank::coordinator(), null elsewhere.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
