@@ -58,6 +58,11 @@ void mark_mpi_unusable(const std::string& reason) {
 
 bool mpi_unusable() { return g_mpi_unusable.load(); }
 
+void abort_job(const std::string& reason, int exit_code) {
+  mark_mpi_unusable(reason);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialised = 0;
   CRL_MPI_CHECK(MPI_Initialized(&initialised));

@@ -38,6 +38,9 @@ void require_thread_level(int provided);
 // complete), so ~MpiSession aborts the job instead of finalising. Safe from any thread.
 void mark_mpi_unusable(const std::string& reason);
 bool mpi_unusable();
+// Ends every rank of the job now with `exit_code` (MPI_Abort on MPI_COMM_WORLD), after
+// mark_mpi_unusable(reason): for a peer that died, which the others would wait for forever.
+void abort_job(const std::string& reason, int exit_code);
 
 enum class Role { kTrainer, kEvaluator };
 

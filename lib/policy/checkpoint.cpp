@@ -284,24 +284,4 @@ void load_checkpoint_generators(const fs::path& dir, int rank) {
   restore_rng(file, file.contains(prefix + "cpu") ? prefix : "", path.string());
 }
 
-std::optional<ResumeResult> resume_from_latest(const fs::path& root, CausalLm& model, LoraAdapters* lora,
-                                               OptimizerState& optimizer) {
-  ResumeResult result;
-  const std::optional<fs::path> dir = find_latest_checkpoint(root, &result.skipped);
-  if (!dir) return std::nullopt;
-  const CheckpointState state = read_checkpoint_state(*dir);
-  if (state.lora != (lora != nullptr)) {
-    throw InputError(fmt::format("{}: \"lora\" is {}, but this run {} LoRA", (*dir / "trainer_state.json").string(), state.lora,
-                                 lora ? "uses" : "does not use"));
-  }
-  result.step = state.step;
-  result.schedule = state.schedule;
-  result.user_state = state.user_state;
-  load_checkpoint_weights(*dir, model, lora);
-  load_checkpoint_optimizer(*dir, optimizer);
-  load_checkpoint_generators(*dir, 0);
-  result.dir = *dir;
-  return result;
-}
-
 }  // namespace crl::policy

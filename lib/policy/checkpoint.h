@@ -61,14 +61,6 @@ struct CheckpointCheck {
 // Step directories under ROOT, newest first, each checked (DONE present, hashes match).
 std::vector<CheckpointCheck> check_checkpoints(const std::filesystem::path& root);
 
-struct ResumeResult {
-  std::filesystem::path dir;
-  int64_t step = 0;
-  nlohmann::json schedule;  // as saved: rl::LrSchedule::from_json reads it
-  nlohmann::json user_state;
-  std::vector<std::string> skipped;  // newer checkpoints not used, with the reason
-};
-
 // The newest checkpoint under ROOT that passes its check, checking the newest first and no
 // further than needed; each newer one that fails is logged as a warning naming the file and
 // listed in `skipped` (when given). Nullopt when none passes.
@@ -90,11 +82,5 @@ CheckpointState read_checkpoint_state(const std::filesystem::path& dir);
 void load_checkpoint_weights(const std::filesystem::path& dir, CausalLm& model, LoraAdapters* lora);
 void load_checkpoint_optimizer(const std::filesystem::path& dir, OptimizerState& optimizer);
 void load_checkpoint_generators(const std::filesystem::path& dir, int rank);
-
-// Loads the newest complete checkpoint into `model` (full fine-tuning: its weights; LoRA: the
-// adapters), `optimizer` and the generators. Returns nullopt when ROOT has no usable checkpoint.
-// Corrupt ones are logged as warnings and listed in `skipped`.
-std::optional<ResumeResult> resume_from_latest(const std::filesystem::path& root, CausalLm& model,
-                                               LoraAdapters* lora, OptimizerState& optimizer);
 
 }  // namespace crl::policy

@@ -58,10 +58,6 @@ std::string token_field(const nlohmann::json& config, const std::string& key) {
 
 }  // namespace
 
-std::string chat_template_name(ChatTemplateKind kind) {
-  return kind == ChatTemplateKind::kQwen2ChatMl ? "qwen2-chatml" : "llama3";
-}
-
 ChatTemplate ChatTemplate::from_text(const std::string& chat_template, const std::string& bos_token,
                                      const std::string& origin) {
   const std::string hash = sha256_hex(chat_template);

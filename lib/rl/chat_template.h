@@ -24,7 +24,6 @@ struct ChatMessage {
 };
 
 enum class ChatTemplateKind { kQwen2ChatMl, kLlama3 };
-std::string chat_template_name(ChatTemplateKind kind);  // "qwen2-chatml", "llama3"
 
 class ChatTemplate {
  public:

@@ -246,8 +246,8 @@ static JobConfig parse_job_config_checked(const std::string& text, const std::st
   JobConfig job;
   job.as_json = yaml_to_json(root);  // first: it refuses keys that are lists or mappings, anywhere
   const Section sec(root, "", origin,
-                    {"name", "seed", "model", "prompt_format", "backend", "dtype", "roles", "share_gpu", "suite",
-                     "instructions", "tasks", "stages", "eval", "generation", "lora"});
+                    {"name", "seed", "model", "prompt_format", "backend", "dtype", "roles", "micro_batch_size", "share_gpu",
+                     "suite", "instructions", "tasks", "stages", "eval", "generation", "lora"});
   job.path = origin;
   job.name = sec.required<std::string>("name");
   if (job.name.empty()) sec.fail(sec.child("name"), "'name' is empty");
@@ -256,6 +256,7 @@ static JobConfig parse_job_config_checked(const std::string& text, const std::st
   job.prompt_format = sec.choice("prompt_format", "chat", {"chat", "raw"}) == "chat" ? PromptFormat::kChat : PromptFormat::kRaw;
   job.backend = sec.choice("backend", job.backend, {"cpu", "cuda"});
   job.dtype = sec.choice("dtype", job.dtype, {"fp32", "bf16"});
+  job.micro_batch_size = sec.number<int64_t>("micro_batch_size", job.micro_batch_size, 1, 4096);
   job.share_gpu = sec.get<bool>("share_gpu", job.share_gpu);
   job.suite = resolve_path(base_dir, sec.get<std::string>("suite", ""));
   job.instructions = resolve_path(base_dir, sec.get<std::string>("instructions", ""));

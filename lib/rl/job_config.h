@@ -120,6 +120,9 @@ struct JobConfig {
   std::string backend = "cpu";   // cpu or cuda: trainers and evaluators
   std::string dtype = "fp32";    // trainers' compute dtype
   int trainers = 1;
+  // Sequences per micro-batch of a trainer's update, its batch accumulated over micro-batches: it
+  // bounds the activations' memory; the update is the same up to rounding (token-level aggregation).
+  int64_t micro_batch_size = 4;
   bool share_gpu = false;
   std::string suite;             // suite folder; empty: resolve_suite_dir()'s default
   std::string instructions;      // the prompt's instructions file; empty: docs/program-format.md

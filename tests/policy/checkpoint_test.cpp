@@ -51,6 +51,25 @@ CheckpointContents contents(const CausalLm& model, const MasterAdamW& opt, int64
   return c;
 }
 
+// What `crl run` does to resume (rl/trainer_rank.cpp, rl/step_pipeline.cpp): the newest checkpoint
+// that passes its check, then its weights, optimiser state and generator states.
+struct Resumed {
+  fs::path dir;
+  CheckpointState state;
+  std::vector<std::string> skipped;  // newer checkpoints that failed their check
+};
+std::optional<Resumed> resume_newest(const fs::path& root, CausalLm& model, LoraAdapters* lora, OptimizerState& optimizer) {
+  Resumed r;
+  const std::optional<fs::path> dir = find_latest_checkpoint(root, &r.skipped);
+  if (!dir) return std::nullopt;
+  r.dir = *dir;
+  r.state = read_checkpoint_state(*dir);
+  load_checkpoint_weights(*dir, model, lora);
+  load_checkpoint_optimizer(*dir, optimizer);
+  load_checkpoint_generators(*dir, 0);
+  return r;
+}
+
 void random_steps(MasterAdamW& opt, int steps) {
   for (int i = 0; i < steps; ++i) {
     std::vector<torch::Tensor> grads;
@@ -76,11 +95,11 @@ TEST(Checkpoint, ResumeRestoresModelOptimiserScheduleAndRng) {
   CausalLm other = tiny_model(2);
   MasterAdamW other_opt(trainable(other), {});
   torch::manual_seed(999);
-  const auto resumed = resume_from_latest(root, other, nullptr, other_opt);
+  const auto resumed = resume_newest(root, other, nullptr, other_opt);
   ASSERT_TRUE(resumed.has_value());
-  EXPECT_EQ(resumed->step, 2);
-  EXPECT_EQ(LrSchedule::from_json(resumed->schedule, "resumed").warmup_steps, 5);
-  EXPECT_EQ(resumed->user_state["data_position"], 17);
+  EXPECT_EQ(resumed->state.step, 2);
+  EXPECT_EQ(LrSchedule::from_json(resumed->state.schedule, "resumed").warmup_steps, 5);
+  EXPECT_EQ(resumed->state.user_state["data_position"], 17);
   EXPECT_TRUE(torch::equal(torch::rand({3}), draw_after_save));  // the CPU generator came back
   for (const auto& [name, t] : state_tensors(model)) EXPECT_TRUE(torch::equal(t, other->named_parameters()[name])) << name;
   EXPECT_EQ(other_opt.steps(), 2);
@@ -126,9 +145,9 @@ TEST(Checkpoint, CorruptAndUnfinishedCheckpointsAreSkippedForThePreviousOne) {
 
   CausalLm other = tiny_model(3);
   MasterAdamW other_opt(trainable(other), {});
-  const auto resumed = resume_from_latest(root, other, nullptr, other_opt);
+  const auto resumed = resume_newest(root, other, nullptr, other_opt);
   ASSERT_TRUE(resumed.has_value());
-  EXPECT_EQ(resumed->step, 1);
+  EXPECT_EQ(resumed->state.step, 1);
   EXPECT_EQ(resumed->skipped.size(), 2u);
   EXPECT_TRUE(torch::equal(state_tensors(other)[0].second, step1_weight));
   fs::remove_all(root);
@@ -137,7 +156,7 @@ TEST(Checkpoint, CorruptAndUnfinishedCheckpointsAreSkippedForThePreviousOne) {
 TEST(Checkpoint, EmptyRootHasNothingToResume) {
   CausalLm model = tiny_model(1);
   MasterAdamW opt(trainable(model), {});
-  EXPECT_FALSE(resume_from_latest(fresh_dir("empty"), model, nullptr, opt).has_value());
+  EXPECT_FALSE(resume_newest(fresh_dir("empty"), model, nullptr, opt).has_value());
 }
 
 TEST(Checkpoint, LoraWritesPeftAdapterAndMergedModelAndResumesAdapters) {
@@ -165,13 +184,17 @@ TEST(Checkpoint, LoraWritesPeftAdapterAndMergedModelAndResumesAdapters) {
   CausalLm base_again = tiny_model(4);
   LoraAdapters lora_again(base_again, config, 77);
   MasterAdamW opt_again(lora_again.named_parameters(), {});
-  ASSERT_TRUE(resume_from_latest(root, base_again, &lora_again, opt_again).has_value());
+  ASSERT_TRUE(resume_newest(root, base_again, &lora_again, opt_again).has_value());
   for (size_t i = 0; i < lora.named_parameters().size(); ++i) {
     EXPECT_TRUE(torch::equal(lora.named_parameters()[i].second, lora_again.named_parameters()[i].second));
   }
-  // A full fine-tuning run refuses a LoRA checkpoint.
-  MasterAdamW full_opt(trainable(base_again), {});
-  EXPECT_THROW(resume_from_latest(root, base_again, nullptr, full_opt), InputError);
+  // The flag by which crl run refuses to resume a LoRA checkpoint as full fine-tuning (and back).
+  EXPECT_TRUE(read_checkpoint_state(dir).lora);
+  CausalLm full = tiny_model(6);
+  MasterAdamW full_opt(trainable(full), {});
+  const fs::path full_root = fresh_dir("full");
+  EXPECT_FALSE(read_checkpoint_state(save_checkpoint(full_root, contents(full, full_opt, 3))).lora);
+  fs::remove_all(full_root);
   fs::remove_all(root);
 }
 

@@ -3,8 +3,6 @@
 // Rank 0 dispatches 13 programs of 3 tasks; ranks 1 and 2 "evaluate" them (a verdict whose
 // message is the program text; the first ReLU program sleeps 1.5 s, the others 20 ms). Rank 0
 // writes, per work id, the evaluator rank and verdict message, to OUT.json.
-#include <mpi.h>
-
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -13,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "dist/group.h"
 #include "dist/mpi_roles.h"
 #include "rl/dispatch.h"
 
@@ -26,7 +25,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 13; ++i) {
         items.push_back({100 + i, tasks[i % 3], i == 0 ? "slow" : "fast " + std::to_string(i), "item " + std::to_string(i)});
       }
-      crl::rl::Dispatcher dispatcher(MPI_COMM_WORLD, 1);
+      crl::rl::ProgramDispatcher dispatcher(crl::dist::Group::world(), 1);
       const auto verdicts = dispatcher.evaluate(items);
       dispatcher.stop_all();
       nlohmann::json out = nlohmann::json::object();
@@ -35,7 +34,7 @@ int main(int argc, char** argv) {
       }
       std::ofstream(argv[1]) << out.dump(1);
     } else {
-      crl::rl::evaluator_loop(MPI_COMM_WORLD, [](const crl::rl::WorkItem& w) {
+      crl::rl::evaluator_loop(crl::dist::Group::world(), [](const crl::rl::WorkItem& w) {
         std::this_thread::sleep_for(std::chrono::milliseconds(w.program == "slow" ? 1500 : 20));
         crl::eval::Verdict v;
         v.task_id = w.task;

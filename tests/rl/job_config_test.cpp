@@ -1,4 +1,5 @@
 // The job file: defaults, every stage kind, and errors that name the file and the key.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -162,6 +163,16 @@ stages:
   EXPECT_NE(error_of("name: t\nmodel: m\nlora: {rank: 0}\nstages: [{kind: crl}]\n").find("lora.rank"), std::string::npos);
   EXPECT_NE(error_of("name: t\nmodel: m\ngeneration: {kv_cache_mb: 3}\nstages: [{kind: crl}]\n").find("generation.kv_cache_mb"),
             std::string::npos);
+}
+
+TEST(JobConfig, MicroBatchSizeIsAKeyWithItsRange) {
+  EXPECT_EQ(parse_job_config(kMinimal, "job.yaml", "/base").micro_batch_size, 4);
+  const JobConfig job = parse_job_config("name: t\nmodel: m\nmicro_batch_size: 1\nstages: [{kind: crl}]\n", "job.yaml", "/base");
+  EXPECT_EQ(job.micro_batch_size, 1);
+  for (const char* bad : {"0", "4097", "two"}) {
+    const std::string e = error_of(fmt::format("name: t\nmodel: m\nmicro_batch_size: {}\nstages: [{{kind: crl}}]\n", bad));
+    EXPECT_NE(e.find("'micro_batch_size'"), std::string::npos) << bad << ": " << e;
+  }
 }
 
 TEST(JobConfig, KeysOfAnotherStageKindAreRefused) {

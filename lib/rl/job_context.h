@@ -1,0 +1,41 @@
+// What every rank of a `crl run` job knows once it has started (job.cpp builds it): the job file,
+// the run folder, the suite and the job's tasks, the prompt's instructions, the number of
+// evaluators, and the checkpoint the run resumes from. Read-only after start-up.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rl/job.h"
+#include "rl/job_config.h"
+#include "rl/prompt.h"
+#include "rl/run_state.h"
+#include "suite/suite.h"
+
+namespace crl::rl {
+
+struct JobContext {
+  const JobConfig& job;
+  RunOptions options;
+  std::string run_dir;             // results.h5 and checkpoints/
+  Suite suite;
+  std::vector<const Task*> tasks;  // the job's tasks (job key `tasks`), into `suite`
+  std::string instructions;        // the prompt's instructions (job key `instructions`)
+  int evaluators = 0;              // world ranks beyond the trainers
+  std::optional<ResumePoint> resume;
+
+  // The policy's prompt for `task` showing `exemplars`.
+  std::string render_prompt(const Task& task, const std::vector<PromptExemplar>& exemplars) const {
+    return build_prompt({instructions, task.id, task.text, exemplars, true});
+  }
+  // The resume point when stage `index` is the one to continue (nullptr otherwise).
+  const ResumePoint* resuming_stage(size_t index) const {
+    return resume && !resume->state.stage_done && resume->state.stage == index ? &*resume : nullptr;
+  }
+  std::filesystem::path checkpoint_root() const { return std::filesystem::path(run_dir) / "checkpoints"; }
+};
+
+}  // namespace crl::rl
