@@ -32,12 +32,24 @@ inline constexpr int64_t kEdgeChunkElements = int64_t{1} << 22;
 // make_arguments' tensors. The edges are written in place in chunks of kEdgeChunkElements, so the
 // arguments take the memory of the normal ones plus temporaries of one chunk (about 40 bytes
 // per chunk element, 160 MiB at most), whatever the tensor's size.
+// An ordinary call's share of the same values (program/value_mix.h): about `fraction` of the
+// elements, drawn at random (a place drawn twice is moved once on the GPU, twice on the CPU: the last
+// stays, in order), moved to the tensor's declared edges
+// (where `declared`) and, where `magnitudes`, scaled magnitudes, split evenly. Only those elements are
+// read and written, so a timed fill of many slots pays for the share, not for the tensor. `count_draw`
+// in [0, 1) rounds fraction * numel to a whole count (deterministic per call).
+void sprinkle_edges(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale, uint64_t stream_seed,
+                    at::Tensor& values, double fraction, double count_draw, bool declared, bool magnitudes);
+
 std::vector<at::Tensor> make_edge_arguments(const TaskSpec& spec, const std::string& scale, uint64_t seed,
                                             const at::Device& device);
 
 // Writes `tensor`'s edges into `values` (a contiguous tensor of its spec's shape and dtype) in place,
-// drawing from a generator seeded from `stream_seed`. Does nothing when the tensor has no edges.
+// drawing from a generator seeded from `stream_seed`: `fraction` of the elements, split evenly between
+// its declared edges and, where `magnitudes`, one more edge of magnitudes the init never draws (the
+// element scaled by 2^e, e in [4, 10] for half of that share and in [-10, -4] for the other half;
+// program/value_mix.h). Does nothing when the tensor has neither.
 void apply_edges(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale, uint64_t stream_seed,
-                 at::Tensor& values);
+                 at::Tensor& values, double fraction = kEdgeFraction, bool magnitudes = false);
 
 }  // namespace crl

@@ -202,9 +202,20 @@ Expr parse_expr_node(const SpecContext& ctx, const YAML::Node& node, const std::
   return Expr::parse(scalar_text(ctx, node, field), ctx.where(node));
 }
 
+// `mixed` (optional, true by default): whether the values of program/value_mix.h are mixed in.
+bool parse_mixed(const SpecContext& ctx, const YAML::Node& node, const std::string& tensor) {
+  const YAML::Node mixed = node["mixed"];
+  if (!mixed) return true;
+  const std::string text = dump(mixed);
+  if (!mixed.IsScalar() || (text != "true" && text != "false")) {
+    ctx.fail(mixed, fmt::format("tensor '{}': expected mixed to be true or false (found '{}')", tensor, text));
+  }
+  return text == "true";
+}
+
 TensorSpec parse_tensor(const SpecContext& ctx, const YAML::Node& node, const std::string& list) {
   require_map(ctx, node, fmt::format("an entry of '{}'", list));
-  reject_unknown_keys(ctx, node, {"name", "shape", "dtype", "init", "post", "edges"},
+  reject_unknown_keys(ctx, node, {"name", "shape", "dtype", "init", "post", "edges", "mixed"},
                       fmt::format("an entry of '{}'", list));
   TensorSpec t;
   t.where = ctx.where(node);
@@ -275,6 +286,7 @@ TensorSpec parse_tensor(const SpecContext& ctx, const YAML::Node& node, const st
     }
     for (const auto& edge_node : edges) t.edges.push_back(parse_edge(ctx, edge_node));
   }
+  t.mixed = parse_mixed(ctx, node, t.name);
   return t;
 }
 

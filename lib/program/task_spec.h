@@ -52,6 +52,9 @@ struct TensorSpec {
   InitSpec init;
   std::vector<PostOp> post;
   std::vector<EdgeSpec> edges;  // empty: edge trials leave the tensor as its spec draws it
+  // false: every call takes the values its init draws, nothing mixed in (program/value_mix.h): for a
+  // tensor whose structure the task is about (the per-sample guard's fixture of near-equal rows).
+  bool mixed = true;
   std::string where;  // "file:line" of its entry
 };
 

@@ -12,6 +12,16 @@ struct Tolerance {
   double rtol = 0;
 };
 
+// The precision contract (docs/evaluation.md): a float32 output, compared with the reference's
+// float64 outputs, may err by this many times the error float32 arithmetic makes there (the float32
+// reference's own error and its response to rounding its inputs; plus float32's rounding of each
+// result, so an exact operation still has a bound), element by element beyond the tolerance and
+// summed over the output. Float32 programs of another order (split-K, a TF32x3 split, an online
+// softmax) come out at 0.1-3x, a naive sequential sum of 16K elements at 6-11x; TF32 or fp16
+// operands of a matrix product at 40x on all-positive inputs and 470x on inputs of both signs, bf16
+// and fp16 elementwise at hundreds to thousands (tools/analysis/precision_ratios.py).
+inline constexpr double kPrecisionFactor = 32;
+
 // float16 and bfloat16 1e-2, other floating (and complex) types 1e-4, integers and bool exact.
 inline Tolerance default_tolerance(at::ScalarType dtype) {
   if (!at::isFloatingType(dtype) && !at::isComplexType(dtype)) return {0, 0};

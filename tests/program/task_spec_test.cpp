@@ -167,7 +167,7 @@ TEST(TaskSpec, ErrorsNameTheFileLine) {
   EXPECT_EQ(spec_error(kBase + "params:\n  - {name: w, shape: [n], dtype: int64}\n"),
             "t.crl:12: tensor 'w': missing field 'init' (required for int64 tensors)");
   EXPECT_EQ(spec_error(kBase + "params:\n  - {name: w, shape: [n], dtype: float32, size: 3}\n"),
-            "t.crl:12: unknown key 'size' in an entry of 'params' (known keys: dtype, edges, init, name, post, shape)");
+            "t.crl:12: unknown key 'size' in an entry of 'params' (known keys: dtype, edges, init, mixed, name, post, shape)");
   EXPECT_EQ(spec_error(kBase + "tolerance: {atol: -1, rtol: 0}\n"), "t.crl:11: tolerance 'atol' must be >= 0");
   EXPECT_EQ(spec_error(kBase + "tolerance: [1\n"), "t.crl:12: YAML syntax error in the spec: end of sequence flow not found");
   s = kBase;
