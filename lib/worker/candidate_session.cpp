@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "worker/guard_probe.h"
-#include "program/arguments.h"
+#include "program/value_mix.h"
 
 namespace crl::worker {
 
@@ -59,6 +59,10 @@ NoReply CandidateSession::on(const ReleaseRequest&) { return {}; }
 LoadReply CandidateSession::on(const LoadRequest& request) {
   spec_ = load_spec(request, &scale_);
   device_.init(request.device);
+  value_mix_ = ValueMix{request.value_mix, false};
+  if (!value_mix_.kinds.empty() && value_mix_.kinds.size() != spec_->num_args()) {
+    throw InputError(fmt::format("load: a value mix of {} arguments for {}", value_mix_.kinds.size(), spec_->num_args()));
+  }
   replay_as_graph_ = request.replay_as_graph;
   if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
   const std::string& library = request.library;
@@ -90,9 +94,9 @@ RunReply CandidateSession::on(const RunRequest& request) {
   if (request.slot) {
     args = arena_.arguments(*request.slot);
   } else {
-    // Guards' own inputs (their seeds are trial seeds; nothing is timed on them).
-    args = make_arguments(*spec_, scale_, request.seed, device_.device());
-    if (request.spread_samples) (void)spread_samples(*spec_, args);
+    // Guards' own inputs (their seeds are trial seeds; nothing is timed on them), made as the judge
+    // made that trial's.
+    args = make_call_arguments(*spec_, scale_, {request.seed, false, request.spread_samples}, value_mix_, device_.device());
   }
   const auto outputs = call_and_check(device_, *candidate_, args);
   RunReply reply{export_outputs(outputs, &held_)};
@@ -170,7 +174,7 @@ NoReply CandidateSession::on(const StartTimingRequest& request) {
 
 GuardReply CandidateSession::on(const GuardRequest& request) {
   GuardOutputs probes = run_guard_probes(
-      request, *spec_, scale_, device_.device(),
+      request, *spec_, scale_, value_mix_, device_.device(),
       [this](const std::vector<at::Tensor>& args, bool wait_for_device) {
         if (!wait_for_device) return (*candidate_)(args);
         return call_and_check(device_, *candidate_, args);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "program/value_mix.h"
 #include "worker/protocol.h"
 #include "worker/sandbox.h"
 #include "worker/worker_device.h"
@@ -36,6 +37,7 @@ class CandidateSession {
   WorkerDevice device_;
   std::optional<TaskSpec> spec_;
   std::string scale_;
+  ValueMix value_mix_;  // the judge's (load request): the guards' inputs are made as its trials'
   std::unique_ptr<NamedProgram> candidate_;
   InputArena arena_;
   // Outputs the last request described: alive until the next request, so the judge can read them.

@@ -29,6 +29,20 @@ __device__ double to_double(T v) {
   return static_cast<double>(v);
 }
 
+// A block's threads' stats joined, written to partials[blockIdx.x].
+__device__ void reduce_block(const CompareStats& local, CompareStats* __restrict__ partials) {
+  // Raw storage: a __shared__ array may not have a constructor (CompareStats' members have defaults).
+  __shared__ alignas(CompareStats) unsigned char storage[sizeof(CompareStats) * kThreads];
+  CompareStats* block = reinterpret_cast<CompareStats*>(storage);
+  block[threadIdx.x] = local;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) compare_rule::join(block[threadIdx.x], block[threadIdx.x + half]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = block[0];
+}
+
 template <typename T>
 __global__ void compare_kernel(const T* __restrict__ ref, const T* __restrict__ cand, int64_t n, double atol, double rtol,
                                CompareStats* __restrict__ partials) {
@@ -43,16 +57,20 @@ __global__ void compare_kernel(const T* __restrict__ ref, const T* __restrict__ 
     }
     compare_rule::add_element(local, i, to_double(r), to_double(c), atol, rtol, integral);
   }
-  // Raw storage: a __shared__ array may not have a constructor (CompareStats' members have defaults).
-  __shared__ alignas(CompareStats) unsigned char storage[sizeof(CompareStats) * kThreads];
-  CompareStats* block = reinterpret_cast<CompareStats*>(storage);
-  block[threadIdx.x] = local;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) compare_rule::join(block[threadIdx.x], block[threadIdx.x + half]);
-    __syncthreads();
+  reduce_block(local, partials);
+}
+
+// The float64 reference's form: the float32 reference, its error, the candidate (all float32).
+__global__ void compare_float64_kernel(const float* __restrict__ ref, const float* __restrict__ cand, const __nv_bfloat16* __restrict__ delta,
+                                       const __nv_bfloat16* __restrict__ scale, int64_t n, double atol, double rtol, double factor,
+                                       CompareStats* __restrict__ partials) {
+  CompareStats local;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    compare_rule::add_element_float64(local, i, static_cast<double>(ref[i]), static_cast<double>(cand[i]), to_double(delta[i]),
+                                      to_double(scale[i]), atol, rtol, factor);
   }
-  if (threadIdx.x == 0) partials[blockIdx.x] = block[0];
+  reduce_block(local, partials);
 }
 
 template <typename T>
@@ -83,6 +101,18 @@ __global__ void bytes_equal_kernel(const unsigned char* __restrict__ a, const un
   if (!same) *differs = 1;
 }
 
+// The blocks' partial results joined on the host (the worst does not depend on the block count).
+CompareStats gather(const CompareStats* partials, int blocks, cudaStream_t stream) {
+  check(cudaGetLastError(), "launching the output comparison");
+  std::vector<CompareStats> host(static_cast<size_t>(blocks));
+  check(cudaMemcpyAsync(host.data(), partials, host.size() * sizeof(CompareStats), cudaMemcpyDeviceToHost, stream),
+        "copying the comparison's partial results");
+  check(cudaStreamSynchronize(stream), "comparing outputs");
+  CompareStats total;
+  for (const CompareStats& b : host) compare_rule::join(total, b);
+  return total;
+}
+
 }  // namespace
 
 int compare_blocks(int64_t n) {
@@ -92,8 +122,7 @@ int compare_blocks(int64_t n) {
 
 CompareStats compare_values(ValueType type, const void* ref, const void* cand, int64_t n, double atol, double rtol,
                             CompareStats* partials, cudaStream_t stream) {
-  CompareStats total;
-  if (n <= 0) return total;
+  if (n <= 0) return CompareStats{};
   const int blocks = compare_blocks(n);
   switch (type) {
     case ValueType::f16: launch<__half>(ref, cand, n, atol, rtol, partials, blocks, stream); break;
@@ -107,13 +136,16 @@ CompareStats compare_values(ValueType type, const void* ref, const void* cand, i
     case ValueType::i64: launch<int64_t>(ref, cand, n, atol, rtol, partials, blocks, stream); break;
     case ValueType::boolean: launch<bool>(ref, cand, n, atol, rtol, partials, blocks, stream); break;
   }
-  check(cudaGetLastError(), "launching the output comparison");
-  std::vector<CompareStats> host(static_cast<size_t>(blocks));
-  check(cudaMemcpyAsync(host.data(), partials, host.size() * sizeof(CompareStats), cudaMemcpyDeviceToHost, stream),
-        "copying the comparison's partial results");
-  check(cudaStreamSynchronize(stream), "comparing outputs");
-  for (const CompareStats& b : host) compare_rule::join(total, b);  // the worst does not depend on the block count
-  return total;
+  return gather(partials, blocks, stream);
+}
+
+CompareStats compare_values_float64(const float* ref, const float* cand, const void* delta, const void* scale, int64_t n, double atol,
+                                    double rtol, double factor, CompareStats* partials, cudaStream_t stream) {
+  if (n <= 0) return CompareStats{};
+  const int blocks = compare_blocks(n);
+  compare_float64_kernel<<<blocks, kThreads, 0, stream>>>(ref, cand, static_cast<const __nv_bfloat16*>(delta),
+                                                          static_cast<const __nv_bfloat16*>(scale), n, atol, rtol, factor, partials);
+  return gather(partials, blocks, stream);
 }
 
 bool bytes_equal(const void* a, const void* b, uint64_t bytes, uint32_t* flag, cudaStream_t stream) {

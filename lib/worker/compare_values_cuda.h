@@ -22,6 +22,12 @@ int compare_blocks(int64_t n);
 CompareStats compare_values(ValueType type, const void* ref, const void* cand, int64_t n, double atol, double rtol,
                             CompareStats* partials, cudaStream_t stream);
 
+// A float32 output against the float64 reference: `delta` the float32 reference's error against it
+// and `scale` its error scale, both bfloat16 (compare_rule::add_element_float64); the same blocks and
+// partials as compare_values.
+CompareStats compare_values_float64(const float* ref, const float* cand, const void* delta, const void* scale, int64_t n, double atol,
+                                    double rtol, double factor, CompareStats* partials, cudaStream_t stream);
+
 // Whether `bytes` bytes at a and b (device pointers) are equal (waits for the stream). `flag` is 4
 // bytes of device memory for the answer. Throws crl::Error on a CUDA error.
 bool bytes_equal(const void* a, const void* b, uint64_t bytes, uint32_t* flag, cudaStream_t stream);

@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "worker/output_comparison.h"
-#include "program/arguments.h"
+#include "program/value_mix.h"
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -110,7 +110,7 @@ bool storages_overlap(const at::Tensor& a, const at::Tensor& b) {
   return a0 < b1 && b0 < a1;
 }
 
-GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale,
+GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const ValueMix& mix,
                               const at::Device& device, const CandidateForward& candidate) {
   const auto& seeds = request.seeds;
   if (seeds.size() != 2) throw InputError("guard: need exactly two seeds");
@@ -131,7 +131,7 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
   };
 
   // 1. One call on inputs A: threads and work left running, aliasing, ownership, input mutation.
-  auto args = make_arguments(spec, scale, seeds[0], device);
+  auto args = make_call_arguments(spec, scale, {seeds[0]}, mix, device);
   const auto args_before = clone_all(args);
   // Free memory is poisoned first: an output block that still held an earlier call's correct
   // result (seed A was trial 1's seed) would look finished at return even while work on another
@@ -195,7 +195,7 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
   // 2. Cache probes: new values (B) copied into A's tensors (same addresses), while the first
   //    outputs are still held; then A's values again at new addresses.
   {
-    const auto values_b = make_arguments(spec, scale, seeds[1], device);
+    const auto values_b = make_call_arguments(spec, scale, {seeds[1]}, mix, device);
     for (size_t j = 0; j < args.size(); ++j) args[j].copy_(values_b[j]);
     auto second = candidate(args, /*wait_for_device=*/true);
     synchronize_device(device);
@@ -208,7 +208,7 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
     send_group("same addresses, new values", "output_cache", 1, second);
   }
   {
-    auto fresh = make_arguments(spec, scale, seeds[0], device);
+    auto fresh = make_call_arguments(spec, scale, {seeds[0]}, mix, device);
     send_group("same values, new addresses", "output_cache", 0, candidate(fresh, /*wait_for_device=*/true));
     synchronize_device(device);
   }
@@ -218,7 +218,7 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
   first.clear();
   args.clear();
   {
-    auto poisoned_args = make_arguments(spec, scale, seeds[0], device);
+    auto poisoned_args = make_call_arguments(spec, scale, {seeds[0]}, mix, device);
     poison_free_memory(output_bytes, device);
     send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args, /*wait_for_device=*/true));
     synchronize_device(device);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "program/task_spec.h"
+#include "program/value_mix.h"
 #include "worker/protocol.h"
 
 namespace crl::worker {
@@ -33,8 +34,9 @@ struct GuardOutputs {
 
 // Runs every probe: request.seeds are two trial seeds A and B (the judge holds the reference's
 // outputs for both), request.output_bytes the reference's output sizes, settle_seconds how long to
-// wait before outputs are looked at again.
-GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale,
+// wait before outputs are looked at again. The seeds' arguments are made as the judge makes the
+// trials' (`mix`, program/value_mix.h).
+GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const ValueMix& mix,
                               const at::Device& device, const CandidateForward& candidate);
 
 // Threads of this process now (entries of /proc/self/task).

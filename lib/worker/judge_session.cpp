@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "core/error.h"
-#include "worker/output_comparison.h"
 #include "program/arguments.h"
-#include "program/edge_inputs.h"
+#include "program/value_mix.h"
+#include "worker/float64_reference.h"
+#include "worker/output_comparison.h"
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -27,8 +29,15 @@ using Clock = std::chrono::steady_clock;
 
 int64_t bytes_of(const std::vector<at::Tensor>& tensors) {
   int64_t n = 0;
-  for (const auto& t : tensors) n += static_cast<int64_t>(t.nbytes());
+  for (const auto& t : tensors) n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
   return n;
+}
+
+// The domain probe's reference runs, at most: one per kind dropped costs about log2(kinds) runs.
+constexpr int kMaxValueProbeRuns = 32;
+
+const char* mix_kind_name(uint32_t bit) {
+  return bit == kMixSigns ? "signs" : bit == kMixMagnitudes ? "magnitudes" : "constants drawn";
 }
 
 std::vector<OutputMeta> metas_of(const std::vector<at::Tensor>& tensors) {
@@ -63,6 +72,7 @@ nlohmann::json JudgeSession::handle(const nlohmann::json& request) {
     case Op::compare: return answer<CompareRequest>(*this, request);
     case Op::check_inputs: return answer<CheckInputsRequest>(*this, request);
     case Op::probe: return answer<ProbeRequest>(*this, request);
+    case Op::values: return answer<ValuesRequest>(*this, request);
     case Op::release: return answer<ReleaseRequest>(*this, request);
     default: throw InputError(fmt::format("the judge does not serve '{}'", op_name(op)));
   }
@@ -116,9 +126,107 @@ LoadReply JudgeSession::on(const LoadRequest& request) {
 }
 
 std::vector<at::Tensor> JudgeSession::arguments_for(uint64_t seed, bool spread, bool edges) {
-  auto args = edges ? make_edge_arguments(*spec_, scale_, seed, device_.device()) : make_arguments(*spec_, scale_, seed, device_.device());
-  if (spread) spread_samples(*spec_, args);
-  return args;
+  return make_call_arguments(*spec_, scale_, {seed, edges, spread}, value_mix_, device_.device());
+}
+
+void JudgeSession::make_outputs(Outputs& o, size_t* spread_inputs, std::vector<at::Tensor> args) {
+  // `args`, where given, are the inputs check_inputs just made for this seed: used on the first try
+  // only (a failed run may have written into them).
+  int attempts = 0;
+  o.tensors = reclaiming([&] {
+    if (args.empty() || attempts > 0) {
+      args = arguments_for(o.seed, false, o.edges);
+      const size_t spread = o.spread ? spread_samples(*spec_, args) : 0;
+      if (spread_inputs != nullptr) *spread_inputs = spread;
+    }
+    ++attempts;
+    return call_and_check(device_, *reference_, args);
+  });
+  args.clear();
+  o.deltas.clear();
+  o.scales.clear();
+  o.float64_missing.clear();
+  if (o.float64) add_float64(o);
+}
+
+void JudgeSession::add_float64(Outputs& o) {
+  // The same inputs made again (the float32 run may have written into its own), then the reference
+  // in float64 and on nudged inputs; an out-of-memory error lets the cached outputs go before each
+  // smaller try.
+  auto args = reclaiming([&] { return arguments_for(o.seed, o.spread, o.edges); });
+  const auto release = [this] {
+    for (auto& [key, cached] : outputs_) {
+      cached.tensors.clear();
+      cached.deltas.clear();
+      cached.scales.clear();
+    }
+    device_.release_cached_memory();
+  };
+  Float64Reference f = float64_reference([this](const std::vector<at::Tensor>& a) { return call_and_check(device_, *reference_, a); },
+                                         *spec_, std::move(args), o.tensors, release);
+  o.deltas = std::move(f.deltas);
+  o.scales = std::move(f.scales);
+  o.float64_missing = std::move(f.missing);
+}
+
+size_t JudgeSession::nan_count(const std::vector<at::Tensor>& outputs) const {
+  size_t n = 0;
+  for (const auto& t : outputs) {
+    if (at::isFloatingType(t.scalar_type())) n += static_cast<size_t>(at::isnan(t).sum().item<int64_t>());
+  }
+  return n;
+}
+
+ValuesReply JudgeSession::on(const ValuesRequest& request) {
+  if (request.eligible.size() != spec_->num_args()) {
+    throw InputError(fmt::format("values: {} eligible entries for {} arguments", request.eligible.size(), spec_->num_args()));
+  }
+  value_mix_ = {};
+  ValuesReply reply;
+  // NaN in the reference's outputs with `mix` (SIZE_MAX: it failed on them, or went past the probe's runs).
+  const auto nans_with = [&](const ValueMix& mix) -> size_t {
+    if (reply.runs >= kMaxValueProbeRuns) return SIZE_MAX;
+    ++reply.runs;
+    try {
+      return reclaiming([&] {
+        return nan_count(call_and_check(device_, *reference_, make_call_arguments(*spec_, scale_, {request.seed}, mix, device_.device())));
+      });
+    } catch (const std::exception&) {
+      if (device_.poisoned() || mix.kinds.empty()) throw;  // the reference fails on its own inputs: crl's failure
+      return SIZE_MAX;
+    }
+  };
+  const size_t plain = nans_with(ValueMix{});
+  std::vector<std::pair<size_t, uint32_t>> items;
+  for (size_t i = 0; i < request.eligible.size(); ++i) {
+    for (const uint32_t bit : {kMixSigns, kMixMagnitudes, kMixConstants}) {
+      if ((request.eligible[i] & bit) != 0) items.emplace_back(i, bit);
+    }
+  }
+  std::vector<uint32_t> kept(request.eligible.size(), 0);
+  // Kept together where the reference stays defined on them all; else halved until each is decided.
+  std::function<void(size_t, size_t)> settle = [&](size_t begin, size_t end) {
+    if (begin == end) return;
+    ValueMix mix{std::vector<uint32_t>(kept.size(), 0), true};
+    for (size_t k = begin; k < end; ++k) mix.kinds[items[k].first] |= items[k].second;
+    if (nans_with(mix) <= plain) {
+      for (size_t k = begin; k < end; ++k) kept[items[k].first] |= items[k].second;
+      return;
+    }
+    if (end - begin == 1) {
+      reply.dropped += fmt::format("{}{}: {}", reply.dropped.empty() ? "" : "; ", spec_->arg(items[begin].first).name,
+                                   mix_kind_name(items[begin].second));
+      return;
+    }
+    const size_t middle = begin + (end - begin) / 2;
+    settle(begin, middle);
+    settle(middle, end);
+  };
+  settle(0, items.size());
+  if (!reply.dropped.empty()) reply.dropped += " (the reference gives NaN or fails on them)";
+  value_mix_.kinds = kept;
+  reply.kinds = std::move(kept);
+  return reply;
 }
 
 void JudgeSession::evict_to(int64_t budget) {
@@ -131,6 +239,8 @@ void JudgeSession::evict_to(int64_t budget) {
     if (o.tensors.empty()) continue;
     total -= o.bytes;
     o.tensors.clear();
+    o.deltas.clear();
+    o.scales.clear();
   }
 }
 
@@ -145,13 +255,17 @@ auto JudgeSession::reclaiming(Make make) -> decltype(make()) {
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e)) throw;
   }
-  for (auto& [key, o] : outputs_) o.tensors.clear();
+  for (auto& [key, o] : outputs_) {
+    o.tensors.clear();
+    o.deltas.clear();
+    o.scales.clear();
+  }
   device_.release_cached_memory();
   return make();
 }
 
 void JudgeSession::keep(const std::string& key, Outputs outputs) {
-  outputs.bytes = bytes_of(outputs.tensors);
+  outputs.bytes = bytes_of(outputs.tensors) + bytes_of(outputs.deltas) + bytes_of(outputs.scales);
   outputs_[key] = std::move(outputs);
   recently_used_.remove(key);
   recently_used_.push_front(key);
@@ -164,7 +278,7 @@ const std::vector<at::Tensor>& JudgeSession::outputs_for(const std::string& key)
   if (it->second.tensors.empty()) {
     // Evicted for memory: made again from the same seed (references are deterministic per seed).
     Outputs again = it->second;
-    again.tensors = reclaiming([&] { return call_and_check(device_, *reference_, arguments_for(again.seed, again.spread, again.edges)); });
+    make_outputs(again);
     keep(key, std::move(again));
     it = outputs_.find(key);
   } else {
@@ -180,15 +294,13 @@ ReferenceReply JudgeSession::on(const ReferenceRequest& request) {
   o.seed = request.seed;
   o.spread = request.spread;
   o.edges = request.edges;
+  o.float64 = request.float64;
   size_t spread_inputs = 0;
-  o.tensors = reclaiming([&] {
-    auto args = arguments_for(o.seed, false, o.edges);
-    spread_inputs = o.spread ? spread_samples(*spec_, args) : 0;
-    return call_and_check(device_, *reference_, args);
-  });
+  make_outputs(o, &spread_inputs);
   std::vector<OutputMeta> metas = metas_of(o.tensors);
+  std::string missing = o.float64_missing;
   keep(key, std::move(o));
-  return {std::move(metas), static_cast<int64_t>(spread_inputs)};
+  return {std::move(metas), static_cast<int64_t>(spread_inputs), std::move(missing)};
 }
 
 CallTimeReply JudgeSession::on(const CallTimeRequest& request) {
@@ -281,25 +393,27 @@ NoReply JudgeSession::on(const ReferenceSlotRequest& request) {
   // slot's seed when it kept them (dropped after: the reference may write into them), else made here.
   Outputs o;
   o.seed = request.seed;
+  o.float64 = request.float64;
   std::vector<at::Tensor> args;
   if (kept_inputs_ && kept_inputs_->seed == o.seed) args = std::move(kept_inputs_->tensors);
   kept_inputs_.reset();
-  int attempts = 0;  // a retry makes the inputs again: the failed run may have written into them
-  o.tensors = reclaiming([&] {
-    const bool retry = attempts++ > 0;
-    if (args.empty() || retry) args = arguments_for(o.seed, false, false);
-    return call_and_check(device_, *reference_, args);
-  });
+  make_outputs(o, nullptr, std::move(args));
   keep(fmt::format("batch:{}", request.slot), std::move(o));
   return {};
 }
 
 CompareReply JudgeSession::on(const CompareRequest& request) {
   const auto& ref_outputs = outputs_for(request.key);
+  const auto& deltas = outputs_.at(request.key).deltas;
+  const auto& scales = outputs_.at(request.key).scales;
   const auto& refs = request.outputs;
   std::vector<ProgramOutput> reference_outputs;
   std::vector<ProgramOutput> candidate_outputs;
-  for (const auto& t : ref_outputs) reference_outputs.push_back({t, t.is_cuda() ? "cuda" : "cpu"});
+  for (size_t i = 0; i < ref_outputs.size(); ++i) {
+    const at::Tensor& t = ref_outputs[i];
+    reference_outputs.push_back(
+        {t, t.is_cuda() ? "cuda" : "cpu", i < deltas.size() ? deltas[i] : at::Tensor(), i < scales.size() ? scales[i] : at::Tensor()});
+  }
   // Shapes, dtypes and devices first: nothing of a candidate is read before they agree.
   std::string shape_problem;
   if (refs.size() != ref_outputs.size()) {
@@ -314,7 +428,7 @@ CompareReply JudgeSession::on(const CompareRequest& request) {
     }
   }
   // ("match", not "ok": every reply's "ok" says whether the request itself succeeded.)
-  if (!shape_problem.empty()) return {false, shape_problem, 0};
+  if (!shape_problem.empty()) return {false, shape_problem, 0, -1};
   uint64_t region_used = 0;
   for (size_t i = 0; i < refs.size(); ++i) {
     at::Tensor values;
@@ -341,7 +455,7 @@ CompareReply JudgeSession::on(const CompareRequest& request) {
   const ComparisonResult cmp = reclaiming([&] { return compare_outputs(reference_outputs, candidate_outputs, tol); });
   device_.check("comparing outputs");
   (void)region_used;
-  return {cmp.ok, cmp.message, cmp.max_abs_error};
+  return {cmp.ok, cmp.message, cmp.max_abs_error, cmp.precision_ratio};
 }
 
 CheckInputsReply JudgeSession::on(const CheckInputsRequest& request) {

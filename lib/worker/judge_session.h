@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "program/value_mix.h"
 #include "worker/exchange.h"
 #include "worker/protocol.h"
 #include "worker/worker_device.h"
@@ -39,6 +40,7 @@ class JudgeSession {
   CompareReply on(const CompareRequest& request);
   CheckInputsReply on(const CheckInputsRequest& request);
   ProbeReply on(const ProbeRequest& request);
+  ValuesReply on(const ValuesRequest& request);
   NoReply on(const ReleaseRequest& request);
   NoReply on(const FlushRequest& request);
   NoReply on(const EmptyRequest& request);
@@ -47,8 +49,11 @@ class JudgeSession {
   struct Outputs {
     uint64_t seed = 0;
     bool spread = false;
-    bool edges = false;  // made from make_edge_arguments (an edge trial)
+    bool edges = false;  // an edge trial's (dense edges)
+    bool float64 = false;  // the float64 reference's errors were asked for
     std::vector<at::Tensor> tensors;  // empty once evicted: made again from the seed when asked for
+    std::vector<at::Tensor> deltas, scales;  // float64_reference.h, per output (undefined: none)
+    std::string float64_missing;      // why there are none, where asked
     int64_t bytes = 0;
   };
   struct KeptInputs {  // a slot's inputs made again by check_inputs, for reference_slot next
@@ -58,6 +63,10 @@ class JudgeSession {
   InputArena& arena_named(ArenaOwner which);
 
   std::vector<at::Tensor> arguments_for(uint64_t seed, bool spread, bool edges);
+  // The reference's outputs for `o`'s seed (and, where o.float64, their float64 errors), made now.
+  void make_outputs(Outputs& o, size_t* spread_inputs = nullptr, std::vector<at::Tensor> args = {});
+  void add_float64(Outputs& o);
+  size_t nan_count(const std::vector<at::Tensor>& outputs) const;
   const std::vector<at::Tensor>& outputs_for(const std::string& key);
   void keep(const std::string& key, Outputs outputs);
   void evict_to(int64_t budget);
@@ -69,6 +78,7 @@ class JudgeSession {
   std::optional<TaskSpec> spec_;
   std::string scale_;
   std::unique_ptr<NamedProgram> reference_;
+  ValueMix value_mix_;  // what every argument set mixes in, once the values request decided it
   std::map<std::string, Outputs> outputs_;
   std::list<std::string> recently_used_;  // front: most recent
   int64_t cache_budget_bytes_ = int64_t{16} << 30;

@@ -61,6 +61,27 @@ CompareStats compare_values(const at::Tensor& ref, const at::Tensor& cand, const
   return total;
 }
 
+// A float32 output against the float64 reference (the float32 one, its error and error scale): the same pass.
+CompareStats compare_values_float64(const at::Tensor& ref, const at::Tensor& cand, const at::Tensor& delta, const at::Tensor& scale,
+                                    const Tolerance& tol) {
+  CompareStats total;
+  std::mutex mutex;
+  const float* r = ref.const_data_ptr<float>();
+  const float* c = cand.const_data_ptr<float>();
+  const c10::BFloat16* d = delta.const_data_ptr<c10::BFloat16>();
+  const c10::BFloat16* e = scale.const_data_ptr<c10::BFloat16>();
+  at::parallel_for(0, ref.numel(), int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+    CompareStats local;
+    for (int64_t i = begin; i < end; ++i) {
+      compare_rule::add_element_float64(local, i, r[i], c[i], static_cast<float>(d[i]), static_cast<float>(e[i]), tol.atol, tol.rtol,
+                                        kPrecisionFactor);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    compare_rule::join(total, local);
+  });
+  return total;
+}
+
 #if CRL_HAVE_CUDA
 // The same rules on the GPU that holds both tensors, in one pass (compare_values_cuda.cu): the
 // judge compares where the outputs are. The ATen form it replaced (chunks converted to float64, a
@@ -82,19 +103,34 @@ cuda::ValueType value_type(at::ScalarType t) {
   }
 }
 
-CompareStats compare_values_on_device(const at::Tensor& ref, const at::Tensor& cand, const Tolerance& tol) {
+CompareStats compare_values_on_device(const at::Tensor& ref, const at::Tensor& cand, const at::Tensor& delta, const at::Tensor& scale,
+                                      const Tolerance& tol) {
   const at::Tensor r = ref.contiguous(), c = cand.contiguous();
   const c10::cuda::CUDAGuard on_device(r.device());
   const at::Tensor partials =
       at::empty({static_cast<int64_t>(cuda::compare_blocks(r.numel()) * sizeof(CompareStats))}, r.options().dtype(at::kByte));
-  return cuda::compare_values(value_type(r.scalar_type()), r.const_data_ptr(), c.const_data_ptr(), r.numel(), tol.atol, tol.rtol,
-                              static_cast<CompareStats*>(partials.data_ptr()), at::cuda::getCurrentCUDAStream().stream());
+  auto* stats = static_cast<CompareStats*>(partials.data_ptr());
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  if (delta.defined()) {
+    const at::Tensor d = delta.contiguous(), e = scale.contiguous();
+    return cuda::compare_values_float64(r.const_data_ptr<float>(), c.const_data_ptr<float>(), d.const_data_ptr(), e.const_data_ptr(),
+                                        r.numel(), tol.atol, tol.rtol, kPrecisionFactor, stats, stream);
+  }
+  return cuda::compare_values(value_type(r.scalar_type()), r.const_data_ptr(), c.const_data_ptr(), r.numel(), tol.atol, tol.rtol, stats,
+                              stream);
 }
 #else
-CompareStats compare_values_on_device(const at::Tensor&, const at::Tensor&, const Tolerance&) {
+CompareStats compare_values_on_device(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const Tolerance&) {
   throw Error("this build has no CUDA: outputs on a GPU cannot be compared");
 }
 #endif
+
+// The summed errors' ratio (compare_rule.h); the smallest normal float per element keeps an output
+// of exact zeros from dividing by zero (any error there is then far beyond the factor).
+double precision_ratio(const CompareStats& s, int64_t n) {
+  const double floor = static_cast<double>(n) * 0x1p-126;
+  return s.sum_error / (s.sum_scale + floor);
+}
 
 }  // namespace
 
@@ -146,18 +182,42 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     if (ref.numel() == 0) continue;
     const Tolerance tol = tolerance_for(ref.scalar_type());
     if (ref.device() != cand.device()) return fail("is not where the reference's output is (crl compares like with like)");
-    const CompareStats stats = ref.is_cpu() ? compare_values(ref.contiguous(), cand.contiguous(), tol)
-                                          : compare_values_on_device(ref, cand, tol);
+    const at::Tensor& delta = reference[i].float64_delta;
+    const at::Tensor& scale = reference[i].float64_scale;
+    const bool float64 = delta.defined() && ref.scalar_type() == at::kFloat;
+    for (const at::Tensor* t : {&delta, &scale}) {
+      if (float64 && (!t->defined() || t->sizes() != ref.sizes() || t->scalar_type() != at::kBFloat16 || t->device() != ref.device())) {
+        throw Error(fmt::format("output {}: the float64 reference's error does not match the output's shape or device", i));
+      }
+    }
+    CompareStats stats;
+    if (!ref.is_cpu()) {
+      stats = compare_values_on_device(ref, cand, float64 ? delta : at::Tensor(), scale, tol);
+    } else if (float64) {
+      stats = compare_values_float64(ref.contiguous(), cand.contiguous(), delta.contiguous(), scale.contiguous(), tol);
+    } else {
+      stats = compare_values(ref.contiguous(), cand.contiguous(), tol);
+    }
     result.max_abs_error = std::max(result.max_abs_error, stats.max_abs_error);
+    const double ratio = float64 ? precision_ratio(stats, ref.numel()) : -1;
+    result.precision_ratio = std::max(result.precision_ratio, ratio);
+    if (stats.bad == 0 && ratio > kPrecisionFactor) {
+      return fail(fmt::format("precision: its error against the float64 reference is {:.3g} times what float32 arithmetic errs "
+                              "there (the float32 reference's own error and its response to rounding its inputs, summed over "
+                              "the {} elements; at most {:g}): lower precision than the task's float32 (TF32, fp16, bf16 math, "
+                              "or a coarse approximation)",
+                              ratio, ref.numel(), kPrecisionFactor));
+    }
     if (stats.bad == 0) continue;
     result.worst_index = stats.worst_index;
     result.worst_reference = stats.worst_reference;
     result.worst_candidate = stats.worst_candidate;
     result.mismatched_elements = stats.bad;
     return fail(fmt::format(
-        "{} of {} elements outside atol {:g} + rtol {:g}; worst at flat index {}: got {:.8g}, expected {:.8g}",
-        stats.bad, ref.numel(), tol.atol, tol.rtol, result.worst_index, result.worst_candidate,
-        result.worst_reference));
+        "{} of {} elements outside atol {:g} + rtol {:g}{}; worst at flat index {}: got {:.8g}, expected {:.8g}{}",
+        stats.bad, ref.numel(), tol.atol, tol.rtol,
+        float64 ? fmt::format(" of the float64 reference + {:g} x the float32 reference's error scale", kPrecisionFactor) : "",
+        result.worst_index, result.worst_candidate, result.worst_reference, float64 ? " (float64)" : ""));
   }
   result.ok = true;
   return result;

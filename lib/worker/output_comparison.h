@@ -20,6 +20,10 @@ using Tolerance = crl::Tolerance;
 struct ProgramOutput {
   at::Tensor values;
   std::string device;  // "cpu" or "cuda", the device the program returned the tensor on
+  // A reference's float32 output only (float64_reference.h): its error against the float64 reference
+  // and the scale of the error float32 may make (bfloat16, same shape, where `values` lives).
+  // Undefined: no float64 reference.
+  at::Tensor float64_delta, float64_scale;
 };
 
 struct ComparisonResult {
@@ -31,13 +35,19 @@ struct ComparisonResult {
   double worst_candidate = 0;
   double max_abs_error = 0;     // over every compared element of every output
   int64_t mismatched_elements = 0;
+  // The largest, over outputs with a float64 reference, of the candidate's summed error against it
+  // over the float32 reference's own (plus float32 rounding): at most kPrecisionFactor passes. -1: none.
+  double precision_ratio = -1;
 };
 
 using ToleranceForDtype = std::function<Tolerance(at::ScalarType)>;
 
 // `tolerance_for` gives each output's tolerance from its dtype (the task spec's, when it has one).
 // NaN in the candidate where the reference is not NaN (and the reverse) is a mismatch;
-// infinities must match exactly.
+// infinities must match exactly. A reference output with a float64_delta is held to the precision
+// contract (compare_rule.h): each element within the tolerance of the float64 reference, widened by
+// kPrecisionFactor times the float32 reference's own error there, and the output's precision ratio
+// at most kPrecisionFactor (a mismatch that says so).
 ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
                                  const std::vector<ProgramOutput>& candidate,
                                  const ToleranceForDtype& tolerance_for = default_tolerance);

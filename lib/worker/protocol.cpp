@@ -14,7 +14,7 @@ namespace {
 // Outputs a reply or request may describe, at most (a bound before anything is allocated for them).
 constexpr size_t kMaxOutputs = 1024;
 
-constexpr std::array<std::pair<Op, std::string_view>, 20> kOpNames = {{
+constexpr std::array<std::pair<Op, std::string_view>, 21> kOpNames = {{
     {Op::load, "load"},
     {Op::arena, "arena"},
     {Op::adopt_arena, "adopt_arena"},
@@ -31,6 +31,7 @@ constexpr std::array<std::pair<Op, std::string_view>, 20> kOpNames = {{
     {Op::compare, "compare"},
     {Op::check_inputs, "check_inputs"},
     {Op::probe, "probe"},
+    {Op::values, "values"},
     {Op::flush, "flush"},
     {Op::release, "release"},
     {Op::empty, "empty"},
@@ -73,6 +74,18 @@ std::vector<TensorRef> parse_refs(const Fields& f, const char* key) {
 // signed integer of the same value.
 bool non_negative_integer(const nlohmann::json& v) {
   return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
+// MixKind masks, one per argument (bounded: a spec's arguments are a few hundred at most).
+std::vector<uint32_t> mix_kinds(const Fields& f, const char* key) {
+  std::vector<uint32_t> out;
+  const auto& items = f.array(key);
+  if (items.size() > kMaxOutputs) throw InputError(fmt::format("{}: field '{}' holds {} entries, at most {}", f.what(), key, items.size(), kMaxOutputs));
+  for (const uint64_t v : f.unsigned_integers(key)) {
+    if (v > 7) throw InputError(fmt::format("{}: field '{}': {} is not a value mix (bits 1, 2 and 4)", f.what(), key, v));
+    out.push_back(static_cast<uint32_t>(v));
+  }
+  return out;
 }
 
 std::optional<double> optional_number(const Fields& f, const char* key) {
@@ -186,7 +199,8 @@ nlohmann::json LoadRequest::to_json() const {
           {"scale", scale},                         {"device", device.device},
           {"gpu_memory_fraction", device.gpu_memory_fraction},
           {"cpu_threads", device.cpu_threads},      {"cache_bytes", cache_bytes},
-          {"program_name", program_name},           {"replay_as_graph", replay_as_graph}};
+          {"program_name", program_name},           {"replay_as_graph", replay_as_graph},
+          {"precision", device.precision},          {"value_mix", value_mix}};
 }
 
 LoadRequest LoadRequest::from(const Fields& f) {
@@ -200,6 +214,11 @@ LoadRequest LoadRequest::from(const Fields& f) {
   r.cache_bytes = f.integer("cache_bytes");
   r.program_name = f.text("program_name");
   r.replay_as_graph = f.flag("replay_as_graph");
+  r.device.precision = f.text("precision");
+  if (r.device.precision != "fp32" && r.device.precision != "tf32") {
+    throw InputError(fmt::format("{}: field 'precision' must be fp32 or tf32 (got '{}')", f.what(), r.device.precision));
+  }
+  r.value_mix = mix_kinds(f, "value_mix");
   return r;
 }
 
@@ -359,10 +378,10 @@ GuardReply GuardReply::from(const Fields& f) {
 // ---- the judge's reference runs ----
 
 nlohmann::json ReferenceRequest::to_json() const {
-  return {{"key", key}, {"seed", seed}, {"edges", edges}, {"spread", spread}};
+  return {{"key", key}, {"seed", seed}, {"edges", edges}, {"spread", spread}, {"float64", float64}};
 }
 ReferenceRequest ReferenceRequest::from(const Fields& f) {
-  return {f.text("key"), f.unsigned_integer("seed"), f.flag("edges"), f.flag("spread")};
+  return {f.text("key"), f.unsigned_integer("seed"), f.flag("edges"), f.flag("spread"), f.flag("float64")};
 }
 
 nlohmann::json ReferenceReply::to_json() const {
@@ -372,7 +391,7 @@ nlohmann::json ReferenceReply::to_json() const {
     m["device"] = o.device;
     metas.push_back(m);
   }
-  return {{"outputs", metas}, {"spread_inputs", spread_inputs}};
+  return {{"outputs", metas}, {"spread_inputs", spread_inputs}, {"float64_missing", float64_missing}};
 }
 
 ReferenceReply ReferenceReply::from(const Fields& f) {
@@ -383,11 +402,14 @@ ReferenceReply ReferenceReply::from(const Fields& f) {
     r.outputs.push_back({tensor_meta_from_json(outputs[i]), o.text("device")});
   }
   r.spread_inputs = f.integer("spread_inputs");
+  r.float64_missing = f.text("float64_missing");
   return r;
 }
 
-nlohmann::json ReferenceSlotRequest::to_json() const { return {{"slot", slot}, {"seed", seed}}; }
-ReferenceSlotRequest ReferenceSlotRequest::from(const Fields& f) { return {f.int32("slot"), f.unsigned_integer("seed")}; }
+nlohmann::json ReferenceSlotRequest::to_json() const { return {{"slot", slot}, {"seed", seed}, {"float64", float64}}; }
+ReferenceSlotRequest ReferenceSlotRequest::from(const Fields& f) {
+  return {f.int32("slot"), f.unsigned_integer("seed"), f.flag("float64")};
+}
 
 nlohmann::json BatchCopyRequest::to_json() const { return {{"key", key}}; }
 BatchCopyRequest BatchCopyRequest::from(const Fields& f) { return {f.text("key")}; }
@@ -404,9 +426,16 @@ CallTimeReply CallTimeReply::from(const Fields& f) { return {f.number("call_us")
 nlohmann::json CompareRequest::to_json() const { return {{"key", key}, {"outputs", refs_json(outputs)}}; }
 CompareRequest CompareRequest::from(const Fields& f) { return {f.text("key"), parse_refs(f, "outputs")}; }
 nlohmann::json CompareReply::to_json() const {
-  return {{"match", match}, {"message", message}, {"max_abs_error", max_abs_error}};
+  return {{"match", match}, {"message", message}, {"max_abs_error", max_abs_error}, {"precision_ratio", precision_ratio}};
 }
-CompareReply CompareReply::from(const Fields& f) { return {f.flag("match"), f.text("message"), f.number("max_abs_error")}; }
+CompareReply CompareReply::from(const Fields& f) {
+  return {f.flag("match"), f.text("message"), f.number("max_abs_error"), f.number("precision_ratio")};
+}
+
+nlohmann::json ValuesRequest::to_json() const { return {{"seed", seed}, {"eligible", eligible}}; }
+ValuesRequest ValuesRequest::from(const Fields& f) { return {f.unsigned_integer("seed"), mix_kinds(f, "eligible")}; }
+nlohmann::json ValuesReply::to_json() const { return {{"kinds", kinds}, {"runs", runs}, {"dropped", dropped}}; }
+ValuesReply ValuesReply::from(const Fields& f) { return {mix_kinds(f, "kinds"), f.int32("runs"), f.text("dropped")}; }
 
 nlohmann::json CheckInputsRequest::to_json() const {
   return {{"slot", slot}, {"seed", seed}, {"edges", edges}, {"spread", spread}, {"keep", keep}};

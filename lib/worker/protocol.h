@@ -33,6 +33,7 @@ enum class Op {
   compare,         // judge: a program's outputs against the reference outputs under a key
   check_inputs,    // judge: whether a slot's inputs still hold what their seed makes
   probe,           // judge: whether the GPU is idle
+  values,          // judge: which values the task's arguments mix in (program/value_mix.h), by its domain probe
   flush,           // judge: write a buffer of twice the cache, before each timed batch
   release,         // let go of outputs described (and, judge, what it maps of the worker)
   empty,           // judge: an empty request (a timed request's fixed cost on the CPU)
@@ -87,6 +88,7 @@ struct DeviceSettings {
   std::string device = "cpu";       // "cpu" | "cuda"
   double gpu_memory_fraction = 0;   // 0: no cap
   int cpu_threads = 0;              // 0: LibTorch's default
+  std::string precision = "fp32";   // "fp32" | "tf32" (program/run_settings.h), the same for every worker of an evaluation
 };
 
 struct LoadReply {
@@ -108,6 +110,10 @@ struct LoadRequest {
   int64_t cache_bytes = 0;         // judge: reference outputs it keeps
   std::string program_name;        // "candidate", or "reference" for the reference's timing worker
   bool replay_as_graph = false;    // the reference's timing worker under baseline cuda_graph
+  // The values every call's arguments mix in (program/value_mix.h: MixKind bits per argument), as the
+  // judge decided them: the candidate's worker makes its guards' inputs with them. Empty for the judge
+  // (it decides) and the reference's timing worker (it makes no inputs).
+  std::vector<uint32_t> value_mix;
   nlohmann::json to_json() const;
   static LoadRequest from(const Fields& f);
 };
@@ -246,6 +252,9 @@ struct GuardRequest {
 struct ReferenceReply {
   std::vector<OutputMeta> outputs;
   int64_t spread_inputs = 0;  // inputs scaled apart (0: none could be)
+  // Asked for float64 outputs: "" when held for every float32 output, else why not (the reference
+  // does not run in float64, not even in chunks of samples within the judge's memory).
+  std::string float64_missing;
   nlohmann::json to_json() const;
   static ReferenceReply from(const Fields& f);
 };
@@ -256,6 +265,7 @@ struct ReferenceRequest {
   uint64_t seed = 0;
   bool edges = false;
   bool spread = false;
+  bool float64 = false;  // also hold the reference's float64 outputs, for the precision contract
   nlohmann::json to_json() const;
   static ReferenceRequest from(const Fields& f);
 };
@@ -265,6 +275,7 @@ struct ReferenceSlotRequest {
   using Reply = NoReply;
   int slot = 0;
   uint64_t seed = 0;
+  bool float64 = false;  // the float64 outputs too (a pair whose checked slot the precision contract covers)
   nlohmann::json to_json() const;
   static ReferenceSlotRequest from(const Fields& f);
 };
@@ -300,6 +311,10 @@ struct CompareReply {
   bool match = false;  // ("match", not "ok": a reply's "ok" says whether the request itself succeeded)
   std::string message;
   double max_abs_error = 0;
+  // The precision contract: the largest, over the float32 outputs, of the candidate's error against
+  // the float64 reference over the float32 reference's own (output_comparison.h); -1: no float64
+  // reference was held for these outputs.
+  double precision_ratio = -1;
   nlohmann::json to_json() const;
   static CompareReply from(const Fields& f);
 };
@@ -345,6 +360,26 @@ struct ProbeRequest {
   double slack_us = 0;
   nlohmann::json to_json() const;
   static ProbeRequest from(const Fields& f);
+};
+
+// The judge's domain probe: which of the eligible values (MixKind bits per argument) the reference
+// is defined on. Each is kept when the reference, run on `seed`'s arguments with it mixed in at
+// kProbeShare, gives no more NaN than on the plain arguments (a log of negative values, a variance
+// drawn negative); the judge then makes every argument set with what it kept.
+struct ValuesReply {
+  std::vector<uint32_t> kinds;  // kept, per argument
+  int runs = 0;                 // reference runs the probe took
+  std::string dropped;          // what it dropped and why ("" when nothing)
+  nlohmann::json to_json() const;
+  static ValuesReply from(const Fields& f);
+};
+struct ValuesRequest {
+  static constexpr Op op = Op::values;
+  using Reply = ValuesReply;
+  uint64_t seed = 0;
+  std::vector<uint32_t> eligible;  // per argument: what the spec allows (program/value_mix.h: eligible_mix)
+  nlohmann::json to_json() const;
+  static ValuesRequest from(const Fields& f);
 };
 
 // Requests without fields.

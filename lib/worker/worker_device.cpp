@@ -25,7 +25,7 @@
 namespace crl::worker {
 
 void WorkerDevice::init(const DeviceSettings& settings) {
-  apply_program_run_settings();
+  apply_program_run_settings(parse_precision(settings.precision));
   if (settings.cpu_threads > 0) at::set_num_threads(settings.cpu_threads);
   const std::string& device = settings.device;
   if (device == "cuda") {

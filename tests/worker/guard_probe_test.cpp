@@ -76,7 +76,7 @@ const GuardRequest kRequest{{11, 12}, {4096 * 4}, 0.1};
 TEST(GuardProbe, WorkStillRunningWhenForwardReturnsIsDeferredWork) {
   DeferredCandidate candidate;
   const GuardOutputs reply = run_guard_probes(
-      kRequest, relu_spec(), "small", at::Device(at::kCPU),
+      kRequest, relu_spec(), "small", ValueMix{}, at::Device(at::kCPU),
       [&](const std::vector<at::Tensor>& args, bool wait) { return candidate(args, wait); });
   const GuardCheck* check = find_check(reply, "deferred work");
   ASSERT_NE(check, nullptr) << dump(reply);
@@ -86,7 +86,7 @@ TEST(GuardProbe, WorkStillRunningWhenForwardReturnsIsDeferredWork) {
 
 TEST(GuardProbe, ForwardThatFinishesItsWorkPassesEveryCheck) {
   const GuardOutputs reply = run_guard_probes(
-      kRequest, relu_spec(), "small", at::Device(at::kCPU),
+      kRequest, relu_spec(), "small", ValueMix{}, at::Device(at::kCPU),
       [](const std::vector<at::Tensor>& args, bool) { return relu(args); });
   for (const auto& check : reply.checks) EXPECT_TRUE(check.passed) << check.name << ": " << check.detail;
   // Four output groups for the judge: the first call (on poisoned free memory), same addresses new
@@ -99,7 +99,7 @@ TEST(GuardProbe, ForwardThatFinishesItsWorkPassesEveryCheck) {
 const GuardRequest kHackRequest{{11, 12}, {4096 * 4}, 0.0};
 
 GuardOutputs probe(const CandidateForward& candidate) {
-  return run_guard_probes(kHackRequest, relu_spec(), "small", at::Device(at::kCPU), candidate);
+  return run_guard_probes(kHackRequest, relu_spec(), "small", ValueMix{}, at::Device(at::kCPU), candidate);
 }
 
 // The check named `name`, which must exist; `failed` says whether it must have failed.

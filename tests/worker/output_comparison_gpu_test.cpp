@@ -102,6 +102,27 @@ TEST_F(GpuOutputComparison, ANonContiguousReferenceIsComparedByItsValues) {
   expect_same_on_gpu_and_cpu(ref, ref.contiguous() + 1e-3);
 }
 
+// The precision contract's form (a float64 reference's error and error scale beside the float32
+// output): the same elements outside, the same worst element, the same precision ratio (its sums
+// joined in another order: equal to 1e-12).
+TEST_F(GpuOutputComparison, TheFloat64FormGivesTheCpuResults) {
+  at::manual_seed(11);
+  const at::Device gpu(at::kCUDA, 0);
+  const at::Tensor ref = at::randn({3, 400003});
+  const at::Tensor delta = (at::randn({3, 400003}) * 1e-7).to(at::kBFloat16);
+  const at::Tensor scale = (delta.to(at::kFloat).abs() + 1e-7).to(at::kBFloat16);
+  for (const double noise : {0.0, 1e-6, 3e-4}) {
+    const at::Tensor cand = ref + at::randn({3, 400003}) * noise;
+    const ComparisonResult cpu = compare_outputs({{ref, "cpu", delta, scale}}, {{cand, "cpu"}});
+    const ComparisonResult on_gpu =
+        compare_outputs({{ref.to(gpu), "cuda", delta.to(gpu), scale.to(gpu)}}, {{cand.to(gpu), "cuda"}});
+    EXPECT_EQ(on_gpu.ok, cpu.ok) << noise;
+    EXPECT_EQ(on_gpu.mismatched_elements, cpu.mismatched_elements) << noise;
+    EXPECT_EQ(on_gpu.worst_index, cpu.worst_index) << noise;
+    EXPECT_NEAR(on_gpu.precision_ratio, cpu.precision_ratio, 1e-12 * std::max(1.0, cpu.precision_ratio)) << noise;
+  }
+}
+
 TEST_F(GpuOutputComparison, SameBytesSeesOneChangedByteAnywhere) {
   const at::Device gpu(at::kCUDA, 0);
   const at::Tensor a = at::randint(0, 256, {(1 << 22) + 13}, at::TensorOptions().dtype(at::kByte)).to(gpu);  // many blocks, a tail

@@ -52,7 +52,8 @@ TEST(Protocol, RequestsRoundTrip) {
   load.reference_program = "/suite/level1/019_relu/reference.crl";
   load.library = "/cache/objects/ab/lib.so";
   load.scale = "small";
-  load.device = {"cuda", 0.6, 2};
+  load.device = {"cuda", 0.6, 2, "tf32"};
+  load.value_mix = {3, 0, 4};
   load.cache_bytes = int64_t{16} << 30;
   load.program_name = "reference";
   load.replay_as_graph = true;
@@ -65,6 +66,8 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_EQ(l.cache_bytes, int64_t{16} << 30);
   EXPECT_EQ(l.program_name, "reference");
   EXPECT_TRUE(l.replay_as_graph);
+  EXPECT_EQ(l.device.precision, "tf32");
+  EXPECT_EQ(l.value_mix, (std::vector<uint32_t>{3, 0, 4}));
 
   const FillRequest f = round_trip(FillRequest{{{0, 7, false, false}, {3, uint64_t{1} << 59, true, true}}, true});
   ASSERT_EQ(f.slots.size(), 2u);
@@ -102,6 +105,11 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_EQ(cmp.outputs[0].address, 4096u);
   EXPECT_EQ(round_trip(ProbeRequest{50}).slack_us, 50);
   EXPECT_EQ(round_trip(CallTimeRequest{3, 5}).repeats, 5);
+  EXPECT_TRUE(round_trip(ReferenceRequest{"trial:0", 4, false, false, true}).float64);
+  EXPECT_TRUE(round_trip(ReferenceSlotRequest{2, 4, true}).float64);
+  const ValuesRequest v = round_trip(ValuesRequest{77, {3, 0, 4}});
+  EXPECT_EQ(v.seed, 77u);
+  EXPECT_EQ(v.eligible, (std::vector<uint32_t>{3, 0, 4}));
 }
 
 TEST(Protocol, RepliesRoundTrip) {
@@ -130,9 +138,35 @@ TEST(Protocol, RepliesRoundTrip) {
   const ReferenceReply r = reply_round_trip(ReferenceReply{{{kMeta, "cuda"}}, 3}, Op::reference);
   EXPECT_EQ(r.outputs, (std::vector<OutputMeta>{{kMeta, "cuda"}}));
   EXPECT_EQ(r.spread_inputs, 3);
-  const CompareReply c = reply_round_trip(CompareReply{false, "output 0 differs", 0.5}, Op::compare);
+  const CompareReply c = reply_round_trip(CompareReply{false, "output 0 differs", 0.5, 812.5}, Op::compare);
   EXPECT_FALSE(c.match);
   EXPECT_EQ(c.message, "output 0 differs");
+  EXPECT_EQ(c.precision_ratio, 812.5);
+  EXPECT_EQ(reply_round_trip(ReferenceReply{{}, 0, "the reference does not run in float64"}, Op::reference).float64_missing,
+            "the reference does not run in float64");
+  const ValuesReply v = reply_round_trip(ValuesReply{{1, 2}, 5, "x: signs"}, Op::values);
+  EXPECT_EQ(v.kinds, (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(v.runs, 5);
+  EXPECT_EQ(v.dropped, "x: signs");
+}
+
+// The precision contract's fields are required: a load without "precision" or a compare reply
+// without "precision_ratio" is refused, never read as fp32 or as "no float64 reference".
+TEST(Protocol, ThePrecisionFieldsAreRequiredAndChecked) {
+  LoadRequest load;
+  load.device = {"cpu", 0, 1, "fp32"};
+  nlohmann::json wire = encode_request(load);
+  wire.erase("precision");
+  EXPECT_NE(refusal<LoadRequest>(wire).find("'precision'"), std::string::npos);
+  wire = encode_request(load);
+  wire["precision"] = "fp16";
+  EXPECT_NE(refusal<LoadRequest>(wire).find("fp32 or tf32"), std::string::npos);
+  wire = encode_request(load);
+  wire["value_mix"] = nlohmann::json::array({8});
+  EXPECT_NE(refusal<LoadRequest>(wire).find("not a value mix"), std::string::npos);
+  nlohmann::json compare = encode_reply(CompareReply{true, "", 0, 0.5});
+  compare.erase("precision_ratio");
+  EXPECT_THROW((void)decode_reply<CompareReply>(compare, Op::compare), InputError);
 }
 
 TEST(Protocol, AMissingFieldIsRefusedNamingItNeverDefaulted) {
