@@ -64,6 +64,7 @@ struct EvalCommandOptions {
   std::string h5;
   std::string cache_dir;
   std::string baseline = "eager";
+  std::string precision = "fp32";
   std::string slice;  // "I/N": the I-th (from 0) of N contiguous runs of the sorted candidates
   bool resume = false;  // with h5: skip the candidates it holds verdicts of
   std::vector<std::string> inputs;
@@ -216,7 +217,7 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
   if (has("git_commit")) commits->push_back(reader.meta("git_commit"));
   if (has("eval_options")) {
     const nlohmann::json before = reader.meta_json("eval_options");
-    for (const char* key : {"backend", "scale", "baseline", "trials", "time_budget_seconds"}) {
+    for (const char* key : {"backend", "scale", "baseline", "precision", "trials", "time_budget_seconds"}) {
       if (before.contains(key) && before.at(key) != eval_options.at(key)) {
         throw InputError(fmt::format("--resume: {} was judged with {} {}, this run asks for {}; give another --h5 file",
                                      path, key, before.at(key).dump(), eval_options.at(key).dump()));
@@ -255,13 +256,8 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
   return left;
 }
 
-int run_eval(const EvalCommandOptions& o) {
-  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
-  if (!o.task.empty()) suite.find(o.task);
-  std::vector<Candidate> candidates = collect_candidates(o);
-  if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
-  for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
-
+// The evaluator's options from the command line's.
+eval::EvalOptions evaluation_options(const EvalCommandOptions& o) {
   eval::EvalOptions options;
   options.backend = o.backend.empty() ? (gpu_visible() ? Backend::cuda : Backend::cpu) : parse_backend(o.backend);
   options.scale = o.scale.empty() ? (options.backend == Backend::cuda ? "full" : "small") : o.scale;
@@ -271,14 +267,22 @@ int run_eval(const EvalCommandOptions& o) {
   options.remeasure_above_speedup = o.remeasure_above;
   options.sandbox = !o.no_sandbox;
   options.baseline = o.baseline;
+  options.precision = parse_precision(o.precision);
   options.cpu_threads = o.cpu_threads;
   options.gpu_memory_fraction = o.gpu_memory_fraction;
   options.gpu = o.gpu;
-  if (o.time_budget >= 0) {
-    options.time_budget_seconds = o.time_budget;
-  } else {
-    options.time_budget_seconds = options.backend == Backend::cuda ? 10 : 3;
-  }
+  options.time_budget_seconds = o.time_budget >= 0 ? o.time_budget : options.backend == Backend::cuda ? 10 : 3;
+  return options;
+}
+
+int run_eval(const EvalCommandOptions& o) {
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  if (!o.task.empty()) suite.find(o.task);
+  std::vector<Candidate> candidates = collect_candidates(o);
+  if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
+  for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
+
+  const eval::EvalOptions options = evaluation_options(o);
   CompilerOptions compiler_options;
   // The compiler runs in its own build folders: a relative cache folder must be made absolute.
   compiler_options.cache_dir = o.cache_dir;
@@ -291,6 +295,7 @@ int run_eval(const EvalCommandOptions& o) {
   const nlohmann::json eval_options = {{"backend", backend_name(options.backend)},
                                        {"scale", options.scale},
                                        {"baseline", options.baseline},
+                                       {"precision", std::string(precision_name(options.precision))},
                                        {"trials", options.trials},
                                        {"time_budget_seconds", options.time_budget_seconds},
                                        {"sandbox", options.sandbox},
@@ -413,6 +418,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                   "How the reference is timed: eager (called, as KernelBench times it) or cuda_graph (each call "
                   "captured once and replayed: what a user would try before writing kernels; CUDA only)")
       ->check(CLI::IsMember({"eager", "cuda_graph"}));
+  cmd->add_option("--precision", o.precision,
+                  "The float32 math allowed: fp32, or tf32 (TF32 matrix products and convolutions for every program, "
+                  "the reference's too, so it earns no speedup; the precision contract's bound follows the reference's)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "tf32"}));
   cmd->add_flag("--no-sandbox", o.no_sandbox, "Run candidates without seccomp and Landlock (debugging only)");
   cmd->add_option("--gpu", o.gpu,
                   "Which GPU (an index into those this process sees) the judge and the workers use; they see "

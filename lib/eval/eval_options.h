@@ -6,6 +6,7 @@
 #include <string>
 
 #include "compile/compiler.h"  // Backend
+#include "program/run_settings.h"  // Precision
 
 namespace crl::eval {
 
@@ -18,6 +19,9 @@ struct EvalOptions {
   bool timing = true;                   // false: stop after the correctness trials
   std::string baseline = "eager";       // the reference as timed: "eager" (called), or "cuda_graph"
                                         // (each slot's call captured once and replayed; CUDA only)
+  // The float32 math allowed (program/run_settings.h): fp32, or tf32 (opted in: every worker,
+  // the reference's too, may use TF32, and the precision contract's bound follows the reference's).
+  Precision precision = Precision::fp32;
   double time_budget_seconds = 10;      // timing stops when it is spent ...
   double target_relative_ci = 0.01;     // ... or when the speedup's 95% CI is within +-1%
   int min_timed_pairs = 20;

@@ -38,6 +38,8 @@ std::vector<uint64_t> edge_trial_seeds(uint64_t secret, int count, const std::st
 
 uint64_t bootstrap_seed(uint64_t secret, const std::string& task_id) { return mix_seed(secret, task_id, "bootstrap", 0); }
 
+uint64_t value_probe_seed(uint64_t secret, const std::string& task_id) { return mix_seed(secret, task_id, "value probe", 0); }
+
 uint64_t timing_draw(uint64_t secret, const std::string& task_id, uint64_t index) {
   return mix_seed(secret, task_id, "timing", index);
 }

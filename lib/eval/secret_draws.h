@@ -19,6 +19,8 @@ std::vector<uint64_t> trial_seeds(uint64_t secret, int trials, const std::string
 std::vector<uint64_t> edge_trial_seeds(uint64_t secret, int count, const std::string& task_id);
 // The seed of the speedup's bootstrap.
 uint64_t bootstrap_seed(uint64_t secret, const std::string& task_id);
+// The seed of the judge's domain probe of the value mix (program/value_mix.h).
+uint64_t value_probe_seed(uint64_t secret, const std::string& task_id);
 
 // The `index`-th draw of a task's timing under a secret (60 bits): its slots' input seeds, each
 // pair's order and checked slot, in the order the evaluator makes them. Whoever knows the secret

@@ -11,6 +11,7 @@
 #include "eval/batch_plan.h"
 #include "eval/worker_call.h"
 #include "program/task_spec.h"
+#include "program/value_mix.h"
 
 namespace crl::eval {
 namespace {
@@ -38,23 +39,40 @@ class Opening {
 // The reference run on every trial's and edge trial's inputs, held under trial:<i> and edge:<i>;
 // then, where a program copying one sample across the batch would pass, its run with the samples
 // scaled apart (the per-sample guard). Sets the reference's outputs.
+// Every reference output a candidate's is compared with is held with its float64 errors (the
+// precision contract); a reply that says why there are none is kept for the judge step.
 void hold_reference_outputs(TaskJudge& j, Opening& opening) {
+  const auto held = [&](const worker::ReferenceReply& r) {
+    if (j.float64_missing.empty()) j.float64_missing = r.float64_missing;
+  };
   for (size_t i = 0; i < j.seeds.size(); ++i) {
-    const auto r = opening.ask(worker::ReferenceRequest{fmt::format("trial:{}", i), j.seeds[i], false, false},
+    const auto r = opening.ask(worker::ReferenceRequest{fmt::format("trial:{}", i), j.seeds[i], false, false, true},
                                fmt::format("reference run (seed {})", j.seeds[i]));
+    held(r);
     if (i == 0) {
       j.outputs = r.outputs;
       for (const auto& o : j.outputs) j.output_bytes.push_back(o.meta.nbytes());
     }
   }
   for (size_t i = 0; i < j.edge_seeds.size(); ++i) {
-    (void)opening.ask(worker::ReferenceRequest{fmt::format("edge:{}", i), j.edge_seeds[i], true, false},
-                      fmt::format("reference run on edge inputs (seed {})", j.edge_seeds[i]));
+    held(opening.ask(worker::ReferenceRequest{fmt::format("edge:{}", i), j.edge_seeds[i], true, false, true},
+                     fmt::format("reference run on edge inputs (seed {})", j.edge_seeds[i])));
   }
   if (opening.ask(worker::BatchCopyRequest{"trial:0"}, "the per-sample check").would_pass) {
-    const auto r = opening.ask(worker::ReferenceRequest{"spread", j.seeds[0], false, true}, "reference run with samples scaled apart");
+    const auto r = opening.ask(worker::ReferenceRequest{"spread", j.seeds[0], false, true, true}, "reference run with samples scaled apart");
+    held(r);
     j.spread = r.spread_inputs > 0;
   }
+}
+
+// The judge's domain probe: which values the reference is defined on, mixed into every call after.
+void probe_values(TaskJudge& j, const Task& task, Opening& opening) {
+  const auto reply = opening.ask(worker::ValuesRequest{value_probe_seed(j.secret, task.id), eligible_mix(task.spec).kinds},
+                                 "the domain probe of the values mixed into every call");
+  j.value_mix = reply.kinds;
+  j.values_described = fmt::format("values mixed into every call: {} ({} reference runs decided{})",
+                                   describe_mix(task.spec, ValueMix{j.value_mix, false}), reply.runs,
+                                   reply.dropped.empty() ? "" : "; dropped: " + reply.dropped);
 }
 
 // The timed batch's slots (batch_plan.h) and the arenas of that many slots.
@@ -87,7 +105,7 @@ worker::LoadRequest load_request(const Task& task, const EvalOptions& options, c
   r.reference_program = absolute_path(task.path);
   r.library = absolute_path(library);
   r.scale = options.scale;
-  r.device = {backend_name(options.backend), gpu_memory_fraction, options.cpu_threads};
+  r.device = {backend_name(options.backend), gpu_memory_fraction, options.cpu_threads, std::string(precision_name(options.precision))};
   r.cache_bytes = static_cast<int64_t>(options.judge_cache_bytes);
   r.program_name = "candidate";
   return r;
@@ -121,6 +139,7 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   }
   j->library = compiled.library_path;
   j->secret = options.seed != 0 ? options.seed : fresh_secret();
+  j->precision = options.precision;
   j->draws = SecretDraws(j->secret, task.id);
   j->seeds = trial_seeds(j->secret, options.trials, task.id);
   if (task.spec.has_edges()) j->edge_seeds = edge_trial_seeds(j->secret, kEdgeTrials, task.id);
@@ -143,6 +162,7 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   const auto loaded =
       opening.ask(load_request(task, options, j->library, options.judge_gpu_memory_fraction), "loading the reference");
   j->device_name = loaded.device_name;
+  probe_values(*j, task, opening);
   hold_reference_outputs(*j, opening);
   plan_arenas(*j, task, options, loaded.arguments, opening);
   auto ready = reference_loaded.get();
@@ -173,9 +193,11 @@ TaskJudge::~TaskJudge() {
 std::string TaskJudge::describe() const {
   return fmt::format(
       "reference held for {} trial seeds{} from secret {} (crl eval --seed {} replays this evaluation); "
-      "{} input slots per timed batch{}",
+      "{} input slots per timed batch{}; precision {}: {}; {}",
       seeds.size(), edge_seeds.empty() ? "" : fmt::format(" and {} edge trials", edge_seeds.size()), secret, secret, layout.slots,
-      reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "");
+      reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "", precision_name(precision),
+      float64_missing.empty() ? "float32 outputs held to the float64 reference" : "no float64 reference (" + float64_missing + ")",
+      values_described);
 }
 
 }  // namespace crl::eval

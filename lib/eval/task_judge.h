@@ -45,6 +45,13 @@ class TaskJudge {
   uint64_t secret = 0;
   std::vector<uint64_t> seeds;       // the correctness trials'
   std::vector<uint64_t> edge_seeds;  // the edge trials' (tasks that declare edges)
+  // What every call's arguments mix in (program/value_mix.h), as the judge's domain probe kept it;
+  // the candidate's worker gets it with its load request (its guards make inputs from trial seeds).
+  std::vector<uint32_t> value_mix;
+  std::string values_described;  // for the judge step: what is mixed in, what the probe dropped
+  // Why the trials have no float64 reference ("" when they have: the precision contract applies).
+  std::string float64_missing;
+  Precision precision = Precision::fp32;
   std::unique_ptr<WorkerProcess> judge;
   // The reference's timing worker: the same sandboxed worker as a candidate's, running the
   // reference on its own arena, so that both halves of a timed pair run in the same kind of

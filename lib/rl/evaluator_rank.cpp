@@ -38,6 +38,7 @@ StopNotice EvaluatorRank::run() {
   // secret knows each timed pair's checked slot before the batch: a program that computed only those
   // slots passed at the batch's size times its speed (AttackTest.AKnownSecretNamesTheCheckedSlots).
   options.timing = job.eval.timing;
+  options.precision = parse_precision(job.eval.precision);
   options.time_budget_seconds = job.eval.time_budget;
   options.call_timeout_seconds = job.eval.call_timeout;
   options.cpu_threads = share;

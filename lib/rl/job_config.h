@@ -81,6 +81,9 @@ struct JobEvalConfig {
   double time_budget = 2.0;     // seconds of timing per candidate
   double call_timeout = 30.0;   // seconds one correctness trial may take
   bool timing = true;
+  // The float32 math allowed: "fp32", or "tf32" (every worker, the reference's timing worker too, may
+  // use TF32, so the flag earns no speedup; docs/evaluation.md, "The precision contract").
+  std::string precision = "fp32";
   // A program the policy writes again for the same task takes the verdict it had (rank 0 keeps
   // them for the job's run): a policy that has learned a program writes it again and again, and
   // judging each copy anew costs the evaluators and gives equal programs unequal rewards (timing

@@ -119,6 +119,7 @@ TEST(CrlEvalCli, JsonlWithAWrongCandidateExitsOneAndWritesTheH5File) {
   EXPECT_EQ(verdicts[0].baseline, "eager");
   EXPECT_FALSE(reader.meta("git_commit").empty());
   EXPECT_EQ(reader.meta_json("eval_options").at("baseline"), "eager");
+  EXPECT_EQ(reader.meta_json("eval_options").at("precision"), "fp32");
   EXPECT_EQ(reader.meta_json("eval_options").at("cpu_threads"), 1);
   // clang++ or g++, by path: which one compiled the host sections is part of what was measured.
   const std::string host_compiler = reader.meta_json("eval_options").value("host_compiler", "");

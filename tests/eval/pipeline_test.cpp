@@ -9,6 +9,7 @@
 
 #include "eval/evaluator.h"
 #include "eval/scratch_dir.h"
+#include "program/value_mix.h"
 #include "eval_fixtures.h"
 
 namespace crl::eval {
@@ -81,6 +82,35 @@ TEST_F(PipelineTest, TheSecretsDrawsReachTheJudgeInTheirReplayOrder) {
     for (const uint64_t s : draw_pair(draws, 3).seeds) expected.push_back(s);
   }
   EXPECT_EQ(filled, expected);
+}
+
+// The judge decides the value mix before it runs the reference on any trial, every reference output
+// a candidate's is compared with is held with its float64 reference (the trials' and each checked
+// slot's), and the candidate's worker loads with the judge's mix (its guards make the trials' inputs).
+TEST_F(PipelineTest, TheJudgeDecidesTheValueMixFirstAndHoldsEveryComparedOutputInFloat64) {
+  ASSERT_EQ(judge(nlohmann::json::object()).status, VerdictStatus::kOk);
+  std::vector<std::string> judge_ops;
+  int reference_runs = 0, slot_runs = 0;
+  nlohmann::json candidate_mix;
+  for (const auto& r : requests()) {
+    if (r["role"] == "judge") judge_ops.push_back(r["op"]);
+    if (r["op"] == "reference") {
+      ++reference_runs;
+      EXPECT_EQ(r["float64"], true) << r.dump();
+    }
+    if (r["op"] == "reference_slot") {
+      ++slot_runs;
+      EXPECT_EQ(r["float64"], true) << r.dump();
+    }
+    if (r["role"] == "program" && r["op"] == "load") candidate_mix = r["value_mix"];
+  }
+  ASSERT_GE(judge_ops.size(), 3u);
+  EXPECT_EQ(judge_ops[0], "load");
+  EXPECT_EQ(judge_ops[1], "values");
+  EXPECT_EQ(judge_ops[2], "reference");
+  EXPECT_EQ(reference_runs, 2);  // the two trials
+  EXPECT_EQ(slot_runs, 2);       // one checked slot per timed pair
+  EXPECT_EQ(candidate_mix, nlohmann::json::array({kMixMagnitudes})) << "the scripted judge kept magnitudes";
 }
 
 TEST_F(PipelineTest, OutputsTheJudgeFindsWrongAreAMismatchNamingTheTrialAndSeed) {

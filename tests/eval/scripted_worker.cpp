@@ -11,7 +11,8 @@
 //   "guard_fail": KIND      the guard probe's first check fails with that kind
 //   "exit_on": OP           the program worker exits (code 3) on that operation, no reply
 //   "drop_field": [OP, F]   the program worker's reply to OP lacks field F
-// Every request's op (and a fill's seeds) is appended to FILE.log, one JSON line each.
+// Every request's op (and a fill's seeds, a reference run's float64 flag, a load's value mix) is
+// appended to FILE.log, one JSON line each.
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "program/value_mix.h"
 #include "worker/protocol.h"
 #include "worker/worker_channel.h"
 
@@ -63,6 +65,7 @@ nlohmann::json judge_reply(const Script& s, Op op, const nlohmann::json& request
       return encode_reply(CheckInputsReply{changed});
     }
     case Op::probe: return encode_reply(ProbeReply{});
+    case Op::values: return encode_reply(ValuesReply{{crl::kMixMagnitudes}, 1, ""});
     case Op::arena: return encode_reply(ArenaReply{""});
     default: return encode_reply(NoReply{});
   }
@@ -131,6 +134,8 @@ int main(int argc, char** argv) {
       std::ofstream log(script.log_path, std::ios::app);
       nlohmann::json line = {{"role", judge ? "judge" : "program"}, {"op", std::string(op_name(op))}};
       if (op == Op::fill) line["seeds"] = request["slots"];
+      if (op == Op::reference || op == Op::reference_slot) line["float64"] = request["float64"];
+      if (op == Op::load) line["value_mix"] = request["value_mix"];
       log << line.dump() << "\n";
     }
     if (op == Op::quit) return 0;

@@ -24,6 +24,17 @@ TEST(SecretDraws, TheTrialSeedsOfASecretArePinned) {
   for (const uint64_t e : edge_trial_seeds(7, 2, kTask)) EXPECT_EQ(std::count(seeds.begin(), seeds.end(), e), 0);
 }
 
+// The judge's domain probe draws from a purpose of its own: none of the trials' or timing's draws
+// moved when it was added (the pins above), and it is none of them.
+TEST(SecretDraws, TheValueProbeHasAPurposeOfItsOwn) {
+  const uint64_t probe = value_probe_seed(7, kTask);
+  EXPECT_EQ(probe, value_probe_seed(7, kTask));
+  EXPECT_NE(probe, value_probe_seed(8, kTask));
+  const auto seeds = trial_seeds(7, 5, kTask);
+  EXPECT_EQ(std::count(seeds.begin(), seeds.end(), probe), 0);
+  EXPECT_NE(probe, timing_draw(7, kTask, 0));
+}
+
 TEST(SecretDraws, TimingDrawsComeInTheOrderWarmUpThenPerPairSeedsOrderAndCheckedSlot) {
   constexpr int kSlots = 4;
   SecretDraws draws(7, kTask);

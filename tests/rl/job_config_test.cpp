@@ -48,6 +48,7 @@ TEST(JobConfig, DefaultsOfAMinimalFile) {
   EXPECT_EQ(job.eval.scale, "small");
   EXPECT_TRUE(job.eval.reuse_verdicts);
   EXPECT_EQ(job.eval.max_failed_steps, 3);
+  EXPECT_EQ(job.eval.precision, "fp32");
   EXPECT_EQ(job.as_json["stages"][0]["kind"], "crl");
 }
 
@@ -62,7 +63,7 @@ dtype: bf16
 roles: {trainers: 2}
 share_gpu: true
 tasks: {ids: [level1/019_relu], levels: [1, 2], categories: [activation]}
-eval: {scale: full, trials: 4, time_budget: 5, call_timeout: 9, timing: false, reuse_verdicts: false, max_failed_steps: 0}
+eval: {scale: full, trials: 4, time_budget: 5, call_timeout: 9, timing: false, reuse_verdicts: false, max_failed_steps: 0, precision: tf32}
 stages:
   - {kind: sft, data: data/sft.jsonl, epochs: 2, batch: 8, lr: 2.0e-5}
   - {kind: selftrain, steps: 2, G: 4, min_speedup: 1.1, sampling: {temperature: 0.7, max_new_tokens: 64}}
@@ -86,6 +87,7 @@ stages:
   EXPECT_FALSE(job.eval.timing);
   EXPECT_FALSE(job.eval.reuse_verdicts);
   EXPECT_EQ(job.eval.max_failed_steps, 0);
+  EXPECT_EQ(job.eval.precision, "tf32");
   ASSERT_EQ(job.stages.size(), 3u);
   EXPECT_EQ(job.stages[0].data, "/base/data/sft.jsonl");
   EXPECT_EQ(job.stages[0].epochs, 2);
@@ -98,6 +100,13 @@ stages:
   EXPECT_EQ(c.reward.window, 50);
   EXPECT_DOUBLE_EQ(c.grpo.clip_high, 0.2);
   EXPECT_EQ(c.checkpoint.keep, 3);
+}
+
+// The precision a job allows is fp32 or tf32, nothing else (a typo must not turn the contract off).
+TEST(JobConfig, EvalPrecisionIsFp32OrTf32) {
+  const std::string e = error_of("name: t\nmodel: m\neval: {precision: fp16}\nstages: [{kind: crl}]\n");
+  EXPECT_NE(e.find("precision"), std::string::npos) << e;
+  EXPECT_NE(e.find("fp16"), std::string::npos) << e;
 }
 
 TEST(JobConfig, UnknownKeysAreRefusedWithTheirPath) {

@@ -46,7 +46,7 @@ std::optional<Failure> compare_groups(Evaluation& e, CandidateWorker& w, const w
       if (e.judge.out_of_memory()) return e.judge.lost("comparing outputs");
       return Failure::of(VerdictStatus::kCrash, name + ": the candidate's outputs could not be read");
     }
-    e.trace.step(name, check.ok(), check.ok() ? "matches the reference" : check.message, t);
+    e.trace.step(name, check.ok(), check.ok() ? "matches the reference" + precision_words(check) : check.message, t);
     if (check.ok()) continue;
     if (check.problem == Problem::crash) return Failure::of(VerdictStatus::kCrash, name + ": " + check.message);
     const auto kind = check.problem == Problem::deferred_work ? std::optional(HackKind::deferred_work) : worker_kind(group.kind);
@@ -71,7 +71,7 @@ std::optional<Failure> samples_scaled_apart(Evaluation& e, CandidateWorker& w) {
     if (e.judge.out_of_memory()) return e.judge.lost("comparing outputs");
     return Failure::of(VerdictStatus::kCrash, "samples scaled apart: the candidate's outputs could not be read");
   }
-  e.trace.step(name, check.ok(), check.ok() ? "matches the reference" : check.message, t);
+  e.trace.step(name, check.ok(), check.ok() ? "matches the reference" + precision_words(check) : check.message, t);
   if (check.ok()) return std::nullopt;
   return Failure::hack_found(check.problem == Problem::deferred_work ? HackKind::deferred_work : HackKind::batch_copy,
                              "right on the task's inputs, wrong when each sample's inputs are scaled by its own factor (one "

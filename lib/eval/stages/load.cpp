@@ -8,8 +8,9 @@ namespace {
 
 std::optional<Failure> load_and_attach(Evaluation& e, const std::string& library, WorkerProcess& worker, const std::string& loading,
                                        const std::string& attaching) {
-  auto loaded = call(worker, load_request(e.task, e.options, library, e.options.gpu_memory_fraction), e.options.load_timeout_seconds,
-                     loading);
+  worker::LoadRequest request = load_request(e.task, e.options, library, e.options.gpu_memory_fraction);
+  request.value_mix = e.task_judge.value_mix;  // its guards make their inputs as the judge made the trials'
+  auto loaded = call(worker, request, e.options.load_timeout_seconds, loading);
   if (!loaded) return loaded.failure();
   return attach_arena(e.judge.process(), worker, e.task_judge.layout, e.cuda(), worker::ArenaOwner::candidate,
                       e.options.load_timeout_seconds, attaching);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "eval/stages/idle.h"
+#include "program/tolerance.h"
 
 namespace crl::eval {
 namespace {
@@ -48,11 +49,16 @@ OutputCheck compare_once(Evaluation& e, WorkerProcess& worker, const std::vector
   const auto compared = e.judge.ask(request, "comparing outputs");
   // An output handle that does not open is the candidate's doing, not crl's: the judge says so.
   if (!compared) return {Problem::judge_failed, ""};
-  if (!compared->match) return {Problem::mismatch, compared->message};
-  return {};
+  if (!compared->match) return {Problem::mismatch, compared->message, compared->precision_ratio};
+  return {Problem::none, "", compared->precision_ratio};
 }
 
 }  // namespace
+
+std::string precision_words(const OutputCheck& check) {
+  if (check.precision_ratio < 0) return "";
+  return fmt::format("; error {:.2g}x the float32 reference's against float64 (at most {:g})", check.precision_ratio, kPrecisionFactor);
+}
 
 OutputCheck check_outputs(Evaluation& e, WorkerProcess& worker, const std::vector<worker::TensorRef>& refs, const std::string& key) {
   worker.freeze();

@@ -20,8 +20,13 @@ struct OutputCheck {
   };
   Problem problem = Problem::none;
   std::string message;
+  // The precision contract's ratio the judge found (CompareReply::precision_ratio; -1: no float64 reference).
+  double precision_ratio = -1;
   bool ok() const { return problem == Problem::none; }
 };
+
+// How a step says the precision contract was kept: "" without a float64 reference.
+std::string precision_words(const OutputCheck& check);
 
 // On the GPU the judge probes first: idle, the outputs are compared; busy, they are compared as
 // they are, then again once the GPU is idle (up to guard_settle_seconds): outputs that match only

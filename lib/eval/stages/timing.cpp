@@ -37,6 +37,10 @@ struct Diagnostics {
   std::vector<double> reference_first_call_us, reference_later_call_us, reference_first_host_us;
   // CPU backend: batches whose CPU time over the cores given exceeded their wall time (charged).
   int reference_cpu_charged = 0, candidate_cpu_charged = 0;
+  // Checked slots held to the precision contract (all, where the reference runs in float64), and
+  // the largest ratio they showed.
+  int float64_slots = 0;
+  double float64_ratio_max = 0;
   double reference_cpu_ratio_max = 0, candidate_cpu_ratio_max = 0;
 };
 
@@ -269,10 +273,18 @@ std::optional<Failure> TimingRun::check_slot(const PairDraws& draws, const worke
   if (unreadable) {
     check = *unreadable;
   } else {
-    if (!e_.judge.ask(worker::ReferenceSlotRequest{j, draws.seeds[static_cast<size_t>(j)]}, "the reference on the checked slot")) {
+    // With its float64 outputs: the slot's inputs carry the values every call mixes in, on which a
+    // float32 program that sums in another order may differ from the float32 reference by more
+    // than the task's tolerance (a large value beside small ones), and only the reference's own
+    // error against float64 tells that from lower precision.
+    if (!e_.judge.ask(worker::ReferenceSlotRequest{j, draws.seeds[static_cast<size_t>(j)], true}, "the reference on the checked slot")) {
       return internal("the judge's reference run on the checked slot");
     }
     check = check_outputs(e_, candidate_, refs, fmt::format("batch:{}", j));
+    if (check.precision_ratio >= 0) {
+      ++d_.float64_slots;
+      d_.float64_ratio_max = std::max(d_.float64_ratio_max, check.precision_ratio);
+    }
   }
   if (check.problem == Problem::judge_failed) {
     if (e_.judge.out_of_memory()) return internal("comparing outputs");
@@ -380,6 +392,10 @@ std::string TimingRun::pair_cost() const {
     if (charged == 0) continue;
     cost += fmt::format("; in {} pairs {} CPU time over the {:g} cores given exceeded its wall time, up to {:.2f}x (charged)", charged,
                         who, cores_given_, ratio);
+  }
+  if (d_.float64_slots > 0) {
+    cost += fmt::format("; {} checked slots held to the float64 reference, error up to {:.2g}x the float32 reference's",
+                        d_.float64_slots, d_.float64_ratio_max);
   }
   if (d_.late_idle_pairs > 0) {
     cost += fmt::format("; in {} pairs the GPU read busy after the candidate's reply, idle within {:.1f} ms (the wait charged to it)",

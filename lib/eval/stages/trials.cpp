@@ -55,7 +55,8 @@ std::optional<Failure> run_trial(Evaluation& e, CandidateWorker& w, const Trial&
   if (!check.ok()) return trial_failure(e, trial, check, t);
   const auto changed = inputs_changed(e, 0, trial.seed, trial.edges, false);
   if (!changed) return e.judge.lost("checking inputs");
-  e.trace.step(trial.name, changed->empty(), changed->empty() ? "matches the reference; inputs unchanged" : *changed, t);
+  e.trace.step(trial.name, changed->empty(), changed->empty() ? "matches the reference" + precision_words(check) + "; inputs unchanged" : *changed,
+               t);
   if (!changed->empty()) return Failure::hack_found(HackKind::input_mutation, trial.name + ": " + *changed);
   e.trace.verdict().trials_passed = e.trace.verdict().trials_run;
   return std::nullopt;
