@@ -219,5 +219,63 @@ TEST_F(GpuAttackTest, TheReferenceAgainstItselfIsAboutOne) {
               v.speedup_ci_low, v.speedup_ci_high, v.reference_time.median_us, v.candidate_time.median_us);
 }
 
+
+// ---- The precision contract on the GPU at full scale (issue 40, item 4) ----
+
+// TF32 tensor cores (7.8x on the H100 before) and fp16 tensor cores (10.2x) on a float32 matmul fail
+// the precision contract; the CPU's host-only precision attacks fail here too.
+TEST_F(GpuAttackTest, Tf32AndFp16TensorCoresOnAFloat32TaskFailThePrecisionContract) {
+  const Task& task = suite_task("level1/001_square_matmul");
+  Evaluator e(quick_options(Backend::cuda), fixture_compiler());
+  for (const char* file : {"precision_tf32_matmul.cuda.crl", "precision_fp16_tensor_cores.cuda.crl", "precision_tf32_rounded_matmul.cpu.crl",
+                           "precision_bf16_matmul.cpu.crl", "precision_fp8_matmul.cpu.crl"}) {
+    const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/" + file), file);
+    EXPECT_EQ(v.status, VerdictStatus::kMismatch) << file << explain(v);
+    std::printf("%s: %s %s\n", file, v.status_text().c_str(), v.message.substr(0, 240).c_str());
+  }
+}
+
+// A TF32x3 split on tensor cores is float32-accurate: ok, and faster than the float32 reference.
+TEST_F(GpuAttackTest, ATf32x3SplitOnTensorCoresStaysOk) {
+  const Task& task = suite_task("level1/001_square_matmul");
+  Evaluator e(quick_options(Backend::cuda), fixture_compiler());
+  const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/tf32x3_split.legit.cuda.crl"), "tf32x3");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  std::printf("tf32x3_split: speedup %.3f (CI %.3f..%.3f)\n", v.speedup, v.speedup_ci_low, v.speedup_ci_high);
+  for (const auto& s : v.steps) {
+    if (s.name == "timing") EXPECT_NE(s.detail.find("checked slots held to the float64 reference"), std::string::npos) << s.detail;
+  }
+}
+
+// `precision: tf32`: every worker may use TF32, the reference's timing worker too, so the TF32
+// candidate is ok but gains nothing, and its bound follows the TF32 reference's error.
+TEST_F(GpuAttackTest, UnderPrecisionTf32TheReferenceUsesTf32TooAndTf32EarnsNothing) {
+  const Task& task = suite_task("level1/001_square_matmul");
+  EvalOptions o = quick_options(Backend::cuda);
+  o.precision = Precision::tf32;
+  Evaluator e(o, fixture_compiler());
+  const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/precision_tf32_matmul.cuda.crl"), "tf32");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  EXPECT_LT(v.speedup_ci_low, 1.1) << explain(v);
+  EXPECT_NE(v.steps.front().detail.find("precision tf32"), std::string::npos) << v.steps.front().detail;
+  std::printf("tf32 under precision tf32: speedup %.3f (CI %.3f..%.3f)\n", v.speedup, v.speedup_ci_low, v.speedup_ci_high);
+}
+
+// The edge-trial detector, the hard-coded constant parameters and their twins, at full scale.
+TEST_F(GpuAttackTest, EdgeDetectorsAndHardCodedParametersFailAndTheirTwinsStayOk) {
+  Evaluator e(quick_options(Backend::cuda), fixture_compiler());
+  const auto judged = [&](const char* task, const char* file) {
+    const Verdict v = e.evaluate(suite_task(task), load_program_file(fixture_dir() + "/attacks/" + file), file);
+    std::printf("%s: %s (speedup %.3f)\n", file, v.status_text().c_str(), v.speedup);
+    return v;
+  };
+  EXPECT_EQ(judged("level1/023_softmax", "edge_detector_softmax.cpu.crl").status, VerdictStatus::kMismatch);
+  EXPECT_EQ(judged("level2/030_gemm_group_norm_hardtanh", "constant_params.cpu.crl").status, VerdictStatus::kMismatch);
+  EXPECT_TRUE(judged("level2/030_gemm_group_norm_hardtanh", "reads_params.legit.cpu.crl").ok());
+  EXPECT_EQ(judged("level1/022_tanh", "precision_fp16_tanh.cpu.crl").status, VerdictStatus::kMismatch);
+  EXPECT_TRUE(judged("level1/001_square_matmul", "split_k_matmul.legit.cpu.crl").ok());
+  EXPECT_TRUE(judged("level1/001_square_matmul", "tf32x3_split.legit.cpu.crl").ok());
+}
+
 }  // namespace
 }  // namespace crl::eval

@@ -224,8 +224,10 @@ TEST(AttackTest, SkippingCallsOfATimedBatchIsCaught) {
 }
 
 // Input distribution: a clamp the spec's random inputs never reach, dropped. The task declares
-// edge inputs, so the edge trials take the clamp; the reference itself stays ok on them.
-TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsAnEdgeTrial) {
+// edge inputs, which the edge trials take densely and every other call at a share drawn per call
+// (issue 40: an edge trial must not be recognisable), so a trial takes the clamp; the reference
+// itself stays ok on them.
+TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsATrial) {
   const Task& task = real_suite().find("level2/022_matmul_scale_residual_add_clamp_log_sum_exp_mish");
   ASSERT_TRUE(task.spec.has_edges());
   EvalOptions o = quick_options(Backend::cpu);
@@ -233,8 +235,8 @@ TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsAnEdgeTrial) {
   Evaluator e(o, fixture_compiler());
   const Verdict dropped = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/dropped_clamp.cpu.crl"), "dropped");
   EXPECT_EQ(dropped.status, VerdictStatus::kMismatch) << explain(dropped);
-  EXPECT_NE(dropped.message.find("edge trial"), std::string::npos) << explain(dropped);
-  EXPECT_EQ(dropped.trials_passed, o.trials) << "the ordinary trials should pass: " << explain(dropped);
+  ASSERT_TRUE(dropped.first_failed_step()) << explain(dropped);
+  EXPECT_NE(dropped.first_failed_step()->name.find("trial"), std::string::npos) << explain(dropped);
   ProgramText legit = task.program;
   legit.spec = {};
   const Verdict twin = e.evaluate(task, legit, "reference");
@@ -455,6 +457,106 @@ TEST(AttackTest, EveryEvaluationDrawsFreshSecretInputs) {
   ASSERT_FALSE(b.steps.empty());
   EXPECT_EQ(a.steps.front().name, "judge");
   EXPECT_NE(a.steps.front().detail, b.steps.front().detail) << "two evaluators used the same secret";
+}
+
+
+// ---- The precision contract (issue 40, item 4): lower precision than the task's float32, edge-trial
+// detectors and hard-coded parameters, each beside a legitimate twin that must stay ok. The fixtures
+// are host-only (ATen), so attack_gpu_test judges them on the GPU too.
+
+Verdict judge_on(const std::string& task, const std::string& file, const EvalOptions& options = quick_options(Backend::cpu)) {
+  Evaluator e(options, fixture_compiler());
+  return e.evaluate(real_suite().find(task), load_program_file(fixture_dir() + "/attacks/" + file + ".cpu.crl"), file);
+}
+
+// Every trial step and the timing say the outputs were held to the float64 reference.
+void expect_held_to_float64(const Verdict& v) {
+  for (const auto& s : v.steps) {
+    if (s.name.rfind("trial", 0) == 0 || s.name.rfind("edge trial", 0) == 0) {
+      EXPECT_NE(s.detail.find("the float32 reference's against float64"), std::string::npos) << s.name << ": " << s.detail;
+    }
+    if (s.name == "timing") EXPECT_NE(s.detail.find("checked slots held to the float64 reference"), std::string::npos) << s.detail;
+  }
+}
+
+// TF32's numerics (operands rounded to 10 bits: 7.8x on the H100 at full scale), bf16, FP8 and fp16
+// on float32 tasks: the fixed 1e-4 let TF32 through on the spec's all-positive rand inputs; the
+// values every call now mixes in (signs) and the float64 reference catch each in the first trial.
+TEST(AttackTest, LowerPrecisionThanTheTasksFloat32FailsThePrecisionContract) {
+  for (const char* file : {"precision_tf32_rounded_matmul", "precision_bf16_matmul", "precision_fp8_matmul"}) {
+    const Verdict v = judge_on("level1/001_square_matmul", file);
+    EXPECT_EQ(v.status, VerdictStatus::kMismatch) << file << explain(v);
+    EXPECT_NE(v.message.find("float64 reference"), std::string::npos) << file << explain(v);
+    EXPECT_EQ(v.reward, 0);
+  }
+  const Verdict tanh = judge_on("level1/022_tanh", "precision_fp16_tanh");
+  EXPECT_EQ(tanh.status, VerdictStatus::kMismatch) << explain(tanh);
+}
+
+// The twins: a TF32x3 split (float32 accuracy from TF32 operands) and a split-K summation order are
+// float32 programs, ok through every trial and every checked timed slot.
+TEST(AttackTest, Float32AccurateTwinsOfTheLowPrecisionAttacksStayOk) {
+  for (const char* file : {"tf32x3_split.legit", "split_k_matmul.legit"}) {
+    const Verdict v = judge_on("level1/001_square_matmul", file);
+    ASSERT_TRUE(v.ok()) << file << explain(v);
+    expect_held_to_float64(v);
+  }
+}
+
+// An edge-trial detector (64 values sampled; the exact op only when one looks like an edge) in front
+// of a softmax valid only on the spec's values: it passed when edge values came only in the dense
+// edge trials (it sees those and takes the exact op); now every call carries them at a share drawn
+// per call, which its sample misses in about half the calls, so an ordinary trial or a checked timed
+// slot fails (all three trials and every checked slot escaping: about 2^-23).
+TEST(AttackTest, AnEdgeTrialDetectorFailsAnOrdinaryCall) {
+  const Verdict v = judge_on("level1/023_softmax", "edge_detector_softmax");
+  EXPECT_TRUE(v.status == VerdictStatus::kMismatch || v.status_text() == "hack:timed_output_mismatch") << explain(v);
+  ASSERT_TRUE(v.first_failed_step()) << explain(v);
+  const std::string& where = v.first_failed_step()->name;
+  EXPECT_TRUE(where.rfind("trial ", 0) == 0 || where == "timing") << "an ordinary trial or a timed slot, not an edge trial: " << explain(v);
+}
+
+TEST(AttackTest, AnOnlineSoftmaxCorrectForEveryInputStaysOk) {
+  const Verdict v = judge_on("level1/023_softmax", "online_softmax.legit");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  expect_held_to_float64(v);
+}
+
+// Parameters whose spec init is a constant (GroupNorm's ones and zeros) hard-coded: half the calls
+// draw them at random, chosen per call and tensor, so a trial fails, or, where all three trials kept
+// both constants (1 in 64), a checked timed slot; the twin reads them and is ok.
+TEST(AttackTest, HardCodedConstantParametersFailAndAProgramThatReadsThemIsOk) {
+  const Verdict hard = judge_on("level2/030_gemm_group_norm_hardtanh", "constant_params");
+  EXPECT_TRUE(hard.status == VerdictStatus::kMismatch || hard.status_text() == "hack:timed_output_mismatch") << explain(hard);
+  const Verdict reads = judge_on("level2/030_gemm_group_norm_hardtanh", "reads_params.legit");
+  ASSERT_TRUE(reads.ok()) << explain(reads);
+  EXPECT_NE(reads.steps.front().detail.find("gn_weight: constants drawn; gn_bias: constants drawn"), std::string::npos)
+      << reads.steps.front().detail;
+}
+
+// The judge's domain probe keeps what the reference is defined on: log(x) of rand inputs gives NaN
+// with signs mixed in, so x keeps its magnitudes only, and w its drawn constants; the reference
+// judged against itself is ok on what is kept.
+TEST(AttackTest, TheDomainProbeDropsOnlyTheValuesTheReferenceIsUndefinedOn) {
+  Evaluator e(quick_options(Backend::cpu), fixture_compiler());
+  const Task& task = fixture_suite().find("level1/095_log_scaled");
+  ProgramText self = task.program;
+  self.spec = {};
+  const Verdict v = e.evaluate(task, self, "reference");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  const std::string& judge_step = v.steps.front().detail;
+  EXPECT_NE(judge_step.find("values mixed into every call: x: magnitudes; w: constants drawn"), std::string::npos) << judge_step;
+  EXPECT_NE(judge_step.find("dropped: x: signs"), std::string::npos) << judge_step;
+}
+
+// `precision: tf32` is said in the verdict; on the CPU no operation has a TF32 path, so the
+// reference computes in float32 and TF32's numerics still fail (the allowance follows the reference).
+TEST(AttackTest, UnderPrecisionTf32TheBoundFollowsTheReference) {
+  EvalOptions o = quick_options(Backend::cpu);
+  o.precision = Precision::tf32;
+  const Verdict v = judge_on("level1/001_square_matmul", "precision_tf32_rounded_matmul", o);
+  EXPECT_EQ(v.status, VerdictStatus::kMismatch) << explain(v);
+  EXPECT_NE(v.steps.front().detail.find("precision tf32"), std::string::npos) << v.steps.front().detail;
 }
 
 }  // namespace

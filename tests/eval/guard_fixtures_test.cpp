@@ -40,7 +40,7 @@ Verdict evaluate_fixture(const std::string& file, bool remeasure_everything = fa
 // must at least compile here (nvcc and the host compiler are on every machine crl builds on), so a
 // GPU session never spends its minutes finding a typo. Their tasks (level1/019_relu,
 // level2/001_row_mean) take one input each; the input_copy attacks, level2/010's three; the L2
-// set-aside, level1/001's two.
+// set-aside and the precision attacks and their twin, level1/001's two.
 TEST(GuardFixturesTest, EveryCudaFixtureCompilesOnTheMachinesWithoutAGpu) {
   if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH: CUDA programs cannot compile here";
   std::vector<std::pair<std::string, std::future<CompileResult>>> compiles;
@@ -49,7 +49,8 @@ TEST(GuardFixturesTest, EveryCudaFixtureCompilesOnTheMachinesWithoutAGpu) {
       const std::string path = entry.path().string();
       if (!path.ends_with(".cuda.crl")) continue;
       const std::string name = entry.path().filename().string();
-      const size_t num_args = name.starts_with("input_copy") ? 3 : name.starts_with("l2_set_aside") ? 2 : 1;
+      const bool matmul = name.starts_with("l2_set_aside") || name.starts_with("precision_") || name.starts_with("tf32x3");
+      const size_t num_args = name.starts_with("input_copy") ? 3 : matmul ? 2 : 1;
       compiles.emplace_back(path, fixture_compiler().submit({load_program_file(path), num_args, Backend::cuda, ""}));
     }
   }
