@@ -150,6 +150,10 @@ void JudgeSession::make_outputs(Outputs& o, size_t* spread_inputs, std::vector<a
 }
 
 void JudgeSession::add_float64(Outputs& o) {
+  if (!float64_unavailable_.empty()) {
+    o.float64_missing = float64_unavailable_;
+    return;
+  }
   // The same inputs made again (the float32 run may have written into its own), then the reference
   // in float64 and on nudged inputs; an out-of-memory error lets the cached outputs go before each
   // smaller try.
@@ -167,6 +171,7 @@ void JudgeSession::add_float64(Outputs& o) {
   o.deltas = std::move(f.deltas);
   o.scales = std::move(f.scales);
   o.float64_missing = std::move(f.missing);
+  float64_unavailable_ = o.float64_missing;
 }
 
 size_t JudgeSession::nan_count(const std::vector<at::Tensor>& outputs) const {

@@ -79,6 +79,9 @@ class JudgeSession {
   std::string scale_;
   std::unique_ptr<NamedProgram> reference_;
   ValueMix value_mix_;  // what every argument set mixes in, once the values request decided it
+  // Why the reference has no float64 outputs, once a run found it (the same for every seed of the
+  // task: a kernel of float only, a float64 run that does not fit): later runs are not tried again.
+  std::string float64_unavailable_;
   std::map<std::string, Outputs> outputs_;
   std::list<std::string> recently_used_;  // front: most recent
   int64_t cache_budget_bytes_ = int64_t{16} << 30;

@@ -37,11 +37,11 @@ struct Diagnostics {
   std::vector<double> reference_first_call_us, reference_later_call_us, reference_first_host_us;
   // CPU backend: batches whose CPU time over the cores given exceeded their wall time (charged).
   int reference_cpu_charged = 0, candidate_cpu_charged = 0;
+  double reference_cpu_ratio_max = 0, candidate_cpu_ratio_max = 0;
   // Checked slots held to the precision contract (all, where the reference runs in float64), and
   // the largest ratio they showed.
   int float64_slots = 0;
   double float64_ratio_max = 0;
-  double reference_cpu_ratio_max = 0, candidate_cpu_ratio_max = 0;
 };
 
 // One timed batch: its reply and the time charged for it (seconds).
