@@ -14,6 +14,7 @@
 
 #include "apps/crl/commands.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/read_file.h"
 #include "policy/engine.h"
 #include "policy/generate.h"
@@ -77,12 +78,7 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (requests.size() >= kMaxLines) throw InputError(fmt::format("{}: more than {} requests", path, kMaxLines));
     const std::string where = fmt::format("{}:{}", path, number);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: not valid JSON: {}", where, e.what()));
-    }
+    const nlohmann::json j = parse_json_bounded(line, where);
     if (!j.is_object()) throw InputError(fmt::format("{}: expected an object with \"prompt\" or \"prompt_ids\"", where));
     policy::GenerationRequest r;
     if (j.contains("prompt") == j.contains("prompt_ids")) {
@@ -121,12 +117,7 @@ std::vector<int64_t> generation_config_eos(const std::filesystem::path& dir) {
   std::vector<int64_t> ids;
   const auto file = dir / "generation_config.json";
   if (!std::filesystem::exists(file)) return ids;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(file, "generation config", uint64_t{1} << 20));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-  }
+  const nlohmann::json j = parse_json_bounded(read_file(file, "generation config", uint64_t{1} << 20), file.string());
   if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
   const auto& e = j["eos_token_id"];
   if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
