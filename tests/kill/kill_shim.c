@@ -6,7 +6,8 @@
  * With $CRL_KILL_SIGNAL set (a number: 15 for SIGTERM) it sends that signal instead at the
  * $CRL_KILL_AT-th call and lets the call and the program go on: a stop that arrives in the middle
  * of writing a checkpoint, at a chosen write. With $CRL_KILL_COUNT_FILE set it writes the number of
- * such calls there at exit, so a test knows how many kill points a run has.
+ * such calls there at exit ("%p" in it becomes the pid, for MPI jobs), so a test knows how many
+ * kill points a run has.
  *   LD_PRELOAD=libcrl_kill_shim.so CRL_KILL_DIR=/tmp/d CRL_KILL_AT=17 program ...
  */
 #define _GNU_SOURCE
@@ -42,8 +43,16 @@ static void setup(void) {
 }
 
 __attribute__((destructor)) static void report_count(void) {
-  const char* file = getenv("CRL_KILL_COUNT_FILE");
-  if (file == NULL) return;
+  const char* pattern = getenv("CRL_KILL_COUNT_FILE");
+  if (pattern == NULL) return;
+  /* "%p" in the name becomes the pid: each rank of an MPI job writes its own count. */
+  char file[PATH_MAX];
+  const char* at = strstr(pattern, "%p");
+  if (at != NULL) {
+    snprintf(file, sizeof file, "%.*s%d%s", (int)(at - pattern), pattern, (int)getpid(), at + 2);
+  } else {
+    snprintf(file, sizeof file, "%s", pattern);
+  }
   char text[32];
   const int n = snprintf(text, sizeof text, "%ld\n", g_count);
   /* Raw syscalls: this runs after the program's own exit handlers, and must not count itself. */
