@@ -28,6 +28,25 @@ void silence_hdf5_once() {
   std::call_once(once, [] { hdf5_silence_default_printing(); });
 }
 
+// The shadow's driver, and HDF5 keeping dirty metadata in its cache until flush() instead of
+// evicting (writing) it at random moments. The file itself only ever changes by a commit; this
+// keeps the shadow still between commits too, so that a reader that opened the file before a
+// commit, and reads the old file as it becomes the shadow, sees it change only while the commit
+// brings it up to date (as readers of a file flushed in place did), not all through the next step.
+// The cache grows between flushes; flush() bounds it by reopening (reopen_above_cache_bytes).
+Hdf5PropertyList writer_file_access(ShadowedFile& shadow) {
+  auto fapl = shadow_file_access(shadow);
+  H5AC_cache_config_t config{};
+  config.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+  CRL_H5_CHECK(H5Pget_mdc_config(fapl.id(), &config));
+  config.evictions_enabled = false;
+  config.incr_mode = H5C_incr__off;
+  config.flash_incr_mode = H5C_flash_incr__off;
+  config.decr_mode = H5C_decr__off;
+  CRL_H5_CHECK(H5Pset_mdc_config(fapl.id(), &config));
+  return fapl;
+}
+
 Hdf5Group open_or_create_group(hid_t parent, const char* name) {
   if (has_child(parent, name)) {
     return Hdf5Group(CRL_H5_CHECK(H5Gopen2(parent, name, H5P_DEFAULT)));
@@ -73,7 +92,7 @@ ResultsWriter::ResultsWriter(std::string path, ResultsWriterOptions options)
       // HDF5 writes the shadow only; the file appears whole at the first commit, and only if
       // nothing else took its name meanwhile (ShadowedFile never replaces a file it did not write).
       shadow_ = ShadowedFile::create(path_, options_.commit, options_.fsync_on_flush);
-      const auto fapl = shadow_file_access(*shadow_);
+      const auto fapl = writer_file_access(*shadow_);
       const hid_t id = H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
       if (id < 0) {
         throw IoError(
@@ -90,7 +109,7 @@ ResultsWriter::ResultsWriter(std::string path, ResultsWriterOptions options)
         validate_layout(checked.id(), path_);
       }
       shadow_ = ShadowedFile::open(path_, options_.commit, options_.fsync_on_flush);
-      const auto fapl = shadow_file_access(*shadow_);
+      const auto fapl = writer_file_access(*shadow_);
       file_ = Hdf5File(CRL_H5_CHECK(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl.id())));
     }
     meta_ = open_or_create_group(file_.id(), kMetaGroup);
@@ -384,7 +403,30 @@ void ResultsWriter::flush() {
     // Everything HDF5 holds goes to the shadow, which then becomes the file in one rename.
     CRL_H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
     shadow_->commit();
+    if (metadata_cache_bytes() > options_.reopen_above_cache_bytes) reopen_to_empty_cache();
   });
+}
+
+// Just after a commit everything in the cache is clean, so closing writes nothing new and the
+// reopened file (the same shadow) starts with an empty cache. The writer lock stays held.
+void ResultsWriter::reopen_to_empty_cache() {
+  for (auto& [key, table] : tables_) table.columns.clear();
+  meta_.reset();
+  text_.reset();
+  CRL_H5_CHECK(H5Fclose(file_.release()));
+  const auto fapl = writer_file_access(*shadow_);
+  file_ = Hdf5File(CRL_H5_CHECK(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl.id())));
+  meta_ = Hdf5Group(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
+  text_ = Hdf5Group(CRL_H5_CHECK(H5Gopen2(file_.id(), kTextGroup, H5P_DEFAULT)));
+  for (auto& [key, table] : tables_) {
+    for (const auto& column : table.schema) {
+      const std::string dataset_path = fmt::format("{}/{}", key, column.name);
+      table.columns.emplace_back(CRL_H5_CHECK(H5Dopen2(file_.id(), dataset_path.c_str(), H5P_DEFAULT)));
+      if (column_length(table.columns.back().id()) != table.rows) {
+        throw Error(fmt::format("{} changed length while the writer reopened it", table.where));
+      }
+    }
+  }
 }
 
 std::size_t ResultsWriter::metadata_cache_bytes() const {

@@ -7,6 +7,8 @@
 // is; HDF5 then runs one call at a time); with a non-thread-safe HDF5, keep all of it on one
 // thread. Readers (ResultsReader, h5py) may open the file while it is written and see it as of the
 // writer's last flush().
+// Between flushes HDF5 keeps the step's metadata, including its strings, in memory (see
+// writer_file_access in the .cpp): flush once per step, not once per job.
 // Crash consistency: HDF5 writes only a shadow copy beside the file, and flush() makes the shadow
 // the file by an atomic rename (ShadowedFile), so the file holds the state of the last completed
 // flush() however the writer dies; reopening it appends after those rows.
@@ -36,6 +38,9 @@ struct ResultsWriterOptions {
   // flush() also fsyncs the shadow and the folder, so a lost node (not just a killed process)
   // keeps flushed rows.
   bool fsync_on_flush = true;
+  // HDF5's metadata cache runs without evictions (see the .cpp), so it would keep every string
+  // ever written; flush() closes and reopens the file when the cache holds more than this.
+  std::size_t reopen_above_cache_bytes = std::size_t{16} << 20;
   // How flush() swaps the shadow in (ShadowedFile); automatic picks what the file system offers.
   CommitMethod commit = CommitMethod::automatic;
 };
@@ -86,7 +91,7 @@ class ResultsWriter {
   // Flushes and closes the file, then releases the writer lock. Idempotent.
   void close();
 
-  // Bytes in HDF5's metadata cache for this file (HDF5 bounds it, evicting into the shadow).
+  // Bytes in HDF5's metadata cache for this file (what flush() bounds by reopening).
   std::size_t metadata_cache_bytes() const;
 
   const std::string& path() const { return path_; }
@@ -108,6 +113,7 @@ class ResultsWriter {
   void append_rows(Table& table, const RowBatch& rows);
   TextStore& text_store(const std::string& store);
   void require_open() const;
+  void reopen_to_empty_cache();
 
   std::string path_;
   ResultsWriterOptions options_;

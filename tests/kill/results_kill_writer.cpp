@@ -3,7 +3,9 @@
 // before's rows, then flush(); halfway it closes and reopens the file. After each completed flush
 // it appends "flushed <steps done>" to PROGRESS (kept outside the folder the shim watches). Run on
 // a file that holds k whole steps, it goes on at step k: the resume.
-//   results_kill_writer FILE STEPS PROGRESS [automatic|exchange|link|copy]
+//   results_kill_writer FILE STEPS PROGRESS [automatic|exchange|link|copy|reopen]
+// (reopen: automatic, and the writer reopens its shadow after every flush, as it does when
+// HDF5's metadata cache passes its bound.)
 // It uses ResultsWriter's public interface only, so it also builds against crl before issue 41
 // (tests/kill/README.md: the "before" figures).
 #include <fmt/format.h>
@@ -41,6 +43,7 @@ std::unique_ptr<ResultsWriter> open_writer(const std::string& path, const std::s
                    : method == "link"   ? CommitMethod::link
                    : method == "copy"   ? CommitMethod::copy
                                         : CommitMethod::automatic;
+  if (method == "reopen") options.reopen_above_cache_bytes = 0;
 #else
   (void)method;
 #endif
@@ -53,7 +56,7 @@ std::unique_ptr<ResultsWriter> open_writer(const std::string& path, const std::s
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s FILE STEPS PROGRESS [automatic|exchange|link|copy]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s FILE STEPS PROGRESS [automatic|exchange|link|copy|reopen]\n", argv[0]);
     return 2;
   }
   const std::string path = argv[1], progress = argv[3], method = argc > 4 ? argv[4] : "automatic";

@@ -37,13 +37,16 @@ enum class Death { exit_without_close, sigkill };
 // In the child: `flushed_steps` flushed steps, then a step in flight (appended, not flushed:
 // one ordinary step, or `big_in_flight_rows` rows of 200-byte strings), then death.
 void write_then_die(const std::string& path, int flushed_steps, Death death,
-                    std::int64_t big_in_flight_rows = 0, CommitMethod commit = CommitMethod::automatic) {
+                    std::int64_t big_in_flight_rows = 0,
+                    std::size_t reopen_above_cache_bytes = std::size_t{16} << 20,
+                    CommitMethod commit = CommitMethod::automatic) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     int code = 0;
     try {
-      ResultsWriter writer(path, {.chunk_rows = 64, .commit = commit});
+      ResultsWriter writer(
+          path, {.chunk_rows = 64, .reopen_above_cache_bytes = reopen_above_cache_bytes, .commit = commit});
       writer.declare_table("rollouts", kSchema);
       writer.set_meta("git_commit", "feedbeef");
       const auto first = writer.rows("rollouts") / kRowsPerStep;
@@ -112,15 +115,17 @@ TEST(ResultsCrash, AKilledJobResumesAppendingAfterItsLastFlush) {
   write_then_die(path, 2, Death::sigkill);
   expect_steps(path, 2);
   // The kernel dropped the dead writer's lock; a resumed job appends after the flushed rows,
-  // past the dead writer's shadow. This one commits by the hard-link sequence, and dies the same.
-  write_then_die(path, 2, Death::sigkill, 0, CommitMethod::link);
+  // past the dead writer's shadow. This one reopens the file at every flush (cache bound 0) and
+  // commits by the hard-link sequence, and dies just the same.
+  write_then_die(path, 2, Death::sigkill, 0, 0, CommitMethod::link);
   expect_steps(path, 4);
 }
 
-// HDF5 evicts dirty metadata from its cache whenever the cache fills: a step in flight larger
-// than the cache writes B-tree nodes that point past the last flushed end of file. Written in
-// place, the flushed rows could no longer be read ("addr overflow"); ResultsWriter's HDF5 writes
-// only the shadow, so the file keeps its last flush.
+// HDF5 by default evicts dirty metadata from its cache whenever the cache fills: a step in
+// flight larger than the cache then writes B-tree nodes that point past the last flushed end
+// of file. Written in place, the flushed rows could no longer be read ("addr overflow");
+// ResultsWriter's HDF5 writes only the shadow (and without evictions, so the shadow too is
+// still between commits).
 TEST(ResultsCrash, AStepInFlightLargerThanTheMetadataCacheLeavesFlushedRowsReadable) {
   ScratchDir dir;
   const auto path = dir.file("run.h5");

@@ -334,19 +334,16 @@ TEST(ResultsFile, ReaderSeesFlushedRowsWhileTheWriterIsOpen) {
   EXPECT_EQ(column_of<std::string>(reader, "steps", "task"), (std::vector<std::string>{"live"}));
 }
 
-// HDF5 evicts into the shadow (the file itself changes only at a commit), so its metadata cache
-// stays within HDF5's own bound however much text a run writes, and ids written many flushes ago
-// are still known.
-TEST(ResultsFile, TheMetadataCacheStaysBoundedAcrossFlushes) {
+// Without evictions HDF5's metadata cache would keep every string written; flush() reopens the
+// file when the cache passes its bound, and the writer carries on where it was.
+TEST(ResultsFile, FlushBoundsTheMetadataCacheByReopening) {
   ScratchDir dir;
-  const auto path = dir.file("run.h5");
-  std::size_t largest_cache = 0;
-  constexpr std::int64_t kSteps = 16;
-  {
-    ResultsWriter writer(path, {.fsync_on_flush = false});
+  const auto write_steps = [&](const std::string& path, std::size_t bound) {
+    ResultsWriter writer(path, {.fsync_on_flush = false, .reopen_above_cache_bytes = bound});
     writer.declare_table("steps", kSchema);
     writer.set_meta("git_commit", "abc");
-    for (std::int64_t step = 0; step < kSteps; ++step) {
+    std::size_t largest_cache = 0;
+    for (std::int64_t step = 0; step < 4; ++step) {
       RowBatch batch(kSchema);
       std::vector<std::int64_t> ids;
       std::vector<std::string> programs;
@@ -360,13 +357,18 @@ TEST(ResultsFile, TheMetadataCacheStaysBoundedAcrossFlushes) {
       writer.flush();
       largest_cache = std::max(largest_cache, writer.metadata_cache_bytes());
     }
+    // Still checks ids against texts written before the reopens.
     EXPECT_THROW(writer.put_text("programs", 3, "again"), InputError);
-  }
-  EXPECT_LT(largest_cache, std::size_t{kSteps * 256 * 2048} / 2) << "the cache keeps the text it wrote";
-  const ResultsReader reader(path);
-  EXPECT_EQ(reader.rows("steps"), kSteps * 256);
+    return largest_cache;
+  };
+  const auto unbounded = write_steps(dir.file("unbounded.h5"), std::size_t{1} << 40);
+  const auto bounded = write_steps(dir.file("bounded.h5"), 0);
+  EXPECT_GT(unbounded, std::size_t{2} << 20) << "4 steps of 512 KiB of text stay cached";
+  EXPECT_LT(bounded, std::size_t{256} << 10);
+  const ResultsReader reader(dir.file("bounded.h5"));
+  EXPECT_EQ(reader.rows("steps"), 4 * 256);
   EXPECT_EQ(reader.text("programs", 0), std::string(2048, 'a'));
-  EXPECT_EQ(reader.text("programs", kSteps * 256 - 1), std::string(2048, static_cast<char>('a' + kSteps - 1)));
+  EXPECT_EQ(reader.text("programs", 4 * 256 - 1), std::string(2048, 'd'));
   EXPECT_EQ(reader.meta("git_commit"), "abc");
 }
 
