@@ -149,14 +149,7 @@ std::vector<Candidate> collect_candidates(const EvalCommandOptions& o) {
     }
   }
   if (out.empty()) throw InputError("no candidates found in " + fmt::format("{}", fmt::join(o.inputs, ", ")));
-  // Only a task's reference declares the spec: a candidate with one is malformed, not a program to judge.
-  for (const auto& c : out) {
-    if (c.program.spec.present) {
-      throw InputError(fmt::format("{}:{}: a candidate has a '{}' section; only the task's reference declares the spec "
-                                   "(remove it: the candidate gets the reference's inputs)",
-                                   c.program.origin, c.program.spec.first_line - 1, kSpecMarker));
-    }
-  }
+
   // Candidates of one task together, so its reference outputs are computed once.
   std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.task_id < b.task_id; });
   return out;
@@ -276,7 +269,17 @@ int run_eval(const EvalCommandOptions& o) {
   if (!o.task.empty()) suite.find(o.task);
   std::vector<Candidate> candidates = collect_candidates(o);
   if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
-  for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
+  for (const auto& c : candidates) {
+    const Task& task = suite.find(c.task_id);  // unknown tasks are bad input, before any work
+    // A candidate has no spec: it receives the task's (docs/program-format.md). One whose spec is
+    // the task's own is the reference judged against itself (`crl eval jobs/suite`); any other is
+    // a malformed candidate, not a program to judge.
+    if (c.program.spec.present && c.program.spec.text != task.program.spec.text) {
+      throw InputError(fmt::format("{}:{}: a candidate has a '{}' section, and not {}'s own; a candidate receives its "
+                                   "task's spec (remove the section)",
+                                   c.program.origin, c.program.spec.first_line - 1, kSpecMarker, c.task_id));
+    }
+  }
 
   eval::EvalOptions options;
   options.backend = o.backend.empty() ? (gpu_visible() ? Backend::cuda : Backend::cpu) : parse_backend(o.backend);

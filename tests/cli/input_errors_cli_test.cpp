@@ -243,14 +243,23 @@ TEST_F(InputErrorsCli, RunResumeOfAResultsFileOfAnotherSchema) {
                    {"results.h5", "table 'steps'", "column 'stage'"});
 }
 
+// A candidate receives its task's spec; one that brings another (here the reference's with its
+// input shape changed) is malformed: exit 3 naming the file and line, not a judged program.
 TEST_F(InputErrorsCli, ACandidateWithASpecSectionIsAFormatError) {
   std::ifstream reference(kEvalSuite / "level1" / "019_relu.crl");
-  const std::string text(std::istreambuf_iterator<char>(reference), {});
+  std::string text(std::istreambuf_iterator<char>(reference), {});
   const auto spec_line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(text.find("// crl:spec")), '\n');
+  const auto shape = text.find("shape: [");
+  ASSERT_NE(shape, std::string::npos);
+  text.insert(shape + 8, "2, ");
   const auto candidate = file("cand.crl", text);
   expect_bad_input(crl({"eval", "--suite", kEvalSuite.string(), "--task", "level1/019_relu", candidate.string(),
                         "--backend", "cpu", "--no-timing"}),
                    {fmt::format("{}:{}", candidate.string(), spec_line), "'// crl:spec' section"});
+  // The reference itself, spec and all, is still judged against itself (`crl eval jobs/suite`).
+  const auto r = crl({"eval", "--suite", kEvalSuite.string(), "--task", "level1/019_relu",
+                      (kEvalSuite / "level1" / "019_relu.crl").string(), "--backend", "cpu", "--no-timing"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 // ---- parsers without a bound ------------------------------------------------------------------------
