@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/input_paths.h"
 #include "apps/crl/default_job.h"
 #include "compile/compiler.h"
 #include "core/atomic_file.h"
@@ -87,7 +88,7 @@ void add_data_command(CLI::App& app, int& exit_code) {
   data->require_subcommand(1);
   auto o = std::make_shared<ValidateOptions>();
   auto* validate = data->add_subcommand("validate", "Evaluate every program of a JSONL file; keep the correct ones with their speedups");
-  validate->add_option("input", o->input, "JSONL of {task, completion} or {task, program}")->required()->check(CLI::ExistingFile);
+  validate->add_option("input", o->input, "JSONL of {task, completion} or {task, program}")->required()->check(existing_input(PathKind::file, "input"));
   validate->add_option("--out", o->out, "JSONL of the correct ones, {task, completion, speedup, id}")->required();
   validate->add_option("--suite", o->suite_dir, "Task suite folder (default: $CRL_SUITE_DIR or the source tree's jobs/suite)");
   validate->add_option("--backend", o->backend, "cpu or cuda (default: cuda when a GPU is visible)");

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/input_paths.h"
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/read_file.h"
@@ -250,12 +251,12 @@ int run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("generate", "Sample completions from a Hugging Face-format model (Qwen2 / Llama)");
   static GenerateArgs args;
-  cmd->add_option("--model", args.model_dir, "Model folder: config.json, *.safetensors, tokenizer.json")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--model", args.model_dir, "Model folder: config.json, *.safetensors, tokenizer.json")->required()->check(existing_input(PathKind::directory, "--model"));
   cmd->add_option("--prompt", args.prompts, "Prompt text (repeat for a batch)");
   cmd->add_option("--prompt-ids", args.prompt_ids, "Prompt as comma-separated token ids (repeatable)");
   cmd->add_option("--batch-file", args.batch_file,
                   "JSON Lines of requests: {\"prompt\": TEXT} or {\"prompt_ids\": [ids]}, optional \"samples\", \"max_new_tokens\"")
-      ->check(CLI::ExistingFile);
+      ->check(existing_input(PathKind::file, "--batch-file"));
   cmd->add_option("--samples", args.samples, "Completions per --prompt / --prompt-ids (one shared prefill)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--kv-cache-gb", args.kv_cache_gb, "KV cache budget in GiB; 0 = sized for the requests")

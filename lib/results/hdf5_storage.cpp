@@ -2,7 +2,9 @@
 #include "results/hdf5_storage.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -310,6 +312,13 @@ Hdf5File open_existing_results_file(const std::string& path, unsigned flags, hid
   if (!S_ISREG(info.st_mode)) {
     throw InputError(fmt::format("results file '{}' is not a regular file{}", path,
                                  S_ISDIR(info.st_mode) ? " (it is a folder)" : ""));
+  }
+  // HDF5 says only "unable to open" when the OS refuses; ask the OS first, so that a file this
+  // user may not read is named as such (bad input, like a missing one).
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    ::close(fd);
+  } else if (is_path_error(errno)) {
+    throw InputError(fmt::format("results file '{}': {}", path, std::strerror(errno)));
   }
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 < 0) {

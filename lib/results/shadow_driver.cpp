@@ -163,7 +163,11 @@ herr_t driver_write(H5FD_t* pub, H5FD_mem_t, hid_t, haddr_t addr, size_t size, c
   while (size > 0) {
     const ssize_t n = ::pwrite(file->file->fd(), in, size, static_cast<off_t>(addr));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("driver_write", H5E_WRITEERROR, "pwrite of the shadow failed", errno);
+    if (n < 0) {
+      const int err = errno;
+      file->file->failed();
+      return fail("driver_write", H5E_WRITEERROR, "pwrite of the shadow failed", err);
+    }
     in += n;
     addr += static_cast<haddr_t>(n);
     size -= static_cast<size_t>(n);
@@ -176,7 +180,9 @@ herr_t driver_truncate(H5FD_t* pub, hid_t, hbool_t) {
   auto* file = reinterpret_cast<DriverFile*>(pub);
   if (file->eoa == file->eof) return 0;
   if (::ftruncate(file->file->fd(), static_cast<off_t>(file->eoa)) != 0) {
-    return fail("driver_truncate", H5E_SEEKERROR, "ftruncate of the shadow failed", errno);
+    const int err = errno;
+    file->file->failed();
+    return fail("driver_truncate", H5E_SEEKERROR, "ftruncate of the shadow failed", err);
   }
   file->eof = file->eoa;
   file->file->resized();

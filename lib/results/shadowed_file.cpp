@@ -149,7 +149,11 @@ void ShadowedFile::wrote(std::uint64_t offset, std::uint64_t size) {
 
 void ShadowedFile::commit() {
   if (finished_) throw Error(fmt::format("results file '{}': commit after finish", path_));
+  require_unbroken();
   if (!dirty_ && written_.empty()) return;  // nothing changed since the last commit
+  // Until this commit is through, a failure (a full disk in the catch-up, say) may leave the shadow
+  // short of bytes the file has: it must never be committed then.
+  broken_ = true;
   if (durable_ && ::fsync(shadow_fd_) != 0) throw_io_error("cannot fsync", shadow_path_);
   if (committed_fd_ < 0) {
     publish_first();
@@ -158,6 +162,15 @@ void ShadowedFile::commit() {
   }
   written_.clear();
   dirty_ = false;
+  broken_ = false;
+}
+
+void ShadowedFile::require_unbroken() const {
+  if (broken_) {
+    throw Error(fmt::format("results file '{}': an earlier flush failed part-way, so its shadow is not trusted; the "
+                            "file holds the last flush that completed (reopen it to go on)",
+                            path_));
+  }
 }
 
 // The first commit of a new file: "<file>" must still not exist (H5F_ACC_EXCL's promise), so it
@@ -267,6 +280,7 @@ void ShadowedFile::catch_up() {
 
 void ShadowedFile::finish() {
   if (finished_) return;
+  require_unbroken();
   if (driver_opens_ != 0) {
     throw Error(fmt::format("results file '{}': HDF5 still holds the file (an object left open?)", path_));
   }

@@ -50,12 +50,16 @@ class ShadowedFile {
   // Called by the HDF5 driver for every write and resize of the shadow.
   void wrote(std::uint64_t offset, std::uint64_t size);
   void resized() { dirty_ = true; }
+  // Called by the driver when a write or resize of the shadow failed: its bytes are unknown, so
+  // it is never committed (commit() and finish() throw from then on).
+  void failed() { broken_ = true; }
   // HDF5 opens and closes its driver on the shadow; finish() needs it closed.
   void driver_opened() { ++driver_opens_; }
   void driver_closed() { --driver_opens_; }
 
   // Makes the shadow the file (steps 1 to 4 above). IoError naming the file when a step fails;
-  // "<file>" then still names the last commit.
+  // "<file>" then names the last commit or this one, whole, and every later commit() or finish()
+  // throws (the shadow may lack bytes), so a failed flush never becomes the file.
   void commit();
   // The last commit, after HDF5 closed the file: "<file>" becomes the shadow, and no shadow is
   // left behind.
@@ -69,6 +73,7 @@ class ShadowedFile {
   bool link_sequence();
   void copy_over();
   void catch_up();
+  void require_unbroken() const;
 
   std::string path_;
   std::string dir_;          // the folder of both files
@@ -83,6 +88,7 @@ class ShadowedFile {
   int committed_fd_ = -1;    // "<file>" as last committed (-1 before the first commit)
   bool dirty_ = true;        // anything written since the last commit (a new file: yes)
   bool finished_ = false;
+  bool broken_ = false;      // a commit failed part-way: the shadow is not to be committed
   int driver_opens_ = 0;
   std::map<std::uint64_t, std::uint64_t> written_;  // start -> end of the ranges written since the last commit
 };

@@ -119,6 +119,14 @@ TEST_F(InputErrorsCli, RunWithAModelWhoseConfigIsAFolder) {
   expect_bad_input(crl({"run", job().string(), "--run-dir", (dir_ / "run").string()}), {"config.json", "not a regular file"});
 }
 
+TEST_F(InputErrorsCli, GenerateWithAModelThatIsAFileOrMissing) {
+  const auto model = file("model", "not a folder");
+  expect_bad_input(crl({"generate", "--model", model.string(), "--prompt-ids", "1"}), {model.string(), "is a file, not a folder"});
+  const auto missing = (dir_ / "missing").string();
+  expect_bad_input(crl({"generate", "--model", missing, "--prompt-ids", "1"}), {missing, "does not exist"});
+  expect_bad_input(crl({"init-model", "--out", (dir_ / "out").string(), "--corpus", missing}), {missing, "does not exist"});
+}
+
 TEST_F(InputErrorsCli, RunWithARunDirThatIsAFile) {
   const auto run_dir = file("run", "a file");
   expect_bad_input(crl({"run", job().string(), "--run-dir", run_dir.string()}), {run_dir.string(), "is a file"});

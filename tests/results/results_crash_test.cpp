@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+
+#include <filesystem>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "results/results_reader.h"
 #include "results/results_writer.h"
 #include "results_test_util.h"
@@ -131,6 +135,56 @@ TEST(ResultsCrash, AStepInFlightLargerThanTheMetadataCacheLeavesFlushedRowsReada
   const auto path = dir.file("run.h5");
   write_then_die(path, 3, Death::exit_without_close, 100000);
   expect_steps(path, 3);
+}
+
+// A flush that fails part-way (here: the file size limit stops the shadow's writes, as a full disk
+// would) leaves the file at the last flush that completed, and neither a later flush nor the
+// writer's close commits the half-written shadow.
+TEST(ResultsCrash, AFlushThatFailsNeverReachesTheFile) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead of killing
+      ResultsWriter writer(path, {.chunk_rows = 64, .fsync_on_flush = false});
+      writer.declare_table("rollouts", kSchema);
+      writer.set_meta("git_commit", "feedbeef");
+      for (std::int64_t step = 0; step < 2; ++step) {
+        writer.append("rollouts", step_rows(step));
+        writer.put_text("completions", step, fmt::format("completion of step {}", step));
+        writer.flush();
+      }
+      struct rlimit limit {};
+      limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(std::filesystem::file_size(path) + 4096);
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+      RowBatch big(kSchema);
+      for (std::int64_t i = 0; i < 20000; ++i) big.add_row({-i, 0.0, false, std::string(200, 'x')});
+      writer.append("rollouts", big);
+      bool failed = false;
+      try {
+        writer.flush();
+      } catch (const Error&) {
+        failed = true;
+      }
+      if (!failed) ::_exit(3);
+      try {
+        writer.flush();
+        ::_exit(4);  // a second flush must refuse, not commit what the first left
+      } catch (const Error&) {
+      }
+      // The writer's destructor closes it: that must not commit the shadow either.
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child failed: %s\n", e.what());
+      ::_exit(2);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  expect_steps(path, 2);
 }
 
 }  // namespace
