@@ -8,10 +8,12 @@
 #include <iostream>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/input_paths.h"
 #include "apps/crl/default_job.h"
 #include "compile/compiler.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/process_env.h"
 #include "core/text_table.h"
 #include "eval/evaluator.h"
@@ -35,6 +37,7 @@ struct ValidateOptions {
 
 int run_validate(const ValidateOptions& o) {
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  check_jsonl_nesting(o.input);  // read_sft_jsonl's values recurse per nesting level when dumped
   const std::vector<rl::SftExample> examples = rl::read_sft_jsonl(o.input);
   std::vector<eval::Evaluator::Job> jobs;
   for (const auto& e : examples) {
@@ -85,7 +88,7 @@ void add_data_command(CLI::App& app, int& exit_code) {
   data->require_subcommand(1);
   auto o = std::make_shared<ValidateOptions>();
   auto* validate = data->add_subcommand("validate", "Evaluate every program of a JSONL file; keep the correct ones with their speedups");
-  validate->add_option("input", o->input, "JSONL of {task, completion} or {task, program}")->required()->check(CLI::ExistingFile);
+  validate->add_option("input", o->input, "JSONL of {task, completion} or {task, program}")->required()->check(existing_input(PathKind::file, "input"));
   validate->add_option("--out", o->out, "JSONL of the correct ones, {task, completion, speedup, id}")->required();
   validate->add_option("--suite", o->suite_dir, "Task suite folder (default: $CRL_SUITE_DIR or the source tree's jobs/suite)");
   validate->add_option("--backend", o->backend, "cpu or cuda (default: cuda when a GPU is visible)");

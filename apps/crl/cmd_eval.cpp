@@ -26,6 +26,7 @@
 #include "machine/machine_probe.h"
 #include "compile/compiler.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/process_env.h"
 #include "core/provenance.h"
 #include "machine/gpu_names.h"
@@ -120,6 +121,7 @@ std::string task_of_path(const std::string& relative, const std::string& folder)
 // JSONL candidates in the SFT data's format (rl/sft_data.h): {task, program} or {task, completion}
 // (the completion's last fenced block), with an optional id; `crl data validate` reads the same.
 std::vector<Candidate> read_jsonl(const std::string& path) {
+  check_jsonl_nesting(path);  // read_sft_jsonl's values recurse per nesting level when copied or dumped
   std::vector<Candidate> out;
   for (const rl::SftExample& e : rl::read_sft_jsonl(path)) {
     out.push_back({e.task, e.id, parse_program_text(e.program, fmt::format("{}:{}", path, e.line))});
@@ -147,6 +149,7 @@ std::vector<Candidate> collect_candidates(const EvalCommandOptions& o) {
     }
   }
   if (out.empty()) throw InputError("no candidates found in " + fmt::format("{}", fmt::join(o.inputs, ", ")));
+
   // Candidates of one task together, so its reference outputs are computed once.
   std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.task_id < b.task_id; });
   return out;
@@ -208,6 +211,12 @@ void print_table(const std::vector<eval::Verdict>& verdicts) {
 std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const std::string& path,
                                       const nlohmann::json& eval_options, std::vector<std::string>* commits) {
   const results::ResultsReader reader(path);
+  reader.validate({.tables = {{.table = "verdicts",
+                               .columns = {{"task", results::ColumnType::string},
+                                           {"candidate", results::ColumnType::string},
+                                           {"status", results::ColumnType::string}}}},
+                   .meta = {{.key = "earlier_git_commits", .shape = results::MetaShape::json_string_list},
+                            {.key = "eval_options", .shape = results::MetaShape::json_object}}});
   const auto keys = reader.meta_keys();
   const auto has = [&](const char* key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
   if (has("earlier_git_commits")) {
@@ -225,9 +234,9 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
   }
   const auto tables = reader.tables();
   if (std::find(tables.begin(), tables.end(), "verdicts") == tables.end()) return candidates;
-  const auto tasks = std::get<std::vector<std::string>>(reader.column("verdicts", "task"));
-  const auto names = std::get<std::vector<std::string>>(reader.column("verdicts", "candidate"));
-  const auto statuses = std::get<std::vector<std::string>>(reader.column("verdicts", "status"));
+  const auto tasks = reader.column_as<std::string>("verdicts", "task");
+  const auto names = reader.column_as<std::string>("verdicts", "candidate");
+  const auto statuses = reader.column_as<std::string>("verdicts", "status");
   // An internal_error is crl's failure, not a verdict on the program: judged again (the report
   // leaves those rows out, so the new verdict is the one that counts).
   std::map<std::pair<std::string, std::string>, int> judged;
@@ -260,7 +269,17 @@ int run_eval(const EvalCommandOptions& o) {
   if (!o.task.empty()) suite.find(o.task);
   std::vector<Candidate> candidates = collect_candidates(o);
   if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
-  for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
+  for (const auto& c : candidates) {
+    const Task& task = suite.find(c.task_id);  // unknown tasks are bad input, before any work
+    // A candidate has no spec: it receives the task's (docs/program-format.md). One whose spec is
+    // the task's own is the reference judged against itself (`crl eval jobs/suite`); any other is
+    // a malformed candidate, not a program to judge.
+    if (c.program.spec.present && c.program.spec.text != task.program.spec.text) {
+      throw InputError(fmt::format("{}:{}: a candidate has a '{}' section, and not {}'s own; a candidate receives its "
+                                   "task's spec (remove the section)",
+                                   c.program.origin, c.program.spec.first_line - 1, kSpecMarker, c.task_id));
+    }
+  }
 
   eval::EvalOptions options;
   options.backend = o.backend.empty() ? (gpu_visible() ? Backend::cuda : Backend::cpu) : parse_backend(o.backend);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/yaml_file.h"
 
 namespace crl {
 namespace {
@@ -522,6 +523,8 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
     throw InputError(fmt::format("{}:{}: YAML syntax error in the spec: {}", origin,
                                  section.first_line + (e.mark.is_null() ? 0 : e.mark.line), e.msg));
   }
+  // Aliases expanded past a bound (a cycle, "billion laughs") would hang or crash what walks it.
+  check_yaml_expansion(root, fmt::format("{} (spec from line {})", origin, section.first_line));
   if (!root.IsMap()) {
     throw InputError(fmt::format("{}:{}: expected the spec to be a YAML mapping (task, inputs, scales, ...)",
                                  origin, section.first_line));
