@@ -147,8 +147,12 @@ Verdict Evaluator::finish(Trace& trace, CandidateWorker& worker, const Failure& 
 Verdict Evaluator::finish_ok(Trace& trace, CandidateWorker& worker, std::string message) {
   Verdict& v = trace.verdict();
   v.status = VerdictStatus::kOk;
-  v.message = std::move(message);
-  v.reward = reward_from_speedup(v.speedup);
+  v.reward = reward_from_interval(v.speedup, v.speedup_ci_low, v.speedup_ci_high);
+  // A timed verdict says its reward and what it was taken from (docs/evaluation.md, "Reward").
+  v.message = !message.empty() ? std::move(message)
+                                : fmt::format("speedup {:.3f} (95% CI {:.3f}..{:.3f}, +-{:.1f}%); reward {:.2f}, {}", v.speedup,
+                                              v.speedup_ci_low, v.speedup_ci_high, 100 * v.speedup_ci_half_width(), v.reward,
+                                              reward_basis(v.speedup, v.speedup_ci_low, v.speedup_ci_high));
   return close(trace, worker);
 }
 
