@@ -1,5 +1,8 @@
-// Verdict status names, the CUDA-L1 reward rounding, log truncation and JSON (de)serialisation.
+// Verdict status names, the reward (CUDA-L1's rounding of what the interval guarantees), log truncation
+// and JSON (de)serialisation.
 #include "eval/verdict.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -81,6 +84,16 @@ std::string reward_basis(double speedup, double ci_low, double ci_high) {
   if (ci_low <= 1.0 && ci_high >= 1.0) return "its interval includes 1";
   if (value != (ci_low > 1.0 ? ci_low : ci_high)) return "its point estimate (nearer 1 than its interval's bound)";
   return ci_low > 1.0 ? "its interval's lower bound" : "its interval's upper bound";
+}
+
+std::string reward_rule(double max_relative_ci, double noisy_budget_factor) {
+  return fmt::format(
+      "reward = 1.00 when the speedup's 95% interval includes 1, else the interval's bound nearer 1 (the lower bound above 1, "
+      "the upper bound below 1; never beyond the speedup), truncated toward 1 at two decimals; 0 for every status but ok. A "
+      "measurement whose interval is wider than +-{:g}% (relative half width; max_relative_ci {:g}) when its time budget is "
+      "spent is measured on, up to {:g}x the budget, and still wider then (unless it lies wholly below the slow-stop speedup) "
+      "it is internal_error, never rewarded; a re-measure as wide never counts as agreement",
+      100 * max_relative_ci, max_relative_ci, noisy_budget_factor);
 }
 
 std::string truncate_log(const std::string& log, size_t max_bytes) {

@@ -91,12 +91,9 @@ double reward_from_interval(double speedup, double ci_low, double ci_high);
 // "its interval's lower bound", "its interval's upper bound", or "" when nothing was measured.
 std::string reward_basis(double speedup, double ci_low, double ci_high);
 
-// The rule above in one sentence, for results files' /meta (`reward_rule`) and the docs.
-inline constexpr const char* kRewardRule =
-    "reward = 1.00 when the speedup's 95% interval includes 1, else the interval's bound nearer 1 (the lower "
-    "bound above 1, the upper bound below 1), truncated toward 1 at two decimals; 0 for every status but ok; "
-    "a measurement whose interval is wider than max_relative_ci (eval_options) after its extended budget is "
-    "internal_error (machine too noisy), never rewarded";
+// The rule above in one sentence, with the noise limit in force, for results files' /meta
+// (`reward_rule`): whoever reads a file later knows what its rewards mean.
+std::string reward_rule(double max_relative_ci, double noisy_budget_factor);
 
 // Keeps the first and last parts of a long log, with a line saying how much was cut.
 std::string truncate_log(const std::string& log, size_t max_bytes);
