@@ -267,13 +267,8 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
   return left;
 }
 
-int run_eval(const EvalCommandOptions& o) {
-  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
-  if (!o.task.empty()) suite.find(o.task);
-  std::vector<Candidate> candidates = collect_candidates(o);
-  if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
-  for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
-
+// The evaluator's options from the command's.
+eval::EvalOptions eval_options_of(const EvalCommandOptions& o) {
   eval::EvalOptions options;
   options.backend = o.backend.empty() ? (gpu_visible() ? Backend::cuda : Backend::cpu) : parse_backend(o.backend);
   options.scale = o.scale.empty() ? (options.backend == Backend::cuda ? "full" : "small") : o.scale;
@@ -292,6 +287,17 @@ int run_eval(const EvalCommandOptions& o) {
   } else {
     options.time_budget_seconds = options.backend == Backend::cuda ? 10 : 3;
   }
+  return options;
+}
+
+int run_eval(const EvalCommandOptions& o) {
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  if (!o.task.empty()) suite.find(o.task);
+  std::vector<Candidate> candidates = collect_candidates(o);
+  if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
+  for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
+
+  const eval::EvalOptions options = eval_options_of(o);
   CompilerOptions compiler_options;
   // The compiler runs in its own build folders: a relative cache folder must be made absolute.
   compiler_options.cache_dir = o.cache_dir;
