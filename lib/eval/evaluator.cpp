@@ -103,7 +103,9 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& program, const 
   }
   if (!options_.timing) return finish_ok(trace, worker, fmt::format("correct in {} trials (not timed)", trace.verdict().trials_passed));
   const auto t = Clock::now();
-  const auto timed = measure(e, *worker.process, {e.task_judge.layout.slots, options_.min_timed_pairs, options_.time_budget_seconds, "timing", options_.max_relative_ci});
+  const TimingPlan plan{e.task_judge.layout.slots, options_.min_timed_pairs, options_.time_budget_seconds, "timing",
+                        options_.max_relative_ci};
+  const auto timed = measure(e, *worker.process, plan);
   if (!timed) return finish(trace, worker, timing_failure(e, timed.failure(), "timing", t));
   record_timing(trace, *timed, e.task_judge.layout.slots, t);
   if (auto f = require_precise(*timed, "the timing")) return finish(trace, worker, *f);

@@ -102,7 +102,8 @@ nlohmann::json judge_reply(const Script& s, Op op, const nlohmann::json& request
     case Op::compare: {
       const auto r = decode_request<CompareRequest>(request);
       const bool batch = r.key.rfind("batch:", 0) == 0;
-      const bool late = batch && s.rules.contains("batch_mismatch_after") && g_batch_compares++ >= s.rules["batch_mismatch_after"].get<int>();
+      const bool late =
+          batch && s.rules.contains("batch_mismatch_after") && g_batch_compares++ >= s.rules["batch_mismatch_after"].get<int>();
       if (s.is("compare", "out_of_memory")) return encode_error({"CUDA out of memory (scripted)", false, true});
       if (s.is("compare", "mismatch") || (batch && s.is("compare", "batch_mismatch")) || late ||
           (r.key == "strict" && s.is("compare", "strict_mismatch"))) {

@@ -42,7 +42,9 @@ Failure strict_failure(Evaluation& e, const std::string& where, const OutputChec
 
 std::optional<Failure> strict_trial(Evaluation& e, CandidateWorker& w, int index, uint64_t seed, const StrictTrialKind& kind) {
   const std::string where = fmt::format("stricter trial {} (seed {}, {})", index + 1, seed, kind_text(kind));
-  if (!e.judge.ask(worker::FillRequest{{{0, seed, kind.edges, kind.spread}}, false}, "filling inputs")) return e.judge.lost("filling inputs");
+  if (!e.judge.ask(worker::FillRequest{{{0, seed, kind.edges, kind.spread}}, false}, "filling inputs")) {
+    return e.judge.lost("filling inputs");
+  }
   auto reply = call(*w.process, worker::RunRequest{0, 0, false}, e.options.call_timeout_seconds, where);
   if (!reply) return reply.failure();
   if (!e.judge.ask(worker::ReferenceRequest{kKey, seed, kind.edges, kind.spread}, "the reference on a stricter trial")) {

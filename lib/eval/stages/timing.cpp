@@ -255,7 +255,8 @@ std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* u
 // and its inputs unchanged (skipping or shortcutting some calls is seen at once).
 std::optional<Failure> TimingRun::check_slot(const PairDraws& draws, const worker::TimeReply& reply) {
   const int j = draws.checked_slot;
-  return check_timed_call(e_, candidate_, reply, plan_.slots, j, draws.seeds[static_cast<size_t>(j)], fmt::format("{} slot {}", pair_name(), j));
+  return check_timed_call(e_, candidate_, reply, plan_.slots, j, draws.seeds[static_cast<size_t>(j)],
+                          fmt::format("{} slot {}", pair_name(), j));
 }
 
 std::optional<Failure> TimingRun::time_pair(double round_trip_us) {
