@@ -12,6 +12,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/provenance.h"
+#include "eval/eval_options.h"
+#include "eval/verdict.h"
 #include "results/results_reader.h"
 
 namespace crl::rl {
@@ -94,6 +96,7 @@ void Coordinator::write_meta(const std::vector<RankInfo>& ranks) {
   writer_->set_meta("share_gpu", job.share_gpu ? "true: trainers and evaluators share GPUs, timings are noisier" : "false");
   writer_->set_meta_json("roles", {{"trainers", job.trainers}, {"evaluators", context_.evaluators}});
   writer_->set_meta("restarts", std::to_string(restart_));
+  writer_->set_meta("reward_rule", eval::reward_rule(job.eval.max_relative_ci, eval::EvalOptions{}.noisy_budget_factor));
   writer_->flush();
   spdlog::info("job {}: {} trainer(s), {} evaluator(s), {} task(s), results in {}", job.name, job.trainers, context_.evaluators,
                context_.tasks.size(), writer_->path());

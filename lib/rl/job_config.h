@@ -80,6 +80,9 @@ struct JobEvalConfig {
   int trials = 3;
   double time_budget = 2.0;     // seconds of timing per candidate
   double call_timeout = 30.0;   // seconds one correctness trial may take
+  // The widest 95% interval (relative half width) a reward may rest on (EvalOptions::max_relative_ci):
+  // a measurement wider after its budget is measured on, then internal_error (machine too noisy).
+  double max_relative_ci = 0.1;
   bool timing = true;
   // A program the policy writes again for the same task takes the verdict it had (rank 0 keeps
   // them for the job's run): a policy that has learned a program writes it again and again, and

@@ -58,7 +58,7 @@ VERDICT_COLUMNS = {
     "reference_median_us": "float64", "reference_iqr_us": "float64", "reference_samples": "int64",
     "candidate_median_us": "float64", "candidate_iqr_us": "float64", "candidate_samples": "int64",
     "speedup": "float64", "speedup_ci_low": "float64", "speedup_ci_high": "float64",
-    "reward": "float64", "seconds": "float64", "baseline": "string",
+    "reward": "float64", "seconds": "float64", "baseline": "string", "speedup_ci_half_width": "float64",
 }
 STEP_COLUMNS = {
     "step": "int64", "stage": "string", "policy_version": "int64", "loss": "float64",
@@ -77,6 +77,7 @@ ROLLOUT_COLUMNS = {
     "advantage": "float64", "completion_tokens": "int64", "evaluator_rank": "int64",
     "exemplar_ids": "string", "policy_version": "int64", "restart": "int64", "superseded": "bool",
     "candidate_median_us": "float64", "reference_median_us": "float64", "scale": "string",
+    "speedup_ci_half_width": "float64",
 }
 KNOWN_TABLES = {"verdicts": VERDICT_COLUMNS, "steps": STEP_COLUMNS, "rollouts": ROLLOUT_COLUMNS}
 TEXT_COLUMNS = {"id": "int64", "text": "string"}
