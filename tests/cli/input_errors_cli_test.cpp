@@ -1,7 +1,7 @@
 // Bad input through the commands as a user types them (issue 41): paths of the wrong kind, results
 // files of the wrong schema or damaged, a locked results file, unbounded YAML aliases and JSON
-// nesting, a candidate with a spec. Each must be exit 3 (never 4, 139 or a hang) with a message that
-// names the file and what is wrong.
+// nesting, a candidate with a spec, a planted completion for a task the job lacks. Each must be
+// exit 3 (never 4, 139 or a hang) with a message that names the file and what is wrong.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -301,6 +301,30 @@ TEST_F(InputErrorsCli, ASuiteWithASymlinkLoop) {
   fs::create_directories(dir_ / "suite" / "level1");
   fs::create_symlink("level9", dir_ / "suite" / "level9");
   expect_bad_input(crl({"tasks", "list", "--suite", (dir_ / "suite").string()}), {"level9", "symbolic links"});
+}
+
+// A planted completion for a task the job does not have was skipped with a warning (exit 0): now
+// bad input at start, naming the key; so is a planted file that cannot be read. Under mpirun: a
+// crl stage needs an evaluator rank beside its trainer.
+TEST_F(InputErrorsCli, APlantedCompletionForAnUnknownTask) {
+  const std::string mpirun = find_on_path("mpirun");
+  if (mpirun.empty()) GTEST_SKIP() << "no mpirun on PATH";
+  const fs::path model = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models" / "qwen2_gqa2_tied";
+  const auto run = [&](const std::string& task, const std::string& planted_file) {
+    const auto job_file = file("job.yaml", fmt::format("name: x\nmodel: {}\nbackend: cpu\nsuite: {}\n"
+                                                       "tasks: {{ids: [level1/019_relu]}}\n"
+                                                       "stages:\n  - {{kind: crl, steps: 1, batch: 1, G: 2,\n"
+                                                       "     planted: [{{task: level1/019_relu, file: {}}},\n"
+                                                       "               {{task: {}, file: {}}}]}}\n",
+                                                       model.string(), kEvalSuite.string(), kRelu.string(), task, planted_file));
+    CommandOptions options{.timeout = std::chrono::seconds(120)};
+    options.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+    return run_command(
+        {mpirun, "-np", "2", "--oversubscribe", CRL_EXE, "run", job_file.string(), "--run-dir", (dir_ / "run").string()}, options);
+  };
+  expect_bad_input(run("level1/999_none", kRelu.string()), {"job.yaml", "stages[0].planted[1].task", "level1/999_none"});
+  const std::string missing = (dir_ / "missing.crl").string();
+  expect_bad_input(run("level1/019_relu", missing), {"job.yaml", "stages[0].planted[1].file", missing});
 }
 
 TEST_F(InputErrorsCli, ANumberOutOfRangeInAJobFile) {
