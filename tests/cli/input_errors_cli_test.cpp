@@ -303,6 +303,24 @@ TEST_F(InputErrorsCli, ASuiteWithASymlinkLoop) {
   expect_bad_input(crl({"tasks", "list", "--suite", (dir_ / "suite").string()}), {"level9", "symbolic links"});
 }
 
+// JSONL fields nested deeply, read by lib/rl's SFT reader for `crl data validate` and `crl run`'s
+// input checks (`crl eval`: AJsonlLineNestedDeeply).
+TEST_F(InputErrorsCli, SftDataNestedDeeply) {
+  const std::string deep = "{\"task\": \"level1/019_relu\", \"program\": \"// crl:host\\nint x;\"}\n"
+                           "{\"task\": \"level1/019_relu\", \"program\": \"// crl:host\\nint x;\", \"id\": {\"a\": " +
+                           std::string(100000, '[') + std::string(100000, ']') + "}}\n";
+  const auto path = file("deep.jsonl", deep);
+  expect_bad_input(crl({"data", "validate", path.string(), "--out", (dir_ / "out.jsonl").string(), "--suite", kEvalSuite.string(),
+                        "--backend", "cpu"}),
+                   {"deep.jsonl:2", "nested deeper than 64 levels"});
+  // crl run reads the sft stage's data before any model loads (the model: a config.json is enough).
+  const fs::path model = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models" / "qwen2_gqa2_tied";
+  const auto job_file =
+      file("job.yaml", fmt::format("name: x\nmodel: {}\nstages:\n  - {{kind: sft, data: deep.jsonl}}\n", model.string()));
+  expect_bad_input(crl({"run", job_file.string(), "--run-dir", (dir_ / "run").string()}),
+                   {"deep.jsonl:2", "nested deeper than 64 levels"});
+}
+
 // A planted completion for a task the job does not have was skipped with a warning (exit 0): now
 // bad input at start, naming the key; so is a planted file that cannot be read. Under mpirun: a
 // crl stage needs an evaluator rank beside its trainer.
