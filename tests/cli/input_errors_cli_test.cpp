@@ -1,7 +1,8 @@
 // Bad input through the commands as a user types them (issue 41): paths of the wrong kind, results
 // files of the wrong schema or damaged, a locked results file, unbounded YAML aliases and JSON
-// nesting, a candidate with a spec, a planted completion for a task the job lacks. Each must be
-// exit 3 (never 4, 139 or a hang) with a message that names the file and what is wrong.
+// nesting, suite folders (symlink loops, level numbers out of range), a candidate with a spec, a
+// planted completion for a task the job lacks. Each must be exit 3 (never 4, 139 or a hang) with a
+// message that names the file and what is wrong.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -301,6 +302,22 @@ TEST_F(InputErrorsCli, ASuiteWithASymlinkLoop) {
   fs::create_directories(dir_ / "suite" / "level1");
   fs::create_symlink("level9", dir_ / "suite" / "level9");
   expect_bad_input(crl({"tasks", "list", "--suite", (dir_ / "suite").string()}), {"level9", "symbolic links"});
+}
+
+// Level folders are level1 .. level1000: a number past int (std::stoi threw, exit 4) or past the
+// bound is bad input naming the folder; the same suite without it lists its task.
+TEST_F(InputErrorsCli, ASuiteWithALevelNumberOutOfRange) {
+  const fs::path suite = dir_ / "suite";
+  fs::create_directories(suite / "level1");
+  fs::copy_file(kEvalSuite / "level1" / "019_relu.crl", suite / "level1" / "019_relu.crl");
+  for (const char* level : {"level99999999999", "level1001", "level0"}) {
+    fs::create_directories(suite / level);
+    expect_bad_input(crl({"tasks", "list", "--suite", suite.string()}), {level, "out of range (level1 .. level1000)"});
+    fs::remove(suite / level);
+  }
+  const auto listed = crl({"tasks", "list", "--suite", suite.string()});
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("level1/019_relu"), std::string::npos) << listed.output;
 }
 
 // JSONL fields nested deeply, read by lib/rl's SFT reader for `crl data validate` and `crl run`'s
