@@ -13,7 +13,6 @@
 #include "compile/compiler.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/json_bounded.h"
 #include "core/process_env.h"
 #include "core/text_table.h"
 #include "eval/evaluator.h"
@@ -38,7 +37,6 @@ struct ValidateOptions {
 
 int run_validate(const ValidateOptions& o) {
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
-  check_jsonl_nesting(o.input);  // read_sft_jsonl's values recurse per nesting level when dumped
   const std::vector<rl::SftExample> examples = rl::read_sft_jsonl(o.input);
   std::vector<eval::Evaluator::Job> jobs;
   for (const auto& e : examples) {

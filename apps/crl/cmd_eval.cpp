@@ -26,7 +26,6 @@
 #include "machine/machine_probe.h"
 #include "compile/compiler.h"
 #include "core/error.h"
-#include "core/json_bounded.h"
 #include "core/process_env.h"
 #include "core/provenance.h"
 #include "machine/gpu_names.h"
@@ -122,7 +121,6 @@ std::string task_of_path(const std::string& relative, const std::string& folder)
 // JSONL candidates in the SFT data's format (rl/sft_data.h): {task, program} or {task, completion}
 // (the completion's last fenced block), with an optional id; `crl data validate` reads the same.
 std::vector<Candidate> read_jsonl(const std::string& path) {
-  check_jsonl_nesting(path);  // read_sft_jsonl's values recurse per nesting level when copied or dumped
   std::vector<Candidate> out;
   for (const rl::SftExample& e : rl::read_sft_jsonl(path)) {
     out.push_back({e.task, e.id, parse_program_text(e.program, fmt::format("{}:{}", path, e.line))});

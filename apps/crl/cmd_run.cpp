@@ -16,7 +16,6 @@
 #include "apps/crl/default_job.h"
 #include "apps/crl/exit_code.h"
 #include "core/error.h"
-#include "core/json_bounded.h"
 #include "core/read_file.h"
 #include "dist/mpi_roles.h"
 #include "policy/config.h"
@@ -24,6 +23,7 @@
 #include "rl/job.h"
 #include "rl/job_config.h"
 #include "rl/job_tables.h"
+#include "rl/sft_data.h"
 
 namespace crl::cli {
 namespace {
@@ -31,7 +31,8 @@ namespace {
 // What the job will read from outside, checked before any rank starts work, so that a bad one is
 // exit 3 naming it (these readers live in lib/rl, which trusts them): the run folder, an earlier
 // run's results.h5 (its tables' columns and types, /meta's JSON), the model folder and its
-// config.json, and the SFT data's JSON nesting.
+// config.json, and the SFT data (read whole as the sft stage reads it, so that a bad line is
+// found before the models load, not when its stage begins).
 void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
   // As rl::run_job chooses it.
   const std::string run_dir = options.run_dir.empty() ? "runs/" + job.name : options.run_dir;
@@ -53,7 +54,7 @@ void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
   }
   policy::load_model_config(job.model);  // DIR/config.json, checked whole
   for (const auto& stage : job.stages) {
-    if (!stage.data.empty()) check_jsonl_nesting(stage.data);
+    if (!stage.data.empty()) rl::read_sft_jsonl(stage.data);
   }
 }
 

@@ -21,9 +21,4 @@ int json_nesting_depth(std::string_view text, int stop_above = kMaxJsonDepth);
 // than N levels" for bad input.
 nlohmann::json parse_json_bounded(std::string_view text, const std::string& origin, int max_depth = kMaxJsonDepth);
 
-// Checks each line of a JSONL file (as read_sft_jsonl and friends read it) for nesting deeper than
-// `max_depth`, for readers that parse with nlohmann directly: InputError "<path>:<line>: ...".
-// Missing or unreadable files are left to the reader that follows (it names them).
-void check_jsonl_nesting(const std::string& path, int max_depth = kMaxJsonDepth);
-
 }  // namespace crl

@@ -1,7 +1,8 @@
 // Bad input through the commands as a user types them (issue 41): paths of the wrong kind, results
 // files of the wrong schema or damaged, a locked results file, unbounded YAML aliases and JSON
-// nesting, a candidate with a spec. Each must be exit 3 (never 4, 139 or a hang) with a message that
-// names the file and what is wrong.
+// nesting, suite folders (symlink loops, level numbers out of range), a candidate with a spec, a
+// planted completion for a task the job lacks. Each must be exit 3 (never 4, 139 or a hang) with a
+// message that names the file and what is wrong.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -301,6 +302,64 @@ TEST_F(InputErrorsCli, ASuiteWithASymlinkLoop) {
   fs::create_directories(dir_ / "suite" / "level1");
   fs::create_symlink("level9", dir_ / "suite" / "level9");
   expect_bad_input(crl({"tasks", "list", "--suite", (dir_ / "suite").string()}), {"level9", "symbolic links"});
+}
+
+// Level folders are level1 .. level1000: a number past int (std::stoi threw, exit 4) or past the
+// bound is bad input naming the folder; the same suite without it lists its task.
+TEST_F(InputErrorsCli, ASuiteWithALevelNumberOutOfRange) {
+  const fs::path suite = dir_ / "suite";
+  fs::create_directories(suite / "level1");
+  fs::copy_file(kEvalSuite / "level1" / "019_relu.crl", suite / "level1" / "019_relu.crl");
+  for (const char* level : {"level99999999999", "level1001", "level0"}) {
+    fs::create_directories(suite / level);
+    expect_bad_input(crl({"tasks", "list", "--suite", suite.string()}), {level, "out of range (level1 .. level1000)"});
+    fs::remove(suite / level);
+  }
+  const auto listed = crl({"tasks", "list", "--suite", suite.string()});
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("level1/019_relu"), std::string::npos) << listed.output;
+}
+
+// JSONL fields nested deeply, read by lib/rl's SFT reader for `crl data validate` and `crl run`'s
+// input checks (`crl eval`: AJsonlLineNestedDeeply).
+TEST_F(InputErrorsCli, SftDataNestedDeeply) {
+  const std::string deep = "{\"task\": \"level1/019_relu\", \"program\": \"// crl:host\\nint x;\"}\n"
+                           "{\"task\": \"level1/019_relu\", \"program\": \"// crl:host\\nint x;\", \"id\": {\"a\": " +
+                           std::string(100000, '[') + std::string(100000, ']') + "}}\n";
+  const auto path = file("deep.jsonl", deep);
+  expect_bad_input(crl({"data", "validate", path.string(), "--out", (dir_ / "out.jsonl").string(), "--suite", kEvalSuite.string(),
+                        "--backend", "cpu"}),
+                   {"deep.jsonl:2", "nested deeper than 64 levels"});
+  // crl run reads the sft stage's data before any model loads (the model: a config.json is enough).
+  const fs::path model = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models" / "qwen2_gqa2_tied";
+  const auto job_file =
+      file("job.yaml", fmt::format("name: x\nmodel: {}\nstages:\n  - {{kind: sft, data: deep.jsonl}}\n", model.string()));
+  expect_bad_input(crl({"run", job_file.string(), "--run-dir", (dir_ / "run").string()}),
+                   {"deep.jsonl:2", "nested deeper than 64 levels"});
+}
+
+// A planted completion for a task the job does not have was skipped with a warning (exit 0): now
+// bad input at start, naming the key; so is a planted file that cannot be read. Under mpirun: a
+// crl stage needs an evaluator rank beside its trainer.
+TEST_F(InputErrorsCli, APlantedCompletionForAnUnknownTask) {
+  const std::string mpirun = find_on_path("mpirun");
+  if (mpirun.empty()) GTEST_SKIP() << "no mpirun on PATH";
+  const fs::path model = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models" / "qwen2_gqa2_tied";
+  const auto run = [&](const std::string& task, const std::string& planted_file) {
+    const auto job_file = file("job.yaml", fmt::format("name: x\nmodel: {}\nbackend: cpu\nsuite: {}\n"
+                                                       "tasks: {{ids: [level1/019_relu]}}\n"
+                                                       "stages:\n  - {{kind: crl, steps: 1, batch: 1, G: 2,\n"
+                                                       "     planted: [{{task: level1/019_relu, file: {}}},\n"
+                                                       "               {{task: {}, file: {}}}]}}\n",
+                                                       model.string(), kEvalSuite.string(), kRelu.string(), task, planted_file));
+    CommandOptions options{.timeout = std::chrono::seconds(120)};
+    options.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+    return run_command(
+        {mpirun, "-np", "2", "--oversubscribe", CRL_EXE, "run", job_file.string(), "--run-dir", (dir_ / "run").string()}, options);
+  };
+  expect_bad_input(run("level1/999_none", kRelu.string()), {"job.yaml", "stages[0].planted[1].task", "level1/999_none"});
+  const std::string missing = (dir_ / "missing.crl").string();
+  expect_bad_input(run("level1/019_relu", missing), {"job.yaml", "stages[0].planted[1].file", missing});
 }
 
 TEST_F(InputErrorsCli, ANumberOutOfRangeInAJobFile) {

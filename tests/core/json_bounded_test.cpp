@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "core/error.h"
@@ -37,22 +35,6 @@ TEST(JsonBounded, RefusesDeeperNestingNamingTheOrigin) {
 
 TEST(JsonBounded, SyntaxErrorsAreBadInput) {
   EXPECT_THROW(parse_json_bounded("{\"a\": ", "x.json"), InputError);
-}
-
-TEST(JsonBounded, TheJsonlScanNamesTheLine) {
-  const auto path = std::filesystem::path(::testing::TempDir()) / "crl_json_bounded.jsonl";
-  std::ofstream(path) << "{\"task\": \"a\", \"program\": \"[[[[\"}\n"
-                      << "\n"
-                      << "{\"task\": \"b\", \"id\": " << nested(70) << "}\n";
-  try {
-    check_jsonl_nesting(path.string());
-    FAIL() << "the scan missed line 3";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("crl_json_bounded.jsonl:3:"), std::string::npos) << e.what();
-  }
-  std::ofstream(path) << "{\"task\": \"a\"}\n" << nested(64) << "\n";
-  EXPECT_NO_THROW(check_jsonl_nesting(path.string()));
-  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
-// libFuzzer harness: a JSONL file of candidates or SFT data read as `crl eval X.jsonl` and `crl data
-// validate` read it: the nesting pre-scan (core/json_bounded.h), rl::read_sft_jsonl, then each
-// program parsed as a .crl. Malformed lines must be an InputError naming the line, never a crash
-// (deep nesting in a field once crashed dump()).
+// libFuzzer harness: a JSONL file of candidates or SFT data read as `crl eval X.jsonl`, `crl data
+// validate` and the sft stage read it: rl::read_sft_jsonl (each line through the nesting-bounded
+// parser, core/json_bounded.h), then each program parsed as a .crl. Malformed lines must be an
+// InputError naming the line, never a crash (deep nesting in a field once crashed dump()).
 #include <unistd.h>
 
 #include <cstddef>
@@ -20,7 +20,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (std::filesystem::temp_directory_path() / ("crl_fuzz_jsonl_" + std::to_string(::getpid()) + ".jsonl")).string();
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   try {
-    crl::check_jsonl_nesting(path);
     for (const auto& example : crl::rl::read_sft_jsonl(path)) {
       crl::parse_program_text(example.program, path + ":" + std::to_string(example.line));
     }
