@@ -34,12 +34,13 @@ std::string scratch_path(const char* name) {
 void BM_ResultsWriterStep(benchmark::State& state) {
   const bool fsync = state.range(0) != 0;
   const auto cache_bound = static_cast<std::size_t>(state.range(1)) << 20;
+  const auto commit = static_cast<crl::results::CommitMethod>(state.range(2));
   const auto path = scratch_path("crl_bench_results.h5");
   std::size_t largest_cache = 0;
   {
     crl::results::ResultsWriter writer(
         path,
-        {.chunk_rows = 1024, .fsync_on_flush = fsync, .reopen_above_cache_bytes = cache_bound});
+        {.chunk_rows = 1024, .fsync_on_flush = fsync, .reopen_above_cache_bytes = cache_bound, .commit = commit});
     writer.declare_table("rollouts", kRollouts);
     const std::string program(kProgramBytes, 'p');
     std::int64_t next_id = 0;
@@ -65,13 +66,17 @@ void BM_ResultsWriterStep(benchmark::State& state) {
       static_cast<double>(std::filesystem::file_size(path)) / (1024.0 * 1024.0);
   std::filesystem::remove(path);
 }
-// Args: fsync on flush, metadata cache bound in MiB (16 is the default; 0 reopens at every flush).
+// Args: fsync on flush, metadata cache bound in MiB (16 is the default; 0 reopens at every flush),
+// commit method (0 automatic: exchange here; 2 the hard-link sequence; 3 a whole copy per flush,
+// what file systems without hard links get).
 BENCHMARK(BM_ResultsWriterStep)
-    ->ArgNames({"fsync", "cache_bound_MiB"})
-    ->Args({0, 16})
-    ->Args({1, 16})
-    ->Args({0, 0})
-    ->Args({0, 64})
+    ->ArgNames({"fsync", "cache_bound_MiB", "commit"})
+    ->Args({0, 16, 0})
+    ->Args({1, 16, 0})
+    ->Args({0, 0, 0})
+    ->Args({0, 64, 0})
+    ->Args({0, 16, 2})
+    ->Args({0, 16, 3})
     ->Iterations(100)
     ->UseRealTime();
 

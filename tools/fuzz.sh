@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds crl's libFuzzer harnesses (tests/fuzz: one per parser) with clang, address and undefined-
 # behaviour sanitizers into build-fuzz/, then runs each on its committed seed corpus
-# (tests/fuzz/corpus/<harness>/, regression inputs included) for a bounded time.
+# (tests/fuzz/corpus/<harness>/, regression inputs included) for a bounded time. Python harnesses
+# (tests/fuzz/<harness>.py: atheris, on the analysis code) run with the analysis venv's Python, and
+# are skipped, saying so, where atheris is not installed there.
 #
 #   tools/fuzz.sh [--seconds N] [--jobs J] [harness ...]     (default: 25 s each, 2 at a time, all)
 #
@@ -40,15 +42,27 @@ fi
 if [[ ! -f $build/build.ninja ]]; then
   cmake -S tests/fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 fi
-cmake --build "$build" -j "$jobs" ${harnesses:+--target "${harnesses[@]}"}
+native=()
+for name in "${harnesses[@]}"; do [[ -f tests/fuzz/$name.py ]] || native+=("$name"); done
+if [[ ${#harnesses[@]} -eq 0 || ${#native[@]} -gt 0 ]]; then
+  cmake --build "$build" -j "$jobs" ${native:+--target "${native[@]}"}
+fi
 
 if [[ ${#harnesses[@]} -eq 0 ]]; then
   for dir in tests/fuzz/corpus/*/; do harnesses+=("$(basename "$dir")"); done
 fi
+venv_python="${CRL_HOME:-$HOME/.local/share/crl}/venv/bin/python3"
 mkdir -p "$build/findings" "$build/logs"
 
 run_one() {
   local name="$1" leaks=1
+  if [[ -f tests/fuzz/$name.py ]]; then
+    mkdir -p "$build/work/$name"
+    "$venv_python" "tests/fuzz/$name.py" -max_total_time="$seconds" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$build/findings/$name-" \
+      "$build/work/$name" "tests/fuzz/corpus/$name" >"$build/logs/$name.log" 2>&1
+    return
+  fi
   [[ $name == fuzz_worker_channel ]] && leaks=0  # LibTorch keeps its allocations to process exit
   mkdir -p "$build/work/$name"
   ASAN_OPTIONS="detect_leaks=$leaks:allocator_may_return_null=0" UBSAN_OPTIONS="print_stacktrace=1" \
@@ -61,8 +75,16 @@ failed=()
 running=0
 pids=()
 names=()
+skipped=()
 for name in "${harnesses[@]}"; do
-  [[ -x $build/$name ]] || { echo "fuzz: no harness $name"; exit 2; }
+  if [[ -f tests/fuzz/$name.py ]]; then
+    if ! "$venv_python" -c 'import atheris, h5py, pandas' 2>/dev/null; then
+      echo "fuzz: $name: SKIPPED: $venv_python lacks atheris, h5py or pandas (tools/setup.sh installs them)"
+      skipped+=("$name"); continue
+    fi
+  elif [[ ! -x $build/$name ]]; then
+    echo "fuzz: no harness $name"; exit 2
+  fi
   run_one "$name" & pids+=($!); names+=("$name")
   running=$((running + 1))
   if (( running >= jobs )); then
@@ -73,6 +95,7 @@ done
 for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed+=("${names[$i]}"); done
 
 for name in "${harnesses[@]}"; do
+  [[ " ${skipped[*]} " == *" $name "* ]] && continue
   runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$build/logs/$name.log" | awk '{print $2}')
   echo "fuzz: $name: ${runs:-?} runs in ${seconds} s$([[ " ${failed[*]} " == *" $name "* ]] && echo ': FAILED')"
 done

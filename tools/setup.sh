@@ -50,6 +50,11 @@ fi
 if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import transformers, peft, safetensors, tokenizers' 2>/dev/null; then
   "$CRL_HOME/venv/bin/pip" install -q transformers peft safetensors tokenizers
 fi
+# atheris: the fuzzer of the analysis code's harness (tests/fuzz/fuzz_results_py.py; tools/fuzz.sh
+# skips it, saying so, without).
+if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import atheris' 2>/dev/null; then
+  "$CRL_HOME/venv/bin/pip" install -q atheris || echo "setup: atheris did not install: tools/fuzz.sh will skip fuzz_results_py"
+fi
 
 [ "${CRL_SKIP_BUILD:-0}" = 1 ] && exit 0
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then

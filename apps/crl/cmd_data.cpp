@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/input_paths.h"
 #include "apps/crl/default_job.h"
 #include "compile/compiler.h"
 #include "core/atomic_file.h"
@@ -30,6 +31,7 @@ struct ValidateOptions {
   // gives its evaluators core_share of the node), so the stored speedups are what its evaluators
   // measure; LibTorch's own default (every core) contends on a loaded machine.
   int cpu_threads = core_share(DefaultRunOptions{}.ranks);
+  double max_relative_ci = 0.1;  // EvalOptions: a speedup kept with a program rests on an interval this narrow
   bool json = false;
 };
 
@@ -46,6 +48,7 @@ int run_validate(const ValidateOptions& o) {
   options.trials = o.trials;
   options.time_budget_seconds = o.time_budget >= 0 ? o.time_budget : (options.backend == Backend::cuda ? 10 : 3);
   options.cpu_threads = o.cpu_threads;
+  options.max_relative_ci = o.max_relative_ci;
   Compiler compiler;
   eval::Evaluator evaluator(options, compiler);
   const bool progress = isatty(STDERR_FILENO) != 0;
@@ -85,13 +88,18 @@ void add_data_command(CLI::App& app, int& exit_code) {
   data->require_subcommand(1);
   auto o = std::make_shared<ValidateOptions>();
   auto* validate = data->add_subcommand("validate", "Evaluate every program of a JSONL file; keep the correct ones with their speedups");
-  validate->add_option("input", o->input, "JSONL of {task, completion} or {task, program}")->required()->check(CLI::ExistingFile);
+  validate->add_option("input", o->input, "JSONL of {task, completion} or {task, program}")->required()->check(existing_input(PathKind::file, "input"));
   validate->add_option("--out", o->out, "JSONL of the correct ones, {task, completion, speedup, id}")->required();
   validate->add_option("--suite", o->suite_dir, "Task suite folder (default: $CRL_SUITE_DIR or the source tree's jobs/suite)");
   validate->add_option("--backend", o->backend, "cpu or cuda (default: cuda when a GPU is visible)");
   validate->add_option("--scale", o->scale, "small or full (default: full on cuda, small on cpu)");
   validate->add_option("--trials", o->trials, "Correctness trials per program")->capture_default_str();
   validate->add_option("--time-budget", o->time_budget, "Seconds of timing per program (default 10 cuda, 3 cpu)");
+  validate->add_option("--max-relative-ci", o->max_relative_ci,
+                       "The widest 95% interval of a speedup (relative half width) a kept program's speedup may rest on; "
+                       "a program measured wider is internal_error (machine too noisy) and not kept")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 100.0));
   validate->add_option("--cpu-threads", o->cpu_threads, "Intra-op threads of the CPU workers (default: a default-job rank's share of the cores)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

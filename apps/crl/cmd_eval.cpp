@@ -59,6 +59,7 @@ struct EvalCommandOptions {
   double gpu_memory_fraction = 0.6;  // each program worker's share of the GPU (EvalOptions)
   int gpu = 0;                       // which of the GPUs this process sees its workers use (EvalOptions)
   double remeasure_above = 3;
+  double max_relative_ci = 0.1;  // EvalOptions: the widest interval a reward rests on
   int compile_ahead = -1;  // -1: 8 on CUDA (compiles use the CPU while the GPU times), 0 on the CPU
   int cpu_threads = 0;     // intra-op threads of the CPU workers; 0: LibTorch's default (every core)
   std::string h5;
@@ -148,6 +149,7 @@ std::vector<Candidate> collect_candidates(const EvalCommandOptions& o) {
     }
   }
   if (out.empty()) throw InputError("no candidates found in " + fmt::format("{}", fmt::join(o.inputs, ", ")));
+
   // Candidates of one task together, so its reference outputs are computed once.
   std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.task_id < b.task_id; });
   return out;
@@ -195,8 +197,10 @@ void print_table(const std::vector<eval::Verdict>& verdicts) {
   TextTable table({"task", "candidate", "status", "speedup", "95% CI", "ref us", "cand us", "reward", "message"});
   for (const auto& v : verdicts) {
     const bool timed = v.reference_time.samples > 0;
+    // The interval with its width: the reward is taken from it (1 when it includes 1, else its bound nearer 1).
     table.add_row({v.task_id, v.candidate, v.status_text(), timed ? fmt::format("{:.3f}", v.speedup) : "-",
-                   timed ? fmt::format("{:.3f}..{:.3f}", v.speedup_ci_low, v.speedup_ci_high) : "-",
+                   timed ? fmt::format("{:.3f}..{:.3f} (+-{:.1f}%)", v.speedup_ci_low, v.speedup_ci_high, 100 * v.speedup_ci_half_width())
+                         : "-",
                    times_text(v.reference_time), times_text(v.candidate_time), fmt::format("{:.2f}", v.reward),
                    v.message.substr(0, v.message.find('\n')).substr(0, 100)});
   }
@@ -209,6 +213,12 @@ void print_table(const std::vector<eval::Verdict>& verdicts) {
 std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const std::string& path,
                                       const nlohmann::json& eval_options, std::vector<std::string>* commits) {
   const results::ResultsReader reader(path);
+  reader.validate({.tables = {{.table = "verdicts",
+                               .columns = {{"task", results::ColumnType::string},
+                                           {"candidate", results::ColumnType::string},
+                                           {"status", results::ColumnType::string}}}},
+                   .meta = {{.key = "earlier_git_commits", .shape = results::MetaShape::json_string_list},
+                            {.key = "eval_options", .shape = results::MetaShape::json_object}}});
   const auto keys = reader.meta_keys();
   const auto has = [&](const char* key) { return std::find(keys.begin(), keys.end(), key) != keys.end(); };
   if (has("earlier_git_commits")) {
@@ -223,12 +233,21 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
                                      path, key, before.at(key).dump(), eval_options.at(key).dump()));
       }
     }
+    // Rewards of another rule must not sit beside these: a file from before the rule was written
+    // down paid the median's speedup.
+    const nlohmann::json ci = before.value("max_relative_ci", nlohmann::json());
+    if (ci != eval_options.at("max_relative_ci")) {
+      throw InputError(fmt::format("--resume: {} was judged with max_relative_ci {} (rewards of another rule), this run asks for {}; "
+                                   "give another --h5 file",
+                                   path, ci.is_null() ? "(none: the median's speedup was the reward)" : ci.dump(),
+                                   eval_options.at("max_relative_ci").dump()));
+    }
   }
   const auto tables = reader.tables();
   if (std::find(tables.begin(), tables.end(), "verdicts") == tables.end()) return candidates;
-  const auto tasks = std::get<std::vector<std::string>>(reader.column("verdicts", "task"));
-  const auto names = std::get<std::vector<std::string>>(reader.column("verdicts", "candidate"));
-  const auto statuses = std::get<std::vector<std::string>>(reader.column("verdicts", "status"));
+  const auto tasks = reader.column_as<std::string>("verdicts", "task");
+  const auto names = reader.column_as<std::string>("verdicts", "candidate");
+  const auto statuses = reader.column_as<std::string>("verdicts", "status");
   // An internal_error is crl's failure, not a verdict on the program: judged again (the report
   // leaves those rows out, so the new verdict is the one that counts).
   std::map<std::pair<std::string, std::string>, int> judged;
@@ -256,8 +275,8 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
   return left;
 }
 
-// The evaluator's options from the command line's.
-eval::EvalOptions evaluation_options(const EvalCommandOptions& o) {
+// The evaluator's options from the command's.
+eval::EvalOptions eval_options_of(const EvalCommandOptions& o) {
   eval::EvalOptions options;
   options.backend = o.backend.empty() ? (gpu_visible() ? Backend::cuda : Backend::cpu) : parse_backend(o.backend);
   options.scale = o.scale.empty() ? (options.backend == Backend::cuda ? "full" : "small") : o.scale;
@@ -265,13 +284,18 @@ eval::EvalOptions evaluation_options(const EvalCommandOptions& o) {
   options.seed = o.seed;
   options.timing = !o.no_timing;
   options.remeasure_above_speedup = o.remeasure_above;
+  options.max_relative_ci = o.max_relative_ci;
   options.sandbox = !o.no_sandbox;
   options.baseline = o.baseline;
   options.precision = parse_precision(o.precision);
   options.cpu_threads = o.cpu_threads;
   options.gpu_memory_fraction = o.gpu_memory_fraction;
   options.gpu = o.gpu;
-  options.time_budget_seconds = o.time_budget >= 0 ? o.time_budget : options.backend == Backend::cuda ? 10 : 3;
+  if (o.time_budget >= 0) {
+    options.time_budget_seconds = o.time_budget;
+  } else {
+    options.time_budget_seconds = options.backend == Backend::cuda ? 10 : 3;
+  }
   return options;
 }
 
@@ -280,9 +304,19 @@ int run_eval(const EvalCommandOptions& o) {
   if (!o.task.empty()) suite.find(o.task);
   std::vector<Candidate> candidates = collect_candidates(o);
   if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
-  for (const auto& c : candidates) suite.find(c.task_id);  // unknown tasks are bad input, before any work
+  for (const auto& c : candidates) {
+    const Task& task = suite.find(c.task_id);  // unknown tasks are bad input, before any work
+    // A candidate has no spec: it receives the task's (docs/program-format.md). One whose spec is
+    // the task's own is the reference judged against itself (`crl eval jobs/suite`); any other is
+    // a malformed candidate, not a program to judge.
+    if (c.program.spec.present && c.program.spec.text != task.program.spec.text) {
+      throw InputError(fmt::format("{}:{}: a candidate has a '{}' section, and not {}'s own; a candidate receives its "
+                                   "task's spec (remove the section)",
+                                   c.program.origin, c.program.spec.first_line - 1, kSpecMarker, c.task_id));
+    }
+  }
 
-  const eval::EvalOptions options = evaluation_options(o);
+  const eval::EvalOptions options = eval_options_of(o);
   CompilerOptions compiler_options;
   // The compiler runs in its own build folders: a relative cache folder must be made absolute.
   compiler_options.cache_dir = o.cache_dir;
@@ -298,6 +332,9 @@ int run_eval(const EvalCommandOptions& o) {
                                        {"precision", std::string(precision_name(options.precision))},
                                        {"trials", options.trials},
                                        {"time_budget_seconds", options.time_budget_seconds},
+                                       {"max_relative_ci", options.max_relative_ci},
+                                       {"noisy_budget_factor", options.noisy_budget_factor},
+                                       {"strict_trials", options.strict_trials},
                                        {"sandbox", options.sandbox},
                                        {"cpu_threads", options.cpu_threads},
                                        {"host_compiler", compiler.host_cxx()},
@@ -331,6 +368,7 @@ int run_eval(const EvalCommandOptions& o) {
     if (!others.empty()) writer->set_meta_json("earlier_git_commits", others);
     writer->set_meta_json("gpu_names", visible_gpu_names());
     writer->set_meta_json("eval_options", eval_options);
+    writer->set_meta("reward_rule", eval::reward_rule(options.max_relative_ci, options.noisy_budget_factor));
     if (!o.slice.empty()) writer->set_meta("eval_slice", o.slice);
     writer->flush();
   }
@@ -414,6 +452,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                   "Speedups above this are re-measured one call at a time in a fresh worker before they count")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--max-relative-ci", o.max_relative_ci,
+                  "The widest 95% interval of a speedup (relative half width) a reward may rest on: wider when the time "
+                  "budget is spent, it is measured on (up to 3x the budget), then internal_error (machine too noisy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 100.0));
   cmd->add_option("--baseline", o.baseline,
                   "How the reference is timed: eager (called, as KernelBench times it) or cuda_graph (each call "
                   "captured once and replayed: what a user would try before writing kernels; CUDA only)")
@@ -440,7 +483,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--h5", o.h5, "Append the verdicts to this HDF5 results file (table 'verdicts')");
   cmd->add_flag("--resume", o.resume,
                 "With --h5: judge only the candidates the file holds no verdict of (by task and name), after "
-                "checking it was judged with the same backend, scale, baseline, trials and time budget");
+                "checking it was judged with the same backend, scale, baseline, trials, time budget and noise limit "
+                "(--max-relative-ci)");
   cmd->add_option("--slice", o.slice,
                   "I/N: judge only the I-th (from 0) of N equal runs of the sorted candidates (one job array task)");
   cmd->add_option("--cache-dir", o.cache_dir, "Compile cache folder (default: $CRL_CACHE_DIR or ~/.cache/crl/compile)");

@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/input_paths.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/read_file.h"
 #include "policy/engine.h"
 #include "policy/generate.h"
@@ -77,12 +79,7 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (requests.size() >= kMaxLines) throw InputError(fmt::format("{}: more than {} requests", path, kMaxLines));
     const std::string where = fmt::format("{}:{}", path, number);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: not valid JSON: {}", where, e.what()));
-    }
+    const nlohmann::json j = parse_json_bounded(line, where);
     if (!j.is_object()) throw InputError(fmt::format("{}: expected an object with \"prompt\" or \"prompt_ids\"", where));
     policy::GenerationRequest r;
     if (j.contains("prompt") == j.contains("prompt_ids")) {
@@ -121,12 +118,7 @@ std::vector<int64_t> generation_config_eos(const std::filesystem::path& dir) {
   std::vector<int64_t> ids;
   const auto file = dir / "generation_config.json";
   if (!std::filesystem::exists(file)) return ids;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(file, "generation config", uint64_t{1} << 20));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-  }
+  const nlohmann::json j = parse_json_bounded(read_file(file, "generation config", uint64_t{1} << 20), file.string());
   if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
   const auto& e = j["eos_token_id"];
   if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
@@ -259,12 +251,12 @@ int run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("generate", "Sample completions from a Hugging Face-format model (Qwen2 / Llama)");
   static GenerateArgs args;
-  cmd->add_option("--model", args.model_dir, "Model folder: config.json, *.safetensors, tokenizer.json")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--model", args.model_dir, "Model folder: config.json, *.safetensors, tokenizer.json")->required()->check(existing_input(PathKind::directory, "--model"));
   cmd->add_option("--prompt", args.prompts, "Prompt text (repeat for a batch)");
   cmd->add_option("--prompt-ids", args.prompt_ids, "Prompt as comma-separated token ids (repeatable)");
   cmd->add_option("--batch-file", args.batch_file,
                   "JSON Lines of requests: {\"prompt\": TEXT} or {\"prompt_ids\": [ids]}, optional \"samples\", \"max_new_tokens\"")
-      ->check(CLI::ExistingFile);
+      ->check(existing_input(PathKind::file, "--batch-file"));
   cmd->add_option("--samples", args.samples, "Completions per --prompt / --prompt-ids (one shared prefill)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--kv-cache-gb", args.kv_cache_gb, "KV cache budget in GiB; 0 = sized for the requests")

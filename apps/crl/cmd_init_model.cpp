@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/input_paths.h"
 #include "policy/init_model.h"
 
 namespace crl::cli {
@@ -17,7 +18,7 @@ void add_init_model_command(CLI::App& app, int& exit_code) {
   static std::string out_dir, corpus;
   static bool untied = false;
   cmd->add_option("--out", out_dir, "Folder to write (must be empty unless --force)")->required();
-  cmd->add_option("--corpus", corpus, "UTF-8 text file the tokenizer is trained on")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--corpus", corpus, "UTF-8 text file the tokenizer is trained on")->required()->check(existing_input(PathKind::file, "--corpus"));
   cmd->add_option("--vocab-size", o.vocab_size, "Tokenizer vocabulary (specials + 256 bytes + merges)")->capture_default_str();
   cmd->add_option("--model-vocab-size", o.model_vocab_size, "Embedding rows if larger than the tokenizer's (0: same)")->capture_default_str();
   cmd->add_option("--arch", o.model_type, "qwen2 or llama")->capture_default_str()->check(CLI::IsMember({"qwen2", "llama"}));

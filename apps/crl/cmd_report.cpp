@@ -122,7 +122,7 @@ int run_report(const ReportOptions& o, const std::string& invocation) {
   }
   std::error_code ec;
   fs::create_directories(o.out, ec);
-  if (ec) throw IoError(fmt::format("cannot create the report folder {}: {}", o.out, ec.message()));
+  if (ec) throw IoError(fmt::format("cannot create the report folder {}: {}", o.out, ec.message()), ec.value());
   const fs::path metadata = fs::path(o.out) / fmt::format(".crl-report-tasks-{}.json", getpid());
   std::string suite_dir;
   const std::string tasks_json = write_task_metadata(o, metadata, suite_dir);

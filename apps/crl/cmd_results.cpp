@@ -9,14 +9,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <map>
 #include <set>
 
 #include "apps/crl/commands.h"
-#include "core/text_table.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/text_table.h"
 #include "results/results_merge.h"
 #include "results/results_reader.h"
 
@@ -61,13 +62,6 @@ struct BestCommandOptions {
   bool json = false;
 };
 
-template <typename T>
-const std::vector<T>& rollout_column(const results::ResultsReader& reader, const results::ColumnValues& values,
-                                     const char* name) {
-  if (const auto* v = std::get_if<std::vector<T>>(&values)) return *v;
-  throw InputError(fmt::format("{}: column rollouts/{} has the wrong type", reader.path(), name));
-}
-
 struct BestProgram {
   std::string task;
   std::int64_t rollout_id = 0;
@@ -82,16 +76,21 @@ std::vector<BestProgram> best_programs(const results::ResultsReader& reader, int
   if (std::find(tables.begin(), tables.end(), "rollouts") == tables.end()) {
     throw InputError(fmt::format("{}: no /rollouts table (an eval file?): give a run's results.h5", reader.path()));
   }
-  const auto task_c = reader.column("rollouts", "task"), status_c = reader.column("rollouts", "status"),
-             speedup_c = reader.column("rollouts", "speedup"), id_c = reader.column("rollouts", "rollout_id");
-  const auto& task = rollout_column<std::string>(reader, task_c, "task");
-  const auto& status = rollout_column<std::string>(reader, status_c, "status");
-  const auto& speedup = rollout_column<double>(reader, speedup_c, "speedup");
-  const auto& id = rollout_column<std::int64_t>(reader, id_c, "rollout_id");
+  // Every column read below, with its type, before any is read.
+  reader.validate({.tables = {{.table = "rollouts",
+                               .columns = {{"task", results::ColumnType::string},
+                                           {"status", results::ColumnType::string},
+                                           {"speedup", results::ColumnType::float64},
+                                           {"rollout_id", results::ColumnType::int64}},
+                               .optional = {{"superseded", results::ColumnType::boolean}}}}});
+  const auto task = reader.column_as<std::string>("rollouts", "task");
+  const auto status = reader.column_as<std::string>("rollouts", "status");
+  const auto speedup = reader.column_as<double>("rollouts", "speedup");
+  const auto id = reader.column_as<std::int64_t>("rollouts", "rollout_id");
   std::vector<bool> superseded(task.size(), false);
   const auto schema = reader.schema("rollouts");
   if (std::any_of(schema.begin(), schema.end(), [](const auto& c) { return c.name == "superseded"; })) {
-    superseded = rollout_column<bool>(reader, reader.column("rollouts", "superseded"), "superseded");
+    superseded = reader.column_as<bool>("rollouts", "superseded");
   }
   std::map<std::string, std::vector<BestProgram>> by_task;
   for (std::size_t i = 0; i < task.size(); ++i) {
@@ -115,8 +114,7 @@ std::vector<BestProgram> best_programs(const results::ResultsReader& reader, int
 int run_best(const BestCommandOptions& o) {
   const results::ResultsReader reader(o.run);
   const auto best = best_programs(reader, o.top);
-  std::ofstream file(o.out, std::ios::trunc);
-  if (!file) throw_io_error("cannot write the best programs", o.out);
+  std::ostringstream file;
   nlohmann::json summary = nlohmann::json::array();
   TextTable table({"task", "rollout", "speedup"});
   for (const auto& b : best) {
@@ -127,8 +125,8 @@ int run_best(const BestCommandOptions& o) {
     summary.push_back({{"task", b.task}, {"rollout_id", b.rollout_id}, {"speedup", b.speedup}});
     table.add_row({b.task, std::to_string(b.rollout_id), fmt::format("{:.3f}", b.speedup)});
   }
-  file.close();
-  if (!file) throw_io_error("cannot write the best programs", o.out);
+  // Whole or not at all; a folder or a missing folder as --out is an IoError with its errno (exit 3).
+  write_file_atomically(o.out, file.str());
   if (o.json) {
     std::cout << nlohmann::json{{"run", o.run}, {"out", o.out}, {"programs", summary}}.dump(2) << "\n";
   } else {

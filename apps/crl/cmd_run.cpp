@@ -7,19 +7,58 @@
 // program (eval.max_failed_steps) stops it likewise, with exit code 4.
 // With no job file it runs the built-in default job (default_job.h), starting mpirun itself.
 #include <mpi.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
 
 #include "apps/crl/commands.h"
 #include "apps/crl/default_job.h"
+#include "apps/crl/exit_code.h"
 #include "core/error.h"
 #include "core/read_file.h"
 #include "dist/mpi_roles.h"
+#include "policy/config.h"
+#include "results/results_reader.h"
 #include "rl/job.h"
 #include "rl/job_config.h"
+#include "rl/job_tables.h"
+#include "rl/sft_data.h"
 
 namespace crl::cli {
+namespace {
+
+// What the job will read from outside, checked before any rank starts work, so that a bad one is
+// exit 3 naming it (these readers live in lib/rl, which trusts them): the run folder, an earlier
+// run's results.h5 (its tables' columns and types, /meta's JSON), the model folder and its
+// config.json, and the SFT data (read whole as the sft stage reads it, so that a bad line is
+// found before the models load, not when its stage begins).
+void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
+  // As rl::run_job chooses it.
+  const std::string run_dir = options.run_dir.empty() ? "runs/" + job.name : options.run_dir;
+  std::error_code ec;
+  if (std::filesystem::exists(run_dir, ec) && !std::filesystem::is_directory(run_dir, ec)) {
+    throw InputError(fmt::format("run folder '{}' is a file: give --run-dir a folder (it is made if missing)", run_dir));
+  }
+  const std::string results = run_dir + "/results.h5";
+  if (std::filesystem::exists(results, ec)) {
+    const results::ResultsReader reader(results);
+    reader.validate({.tables = {{.table = "steps", .columns = rl::steps_schema()},
+                                {.table = "rollouts", .columns = rl::rollouts_schema()}},
+                     .meta = {{.key = "job_config", .shape = results::MetaShape::json_object}}});
+  }
+  if (!std::filesystem::is_directory(job.model, ec)) {
+    throw InputError(fmt::format("{}: model '{}' {}: give a Hugging Face checkpoint folder (config.json, "
+                                 "model.safetensors, tokenizer.json)",
+                                 job.path, job.model, std::filesystem::exists(job.model, ec) ? "is not a folder" : "does not exist"));
+  }
+  policy::load_model_config(job.model);  // DIR/config.json, checked whole
+  for (const auto& stage : job.stages) {
+    if (!stage.data.empty()) rl::read_sft_jsonl(stage.data);
+  }
+}
+
+}  // namespace
 
 void add_run_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("run", "Run a crl job (sft, selftrain, crl stages) on the MPI ranks of mpirun or srun");
@@ -63,14 +102,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
         job.model = *model;
         job.as_json["model"] = *model;  // /meta records what ran
       }
+      check_run_inputs(job, *options);
       const rl::JobOutcome outcome = rl::run_job(job, *options);
       exit_code = outcome.evaluation_failed ? kExitInternal : outcome.stopped ? kExitStopped : kExitOk;
-    } catch (const InputError& e) {
-      abort_job(kExitInputError, "", e.what());
-    } catch (const Error& e) {
-      abort_job(kExitInternal, "", e.what());
     } catch (const std::exception& e) {
-      abort_job(kExitInternal, "unexpected error: ", e.what());
+      const ExitDecision exit = decide_exit(e);
+      abort_job(exit.code, "", exit.message);
     }
   });
 }

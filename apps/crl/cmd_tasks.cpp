@@ -13,6 +13,8 @@
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
+#include "core/read_file.h"
 #include "core/text_table.h"
 #include "machine/machine_probe.h"
 #include "eval/reference_check.h"
@@ -114,8 +116,7 @@ std::map<std::string, nlohmann::json> earlier_results(const std::string& path, c
   if (!std::filesystem::exists(path)) return by_id;
   nlohmann::json j;
   try {
-    std::ifstream in(path);
-    j = nlohmann::json::parse(in);
+    j = parse_json_bounded(read_input_file(path, "tasks check report"), path);
     // A failed task is checked again: the failure may have been crl's, since fixed.
     for (const auto& r : j.at("results")) {
       if (r.at("status") == "ok") by_id[r.at("id").get<std::string>()] = r;

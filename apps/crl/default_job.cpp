@@ -104,8 +104,8 @@ struct RewardRise {
 
 RewardRise crl_reward_rise(const std::string& results_path) {
   const results::ResultsReader reader(results_path);
-  const auto stage = std::get<std::vector<std::string>>(reader.column("steps", "stage"));
-  const auto reward = std::get<std::vector<double>>(reader.column("steps", "reward_mean"));
+  const auto stage = reader.column_as<std::string>("steps", "stage");
+  const auto reward = reader.column_as<double>("steps", "reward_mean");
   std::vector<double> crl;
   for (size_t i = 0; i < stage.size() && i < reward.size(); ++i) {
     if (stage[i] == "crl") crl.push_back(reward[i]);
@@ -148,6 +148,7 @@ std::string apply_job_overrides(const std::string& text, const std::string& orig
     } catch (const YAML::Exception& e) {
       throw InputError(fmt::format("--set {}: the value is not YAML: {}", item, e.what()));
     }
+    check_yaml_expansion(value, fmt::format("--set {}", item));
     YAML::Node node;
     node.reset(root);
     for (size_t i = 0; i < path.size(); ++i) {

@@ -2,7 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/crl/commands.h"
-#include "core/error.h"
+#include "apps/crl/exit_code.h"
 #include "core/log.h"
 
 int main(int argc, char** argv) {
@@ -31,15 +31,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
-  } catch (const crl::InputError& e) {
-    spdlog::error("{}", e.what());
-    return kExitInputError;
-  } catch (const crl::Error& e) {
-    spdlog::error("{}", e.what());
-    return kExitInternal;
   } catch (const std::exception& e) {
-    spdlog::error("unexpected error: {}", e.what());
-    return kExitInternal;
+    const ExitDecision exit = decide_exit(e);
+    spdlog::error("{}", exit.message);
+    return exit.code;
   }
   return exit_code;
 }

@@ -71,7 +71,7 @@ CompileCache::CompileCache(std::string root, uint64_t max_bytes) : root_(std::mo
   for (const char* sub : {"objects", "pch", "locks", "tmp", "toolchains", "timeouts"}) {
     std::error_code ec;
     fs::create_directories(fs::path(root_) / sub, ec);
-    if (ec) throw IoError(fmt::format("cannot create compile cache directory '{}': {}", (fs::path(root_) / sub).string(), ec.message()));
+    if (ec) throw IoError(fmt::format("cannot create compile cache directory '{}': {}", (fs::path(root_) / sub).string(), ec.message()), ec.value());
   }
   prune(max_bytes_);
 }

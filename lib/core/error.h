@@ -18,10 +18,15 @@ class InputError : public Error {
   using Error::Error;
 };
 
-// A file or directory could not be read or written.
+// A file or directory could not be read or written. `error_number` is the OS's errno when an
+// OS call failed (0 when none did): it tells a path the user got wrong from a failing machine.
 class IoError : public Error {
  public:
-  using Error::Error;
+  explicit IoError(const std::string& message, int error_number = 0) : Error(message), error_number_(error_number) {}
+  int error_number() const { return error_number_; }
+
+ private:
+  int error_number_ = 0;
 };
 
 // A call into an external API (CUDA, NCCL, MPI, HDF5, the OS) returned an error.
@@ -41,7 +46,12 @@ std::string process_location();
 [[noreturn]] void throw_api_error(const char* api, const char* call, const std::string& detail,
                                   const char* file, int line);
 
-// Throws IoError for a failed OS call on `path`, with strerror(errno).
+// Throws IoError for a failed OS call on `path`, with strerror(errno) (and errno kept).
 [[noreturn]] void throw_io_error(const std::string& what, const std::string& path);
+
+// True for the errno values that say a path given to crl is wrong, not the machine: it does not
+// exist, is of the wrong kind (a file for a folder, a folder for a file), loops, is too long, or
+// may not be opened or written by this user. crl's exit 3 (bad input) rather than 4.
+bool is_path_error(int error_number);
 
 }  // namespace crl

@@ -31,6 +31,13 @@ struct EvalOptions {
   int min_timed_pairs_when_slow = 5;
   double slow_stop_speedup = 0.5;
   int max_timed_pairs = 10000;
+  // No measurement is rewarded whose speedup's 95% interval is wider than +-max_relative_ci (relative
+  // half width) once its budget is spent: it is measured on, up to noisy_budget_factor x the time
+  // budget in all, and still wider then it is internal_error (machine too noisy). The re-measure
+  // ends no wider either (narrower where remeasure_max_disagreement needs it), so a noisy re-measure
+  // never counts as agreement. docs/evaluation.md, "Reward", says why these values.
+  double max_relative_ci = 0.1;
+  double noisy_budget_factor = 3;
   int pairs_per_round = 10;             // timed pairs per request to the worker (first round)
   int warmup_calls = 3;
   double call_timeout_seconds = 60;     // one correctness trial (both programs run once)
@@ -68,7 +75,8 @@ struct EvalOptions {
   double idle_slack_us = 50;            // the GPU is idle when the probe takes <= 1.5 x baseline + this
   double idle_wait_seconds = 60;        // a timed batch waits this long for an idle GPU (a trainer's step
                                         // on a shared GPU), then the measurement fails (internal_error)
-  double roofline_margin = 1.25;        // hack:beyond_roofline below the least time / this (GPU only)
+  double roofline_margin = 1.25;        // the roofline gate's slack on the least times (GPU; CPU with peaks given)
+  int strict_trials = 20;               // trials more for a candidate faster than its task's estimate
   double peak_bytes_per_second = 0;     // the GPU's peaks for the gate; 0: roofline.h's table by
   double peak_flops_per_second = 0;     // device name (both must be set to override it)
 };

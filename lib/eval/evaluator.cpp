@@ -1,7 +1,7 @@
-// The evaluation pipeline: the judge -> compile -> load -> trials -> guards -> timing -> roofline
-// gate -> re-measure, each a stage of lib/eval/stages with typed inputs and outputs; a stage's
-// Failure ends the evaluation and finish() makes the verdict of it. The design and its threat
-// model: docs/evaluation.md.
+// The evaluation pipeline: the judge -> compile -> load -> trials -> guards -> timing (precise
+// enough to reward) -> roofline gate (and its stricter checks) -> re-measure, each a stage of
+// lib/eval/stages with typed inputs and outputs; a stage's Failure ends the evaluation and finish()
+// makes the verdict of it. The design and its threat model: docs/evaluation.md.
 #include "eval/evaluator.h"
 
 #include <fmt/format.h>
@@ -42,6 +42,8 @@ EvalOptions checked(EvalOptions options) {
   if (options.max_slots < 1) throw InputError("max_slots must be at least 1");
   if (options.max_batch_calls < 1) throw InputError("max_batch_calls must be at least 1");
   if (options.backend == Backend::cuda && options.gpu < 0) throw InputError(fmt::format("gpu must be 0 or more (got {})", options.gpu));
+  if (!(options.max_relative_ci > 0)) throw InputError(fmt::format("max_relative_ci must be > 0 (got {})", options.max_relative_ci));
+  if (options.strict_trials < 0) throw InputError(fmt::format("strict_trials must be 0 or more (got {})", options.strict_trials));
   if (options.min_batch_us < 0) options.min_batch_us = options.backend == Backend::cuda ? 5000.0 : 0.0;
   if (options.cpu_address_space_limit == 0) options.cpu_address_space_limit = physical_memory_bytes() / 2 + (uint64_t{16} << 30);
   return options;
@@ -57,7 +59,8 @@ Verdict opening_verdict(const Task& task, const std::string& name, const EvalOpt
   return v;
 }
 
-// The timing step and the times, speedup and interval it gives the verdict.
+// The timing step and the times, speedup and interval it gives the verdict (a measurement too
+// noisy to reward fails the step; its interval stays in the verdict, to show how wide it was).
 void record_timing(Trace& trace, const Measurement& m, int slots, const Clock::time_point& since) {
   Verdict& v = trace.verdict();
   v.reference_time = summarize_times(m.reference_us);
@@ -69,7 +72,7 @@ void record_timing(Trace& trace, const Measurement& m, int slots, const Clock::t
              fmt::format("in each of {} timed pairs one slot, chosen afterwards, matched the reference with its inputs unchanged",
                          m.candidate_us.size()),
              Clock::now());
-  trace.step("timing", true,
+  trace.step("timing", !m.too_noisy,
              fmt::format("{} pairs of {} calls in {} rounds, fresh inputs for every call, {}; CI +-{:.2f}%; {}", m.reference_us.size(),
                          slots, m.rounds, m.stop_reason, 100 * m.estimate.relative_half_width(), m.pair_cost),
              since);
@@ -100,17 +103,19 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& program, const 
   }
   if (!options_.timing) return finish_ok(trace, worker, fmt::format("correct in {} trials (not timed)", trace.verdict().trials_passed));
   const auto t = Clock::now();
-  const auto timed = measure(e, *worker.process, {e.task_judge.layout.slots, options_.min_timed_pairs, options_.time_budget_seconds, "timing"});
+  const TimingPlan plan{e.task_judge.layout.slots, options_.min_timed_pairs, options_.time_budget_seconds, "timing",
+                        options_.max_relative_ci};
+  const auto timed = measure(e, *worker.process, plan);
   if (!timed) return finish(trace, worker, timing_failure(e, timed.failure(), "timing", t));
   record_timing(trace, *timed, e.task_judge.layout.slots, t);
-  if (options_.hack_guards && e.cuda()) {
-    if (auto f = roofline_gate(e, trace.verdict().candidate_time.median_us)) return finish(trace, worker, *f);
+  if (auto f = require_precise(*timed, "the timing")) return finish(trace, worker, *f);
+  if (options_.hack_guards && roofline_applies(options_)) {
+    if (auto f = roofline_gate(e, worker, trace.verdict().candidate_time.median_us)) return finish(trace, worker, *f);
   }
   if (options_.hack_guards && timed->estimate.speedup > options_.remeasure_above_speedup) {
     if (auto f = remeasure(e, *pool_, compiled->library_path, worker, *timed)) return finish(trace, worker, *f);
   }
-  const Verdict& v = trace.verdict();
-  return finish_ok(trace, worker, fmt::format("speedup {:.3f} (95% CI {:.3f}..{:.3f})", v.speedup, v.speedup_ci_low, v.speedup_ci_high));
+  return finish_ok(trace, worker, "");
 }
 
 Result<TaskJudge*> Evaluator::judge_for(const Task& task, Trace& trace) {
@@ -147,8 +152,12 @@ Verdict Evaluator::finish(Trace& trace, CandidateWorker& worker, const Failure& 
 Verdict Evaluator::finish_ok(Trace& trace, CandidateWorker& worker, std::string message) {
   Verdict& v = trace.verdict();
   v.status = VerdictStatus::kOk;
-  v.message = std::move(message);
-  v.reward = reward_from_speedup(v.speedup);
+  v.reward = reward_from_interval(v.speedup, v.speedup_ci_low, v.speedup_ci_high);
+  // A timed verdict says its reward and what it was taken from (docs/evaluation.md, "Reward").
+  v.message = !message.empty() ? std::move(message)
+                                : fmt::format("speedup {:.3f} (95% CI {:.3f}..{:.3f}, +-{:.1f}%); reward {:.2f}, {}", v.speedup,
+                                              v.speedup_ci_low, v.speedup_ci_high, 100 * v.speedup_ci_half_width(), v.reward,
+                                              reward_basis(v.speedup, v.speedup_ci_low, v.speedup_ci_high));
   return close(trace, worker);
 }
 

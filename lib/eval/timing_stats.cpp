@@ -26,10 +26,7 @@ TimeSummary summarize_times(const std::vector<double>& times_us) {
   return t;
 }
 
-double SpeedupEstimate::relative_half_width() const {
-  if (!(speedup > 0)) return INFINITY;
-  return (ci_high - ci_low) / 2.0 / speedup;
-}
+double SpeedupEstimate::relative_half_width() const { return eval::relative_half_width(speedup, ci_low, ci_high); }
 
 namespace {
 

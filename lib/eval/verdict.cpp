@@ -1,6 +1,10 @@
-// Verdict status names, the CUDA-L1 reward rounding, log truncation and JSON (de)serialisation.
+// Verdict status names, the reward (CUDA-L1's rounding of what the interval guarantees), log truncation
+// and JSON (de)serialisation.
 #include "eval/verdict.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -49,6 +53,47 @@ double reward_from_speedup(double speedup) {
   const double cents = speedup * 100.0;
   const double rounded = speedup >= 1.0 ? std::floor(cents + kEpsilon) : std::ceil(cents - kEpsilon);
   return rounded / 100.0;
+}
+
+double relative_half_width(double estimate, double low, double high) {
+  if (!(estimate > 0) || !std::isfinite(estimate)) return INFINITY;
+  return (high - low) / 2.0 / estimate;
+}
+
+namespace {
+
+// The value the reward is taken from (see reward_from_interval); 0 when nothing was measured.
+double reward_value(double speedup, double ci_low, double ci_high) {
+  if (!std::isfinite(speedup) || speedup <= 0) return 0;
+  if (!(ci_low <= ci_high)) return 0;  // NaN bounds, or bounds the wrong way round: no interval to trust
+  if (ci_low <= 1.0 && ci_high >= 1.0) return 1.0;
+  // The interval lies on one side of 1: its bound nearer 1, and never beyond the point estimate (a
+  // percentile bootstrap's bound can pass the estimate when the samples are few and lopsided).
+  return ci_low > 1.0 ? std::min(ci_low, speedup) : std::max(ci_high, speedup);
+}
+
+}  // namespace
+
+double reward_from_interval(double speedup, double ci_low, double ci_high) {
+  return reward_from_speedup(reward_value(speedup, ci_low, ci_high));
+}
+
+std::string reward_basis(double speedup, double ci_low, double ci_high) {
+  const double value = reward_value(speedup, ci_low, ci_high);
+  if (value <= 0) return "";
+  if (ci_low <= 1.0 && ci_high >= 1.0) return "its interval includes 1";
+  if (value != (ci_low > 1.0 ? ci_low : ci_high)) return "its point estimate (nearer 1 than its interval's bound)";
+  return ci_low > 1.0 ? "its interval's lower bound" : "its interval's upper bound";
+}
+
+std::string reward_rule(double max_relative_ci, double noisy_budget_factor) {
+  return fmt::format(
+      "reward = 1.00 when the speedup's 95% interval includes 1, else the interval's bound nearer 1 (the lower bound above 1, "
+      "the upper bound below 1; never beyond the speedup), truncated toward 1 at two decimals; 0 for every status but ok. A "
+      "measurement whose interval is wider than +-{:g}% (relative half width; max_relative_ci {:g}) when its time budget is "
+      "spent is measured on, up to {:g}x the budget, and still wider then (unless it lies wholly below the slow-stop speedup) "
+      "it is internal_error, never rewarded; a re-measure as wide never counts as agreement",
+      100 * max_relative_ci, max_relative_ci, noisy_budget_factor);
 }
 
 std::string truncate_log(const std::string& log, size_t max_bytes) {
@@ -112,6 +157,7 @@ nlohmann::json to_json(const Verdict& v) {
           {"candidate_time", time_to_json(v.candidate_time)},
           {"speedup", v.speedup},
           {"speedup_ci", {v.speedup_ci_low, v.speedup_ci_high}},
+          {"speedup_ci_half_width", std::isfinite(v.speedup_ci_half_width()) ? v.speedup_ci_half_width() : 0.0},
           {"reward", v.reward},
           {"steps", steps},
           {"compile_log", v.compile_log},

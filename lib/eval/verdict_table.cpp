@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -35,6 +36,7 @@ const results::TableSchema& verdict_table_schema() {
       {"reward", ColumnType::float64},
       {"seconds", ColumnType::float64},
       {"baseline", ColumnType::string},
+      {"speedup_ci_half_width", ColumnType::float64},
   };
   return schema;
 }
@@ -79,7 +81,8 @@ int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdic
                    CellValue{int64_t{v.trials_run}}, CellValue{int64_t{v.trials_passed}}, v.reference_time.median_us,
                    v.reference_time.iqr_us, CellValue{int64_t{v.reference_time.samples}}, v.candidate_time.median_us,
                    v.candidate_time.iqr_us, CellValue{int64_t{v.candidate_time.samples}}, v.speedup, v.speedup_ci_low,
-                   v.speedup_ci_high, v.reward, v.seconds, v.baseline});
+                   v.speedup_ci_high, v.reward, v.seconds, v.baseline,
+                   std::isfinite(v.speedup_ci_half_width()) ? v.speedup_ci_half_width() : 0.0});
     ids.push_back(row++);
     compile_logs.push_back(results::to_valid_utf8(v.compile_log));
     worker_logs.push_back(results::to_valid_utf8(v.worker_log));

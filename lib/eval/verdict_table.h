@@ -16,7 +16,8 @@ inline constexpr const char* kVerdictTable = "verdicts";
 // Columns: row, task, candidate, backend, scale, status, message, trials_run, trials_passed,
 // reference_median_us, reference_iqr_us, reference_samples, candidate_median_us, candidate_iqr_us,
 // candidate_samples, speedup, speedup_ci_low, speedup_ci_high, reward, seconds, baseline (files
-// written before it existed read as "eager").
+// written before it existed read as "eager"), speedup_ci_half_width (relative; 0 when not timed;
+// written for readers, not read back: a verdict derives it from its interval).
 const results::TableSchema& verdict_table_schema();
 
 // Appends the verdicts (declaring the table on first use) and stores each one's compile log,

@@ -7,12 +7,18 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE
+#include <unistd.h>
+
 #include <algorithm>
+#include <map>
 #include <fstream>
 #include <string_view>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/hash.h"
 #include "core/read_file.h"
 #include "core/remove_tree.h"
@@ -109,7 +115,7 @@ CheckpointCheck check_one(const fs::path& dir) {
   }
   nlohmann::json manifest;
   try {
-    manifest = nlohmann::json::parse(read_file(done, "checkpoint DONE marker", kMaxJsonBytes));
+    manifest = parse_json_bounded(read_file(done, "checkpoint DONE marker", kMaxJsonBytes), done.string());
     for (const auto& [name, hash] : manifest.at("sha256").items()) {
       const fs::path file = dir / name;
       if (!is_manifest_name(name)) {
@@ -136,6 +142,34 @@ CheckpointCheck check_one(const fs::path& dir) {
   return check;
 }
 
+// Makes the folder's renames durable (a lost node keeps them); a failure only costs that.
+void sync_folder(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// The step folders under `root`, newest first: step-N, and .old-step-N where step-N is missing (a
+// save that replaced step-N was cut off between its two renames, on a file system without
+// renameat2's exchange: .old-step-N is then the whole, earlier step-N).
+std::vector<fs::path> step_dirs(const fs::path& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return {};
+  std::map<std::string, fs::path> by_step;  // "step-00000042" -> its folder
+  std::vector<fs::path> set_aside;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory(ec)) continue;
+    if (name.rfind("step-", 0) == 0) by_step[name] = entry.path();
+    if (name.rfind(".old-step-", 0) == 0) set_aside.push_back(entry.path());
+  }
+  for (const auto& dir : set_aside) by_step.emplace(dir.filename().string().substr(5), dir);
+  std::vector<fs::path> out;
+  for (auto it = by_step.rbegin(); it != by_step.rend(); ++it) out.push_back(it->second);
+  return out;
+}
+
 }  // namespace
 
 fs::path save_checkpoint(const fs::path& root, const CheckpointContents& contents) {
@@ -147,10 +181,16 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
   const fs::path temp_dir = root / (".tmp-" + step_name(contents.step));
   std::error_code ec;
   fs::create_directories(root, ec);
-  if (ec) throw IoError(fmt::format("{}: cannot create the checkpoint root: {}", root.string(), ec.message()));
+  if (ec) throw IoError(fmt::format("{}: cannot create the checkpoint root: {}", root.string(), ec.message()), ec.value());
   remove_tree(temp_dir);
+  // A replacement cut off between its renames left the whole earlier step as .old-step-N: back
+  // into place, so that this save replaces it as any other.
+  if (const fs::path old_dir = root / (".old-" + step_name(contents.step)); fs::exists(old_dir) && !fs::exists(final_dir)) {
+    fs::rename(old_dir, final_dir, ec);
+    if (ec) throw IoError(fmt::format("{}: cannot move back to {}: {}", old_dir.string(), final_dir.string(), ec.message()), ec.value());
+  }
   fs::create_directory(temp_dir, ec);
-  if (ec) throw IoError(fmt::format("{}: cannot create: {}", temp_dir.string(), ec.message()));
+  if (ec) throw IoError(fmt::format("{}: cannot create: {}", temp_dir.string(), ec.message()), ec.value());
 
   std::vector<std::string> files;
   const auto add_file = [&](const std::string& name) { files.push_back(name); };
@@ -167,7 +207,7 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
   }
   if (contents.lora != nullptr) {
     fs::create_directory(temp_dir / kAdapterDir, ec);
-    if (ec) throw IoError(fmt::format("{}: cannot create: {}", (temp_dir / kAdapterDir).string(), ec.message()));
+    if (ec) throw IoError(fmt::format("{}: cannot create: {}", (temp_dir / kAdapterDir).string(), ec.message()), ec.value());
     const fs::path adapter = fs::path(kAdapterDir);
     write_file_atomically(temp_dir / adapter / "adapter_config.json", contents.lora->adapter_config(contents.base_model).dump(2));
     add_file((adapter / "adapter_config.json").string());
@@ -198,44 +238,37 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
   write_file_atomically(temp_dir / kDone, manifest.dump(2));
 
   if (fs::exists(final_dir)) {
-    // A step saved twice (e.g. after a resume): the new one replaces it only once complete.
+    // A step saved twice (e.g. after a resume): the new one replaces it in one atomic exchange, so
+    // that step-N names the old checkpoint or the new one at every instant; the old one then goes.
+    if (::renameat2(AT_FDCWD, temp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) == 0) {
+      sync_folder(root);
+      remove_tree(temp_dir);
+      return final_dir;
+    }
+    // No exchange on this file system: move the old one aside first. Until the second rename it is
+    // .old-step-N, which find_latest_checkpoint takes for step-N (and the next save puts back).
     const fs::path old_dir = root / (".old-" + step_name(contents.step));
     remove_tree(old_dir);
     fs::rename(final_dir, old_dir, ec);
-    if (ec) throw IoError(fmt::format("{}: cannot move aside: {}", final_dir.string(), ec.message()));
+    if (ec) throw IoError(fmt::format("{}: cannot move aside: {}", final_dir.string(), ec.message()), ec.value());
     fs::rename(temp_dir, final_dir, ec);
-    remove_tree(old_dir);
+    if (!ec) remove_tree(old_dir);
   } else {
     fs::rename(temp_dir, final_dir, ec);
   }
-  if (ec) throw IoError(fmt::format("{}: cannot rename to {}: {}", temp_dir.string(), final_dir.string(), ec.message()));
+  if (ec) throw IoError(fmt::format("{}: cannot rename to {}: {}", temp_dir.string(), final_dir.string(), ec.message()), ec.value());
+  sync_folder(root);
   return final_dir;
 }
 
 std::vector<CheckpointCheck> check_checkpoints(const fs::path& root) {
-  std::vector<fs::path> dirs;
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return {};
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("step-", 0) == 0) dirs.push_back(entry.path());
-  }
-  std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.filename() > b.filename(); });
   std::vector<CheckpointCheck> out;
-  for (const auto& dir : dirs) out.push_back(check_one(dir));
+  for (const auto& dir : step_dirs(root)) out.push_back(check_one(dir));
   return out;
 }
 
 std::optional<fs::path> find_latest_checkpoint(const fs::path& root, std::vector<std::string>* skipped) {
-  std::vector<fs::path> dirs;
-  std::error_code ec;
-  if (!fs::is_directory(root, ec)) return std::nullopt;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("step-", 0) == 0) dirs.push_back(entry.path());
-  }
-  std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) { return a.filename() > b.filename(); });
-  for (const fs::path& dir : dirs) {
+  for (const fs::path& dir : step_dirs(root)) {
     const CheckpointCheck check = check_one(dir);
     if (check.ok) return dir;
     spdlog::warn("checkpoint {} skipped: {}", dir.string(), check.problem);
@@ -247,7 +280,7 @@ std::optional<fs::path> find_latest_checkpoint(const fs::path& root, std::vector
 CheckpointState read_checkpoint_state(const fs::path& dir) {
   const fs::path state_file = dir / "trainer_state.json";
   try {
-    const nlohmann::json state = nlohmann::json::parse(read_file(state_file, "trainer state", kMaxJsonBytes));
+    const nlohmann::json state = parse_json_bounded(read_file(state_file, "trainer state", kMaxJsonBytes), state_file.string());
     CheckpointState out;
     out.step = state.at("step").get<int64_t>();
     out.schedule = state.at("schedule");

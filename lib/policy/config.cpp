@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/read_file.h"
 
 namespace crl::policy {
@@ -422,13 +423,7 @@ json ModelConfig::to_json() const {
 ModelConfig load_model_config(const std::filesystem::path& path) {
   const std::filesystem::path file = std::filesystem::is_directory(path) ? path / "config.json" : path;
   const std::string text = read_file(file, "model config (a Hugging Face config.json)");
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-  }
-  return ModelConfig::from_json(j, file.string());
+  return ModelConfig::from_json(parse_json_bounded(text, file.string()), file.string());
 }
 
 void save_model_config(const ModelConfig& config, const std::filesystem::path& file) {

@@ -20,6 +20,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/read_file.h"
 
 namespace crl::policy {
@@ -238,13 +239,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& path) 
     return;
   }
   const std::string text = read_file(file, "safetensors index");
-  json index;
-  try {
-    index = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("safetensors index {}: not valid JSON: {}", file.string(),
-                                 e.what()));
-  }
+  json index = parse_json_bounded(text, fmt::format("safetensors index {}", file.string()));
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
     throw InputError(fmt::format("safetensors index {}: missing the 'weight_map' object",
                                  file.string()));
@@ -321,7 +316,7 @@ void write_safetensors(const std::filesystem::path& path, const NamedTensors& te
   if (path.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) throw IoError(fmt::format("cannot create {}: {}", path.parent_path().string(), ec.message()));
+    if (ec) throw IoError(fmt::format("cannot create {}: {}", path.parent_path().string(), ec.message()), ec.value());
   }
   std::vector<const PreparedTensor*> pointers;
   for (const auto& p : prepared) pointers.push_back(&p);
@@ -337,7 +332,7 @@ void write_sharded_safetensors(const std::filesystem::path& directory, const Nam
   }
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
-  if (ec) throw IoError(fmt::format("cannot create {}: {}", directory.string(), ec.message()));
+  if (ec) throw IoError(fmt::format("cannot create {}: {}", directory.string(), ec.message()), ec.value());
   const std::vector<PreparedTensor> prepared = prepare_tensors(tensors, directory);
   std::vector<std::vector<const PreparedTensor*>> shards;
   uint64_t shard_bytes = 0, total_bytes = 0;

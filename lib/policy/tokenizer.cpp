@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/read_file.h"
 #include "policy/unicode.h"
 
@@ -696,12 +697,7 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
 Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& source) {
   auto impl = std::make_shared<Impl>();
   impl->source = source;
-  json root;
-  try {
-    root = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("tokenizer {}: not valid JSON: {}", source, e.what()));
-  }
+  const json root = parse_json_bounded(json_text, fmt::format("tokenizer {}", source));
   try {
     impl->load(root);
   } catch (const json::exception& e) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/yaml_file.h"
 
 namespace crl {
 namespace {
@@ -290,6 +291,26 @@ TensorSpec parse_tensor(const SpecContext& ctx, const YAML::Node& node, const st
   return t;
 }
 
+// The task's cost expressions at one scale (`where` names it): bytes and flops finite and >= 0, and a
+// floor, what every correct program must do, no more than the task's own estimate: a floor above it
+// would call the estimate's programs impossible.
+void check_costs(const TaskSpec& spec, const ScaleVariables& vars, const std::string& where) {
+  for (const Expr* cost : {&spec.flops, &spec.bytes}) {
+    const double v = cost->evaluate(vars);
+    if (!(v >= 0) || !std::isfinite(v)) {
+      throw InputError(fmt::format("{}{}: expression '{}' must be finite and >= 0 (found {})", cost->where(), where, cost->text(), v));
+    }
+  }
+  for (const auto& [floor, cost] : {std::pair{&spec.floor_bytes, &spec.bytes}, std::pair{&spec.floor_flops, &spec.flops}}) {
+    if (!*floor) continue;
+    const double v = (*floor)->evaluate(vars), limit = cost->evaluate(vars);
+    if (!(v >= 0) || !std::isfinite(v) || v > limit) {
+      throw InputError(fmt::format("{}{}: floor '{}' must be finite, >= 0 and at most '{}' ({}) (found {})", (*floor)->where(), where,
+                                   (*floor)->text(), cost->text(), limit, v));
+    }
+  }
+}
+
 // Evaluates every expression of the spec at every scale, so a bad spec fails when it is read.
 void check_at_scales(const SpecContext& ctx, const TaskSpec& spec) {
   for (const auto& [scale, vars] : spec.scales) {
@@ -384,13 +405,7 @@ void check_at_scales(const SpecContext& ctx, const TaskSpec& spec) {
       }
     }
     spec.check_argument_bytes(scale, kMaxArgumentBytes);
-    for (const Expr* cost : {&spec.flops, &spec.bytes}) {
-      const double v = cost->evaluate(vars);
-      if (!(v >= 0) || !std::isfinite(v)) {
-        throw InputError(fmt::format("{}: expression '{}' must be finite and >= 0 (found {})", in_scale(cost->where()),
-                                     cost->text(), v));
-      }
-    }
+    check_costs(spec, vars, in_scale(""));
   }
   (void)ctx;
 }
@@ -439,6 +454,12 @@ std::vector<int64_t> TaskSpec::shape_at(const TensorSpec& tensor, const std::str
 
 double TaskSpec::flops_at(const std::string& scale) const { return flops.evaluate(scale_variables(scale)); }
 double TaskSpec::bytes_at(const std::string& scale) const { return bytes.evaluate(scale_variables(scale)); }
+double TaskSpec::floor_bytes_at(const std::string& scale) const {
+  return floor_bytes ? floor_bytes->evaluate(scale_variables(scale)) : 0.0;
+}
+double TaskSpec::floor_flops_at(const std::string& scale) const {
+  return floor_flops ? floor_flops->evaluate(scale_variables(scale)) : 0.0;
+}
 
 Tolerance TaskSpec::tolerance_for(at::ScalarType output_dtype) const {
   if (!at::isFloatingType(output_dtype) && !at::isComplexType(output_dtype)) return {0, 0};
@@ -534,13 +555,15 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
     throw InputError(fmt::format("{}:{}: YAML syntax error in the spec: {}", origin,
                                  section.first_line + (e.mark.is_null() ? 0 : e.mark.line), e.msg));
   }
+  // Aliases expanded past a bound (a cycle, "billion laughs") would hang or crash what walks it.
+  check_yaml_expansion(root, fmt::format("{} (spec from line {})", origin, section.first_line));
   if (!root.IsMap()) {
     throw InputError(fmt::format("{}:{}: expected the spec to be a YAML mapping (task, inputs, scales, ...)",
                                  origin, section.first_line));
   }
   reject_unknown_keys(ctx, root,
                       {"task", "name", "category", "description", "notes", "inputs", "params", "scales", "flops",
-                       "bytes", "tolerance"},
+                       "bytes", "floor", "tolerance"},
                       "the spec");
   TaskSpec spec;
   spec.origin = origin;
@@ -607,6 +630,13 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
     const YAML::Node node = root[field];
     if (!node) ctx.fail(root, fmt::format("missing field '{}'", field));
     (std::string(field) == "flops" ? spec.flops : spec.bytes) = parse_expr_node(ctx, node, field);
+  }
+
+  if (const YAML::Node floor = root["floor"]) {
+    require_map(ctx, floor, "'floor'");
+    reject_unknown_keys(ctx, floor, {"bytes", "flops"}, "'floor'");
+    if (floor["bytes"]) spec.floor_bytes = parse_expr_node(ctx, floor["bytes"], "floor bytes");
+    if (floor["flops"]) spec.floor_flops = parse_expr_node(ctx, floor["flops"], "floor flops");
   }
 
   if (const YAML::Node tol = root["tolerance"]) {

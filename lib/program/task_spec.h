@@ -65,6 +65,9 @@ struct TaskSpec {
   std::vector<TensorSpec> inputs, params;
   std::map<std::string, ScaleVariables> scales;  // scale name -> its variables
   Expr flops, bytes;
+  // `floor`: what every correct program must do per call, at least (the roofline gate's floor
+  // beside the outputs it must write); absent: nothing beyond the outputs.
+  std::optional<Expr> floor_bytes, floor_flops;
   std::optional<Tolerance> tolerance;
 
   // Throws InputError naming the task when `scale` is not one of its scales.
@@ -72,6 +75,8 @@ struct TaskSpec {
   std::vector<int64_t> shape_at(const TensorSpec& tensor, const std::string& scale) const;
   double flops_at(const std::string& scale) const;
   double bytes_at(const std::string& scale) const;
+  double floor_bytes_at(const std::string& scale) const;  // 0 when the spec declares none
+  double floor_flops_at(const std::string& scale) const;
   // The spec's tolerance for floating outputs (default_tolerance when it has none);
   // integer and bool outputs always get {0, 0}: they must match exactly.
   Tolerance tolerance_for(at::ScalarType output_dtype) const;

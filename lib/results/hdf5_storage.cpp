@@ -2,9 +2,12 @@
 #include "results/hdf5_storage.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/error.h"
@@ -208,10 +211,20 @@ TableSchema read_schema(hid_t table_group, const std::string& where) {
   return schema;
 }
 
+std::string object_name(hid_t id) {
+  std::string name(1024, '\0');
+  const ssize_t n = H5Iget_name(id, name.data(), name.size());
+  name.resize(n > 0 ? std::min<size_t>(static_cast<size_t>(n), name.size() - 1) : 0);
+  std::string file(1024, '\0');
+  const ssize_t m = H5Fget_name(id, file.data(), file.size());
+  file.resize(m > 0 ? std::min<size_t>(static_cast<size_t>(m), file.size() - 1) : 0);
+  return fmt::format("'{}' of '{}'", name, file);
+}
+
 hsize_t column_length(hid_t dataset) {
   Hdf5Dataspace space(CRL_H5_CHECK(H5Dget_space(dataset)));
   if (CRL_H5_CHECK(H5Sget_simple_extent_ndims(space.id())) != 1) {
-    throw InputError("a results column is not one-dimensional");
+    throw InputError(fmt::format("column {} is not one-dimensional", object_name(dataset)));
   }
   hsize_t length = 0;
   CRL_H5_CHECK(H5Sget_simple_extent_dims(space.id(), &length, nullptr));
@@ -223,16 +236,9 @@ hsize_t column_length(hid_t dataset) {
   hsize_t file_bytes = 0;
   CRL_H5_CHECK(H5Fget_filesize(file.id(), &file_bytes));
   if (length > file_bytes / element_bytes) {
-    const auto name_of = [](auto get_name, hid_t id) {
-      std::string name(1024, '\0');
-      const ssize_t n = get_name(id, name.data(), name.size());
-      name.resize(n > 0 ? std::min<size_t>(static_cast<size_t>(n), name.size() - 1) : 0);
-      return name;
-    };
-    throw InputError(fmt::format("column '{}' of '{}' claims {} rows of {} bytes, more than its {}-byte file holds "
+    throw InputError(fmt::format("column {} claims {} rows of {} bytes, more than its {}-byte file holds "
                                  "(damaged file?)",
-                                 name_of(H5Iget_name, dataset), name_of(H5Fget_name, dataset), length, element_bytes,
-                                 file_bytes));
+                                 object_name(dataset), length, element_bytes, file_bytes));
   }
   return length;
 }
@@ -298,9 +304,21 @@ ColumnValues read_column_values(hid_t dataset, ColumnType type, hsize_t rows,
 
 Hdf5File open_existing_results_file(const std::string& path, unsigned flags, hid_t fapl) {
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) throw_io_error("cannot open results file", path);
+  if (::stat(path.c_str(), &info) != 0) {
+    // A missing file, a folder on the way that is a file, a loop: the path given is wrong.
+    if (is_path_error(errno)) throw InputError(fmt::format("results file '{}': {}", path, std::strerror(errno)));
+    throw_io_error("cannot open results file", path);
+  }
   if (!S_ISREG(info.st_mode)) {
-    throw InputError(fmt::format("results file '{}' is not a regular file", path));
+    throw InputError(fmt::format("results file '{}' is not a regular file{}", path,
+                                 S_ISDIR(info.st_mode) ? " (it is a folder)" : ""));
+  }
+  // HDF5 says only "unable to open" when the OS refuses; ask the OS first, so that a file this
+  // user may not read is named as such (bad input, like a missing one).
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    ::close(fd);
+  } else if (is_path_error(errno)) {
+    throw InputError(fmt::format("results file '{}': {}", path, std::strerror(errno)));
   }
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 < 0) {

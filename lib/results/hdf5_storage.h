@@ -55,8 +55,11 @@ bool has_child(hid_t group, const std::string& name);
 // A table's schema from its group: column order from crl_columns, types from the datasets.
 // `where` is "table 't' in 'file'" for messages.
 TableSchema read_schema(hid_t table_group, const std::string& where);
-// Current length of a 1-D column dataset.
+// Current length of a 1-D column dataset (InputError naming it when it is not 1-D or claims more
+// rows than its file can hold).
 hsize_t column_length(hid_t dataset);
+// "'/table/column' of 'file.h5'": an object's path and file, for messages.
+std::string object_name(hid_t id);
 // The first `rows` values of a column.
 ColumnValues read_column_values(hid_t dataset, ColumnType type, hsize_t rows,
                                 const std::string& where);
@@ -78,6 +81,18 @@ auto with_file_named(const std::string& path, Action&& action) -> decltype(actio
   } catch (const ApiError& e) {
     if (std::string_view(e.what()).find(path) != std::string_view::npos) throw;
     throw ApiError(e.api(), fmt::format("results file '{}': {}", path, e.what()));
+  }
+}
+
+// with_file_named for readers: everything a reader does is reading a file someone gave it, so an
+// HDF5 failure there (a damaged heap, a truncated chunk) is that file's fault: an InputError
+// naming it, not crl's exit 4.
+template <typename Action>
+auto with_input_file_named(const std::string& path, Action&& action) -> decltype(action()) {
+  try {
+    return action();
+  } catch (const ApiError& e) {
+    throw InputError(fmt::format("results file '{}' cannot be read (damaged?): {}", path, e.what()));
   }
 }
 

@@ -6,19 +6,23 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "results/hdf5_check.h"
 #include "results/hdf5_storage.h"
+#include "results/results_validate.h"
 
 namespace crl::results {
 
 using namespace detail;
 
 ResultsReader::ResultsReader(std::string path) : path_(std::move(path)) {
-  with_file_named(path_, [&] {
+  with_input_file_named(path_, [&] {
     hdf5_silence_default_printing();
     const auto fapl = file_access_without_hdf5_locking();
     file_ = open_existing_results_file(path_, H5F_ACC_RDONLY, fapl.id());
   });
+  // Before anything reads it: a file whose layout is off is refused here, naming what is off.
+  validate_layout(file_.id(), path_);
 }
 
 namespace {
@@ -42,13 +46,13 @@ std::vector<std::string> groups_of_kind(hid_t parent, const char* kind, const st
 }  // namespace
 
 std::vector<std::string> ResultsReader::tables() const {
-  return with_file_named(path_, [&]() -> std::vector<std::string> {
+  return with_input_file_named(path_, [&]() -> std::vector<std::string> {
     return groups_of_kind(file_.id(), "table", path_);
   });
 }
 
 std::vector<std::string> ResultsReader::text_stores() const {
-  return with_file_named(path_, [&]() -> std::vector<std::string> {
+  return with_input_file_named(path_, [&]() -> std::vector<std::string> {
     if (!has_child(file_.id(), kTextGroup)) return {};
     Hdf5Group text(CRL_H5_CHECK(H5Gopen2(file_.id(), kTextGroup, H5P_DEFAULT)));
     return groups_of_kind(text.id(), "text", path_);
@@ -85,7 +89,7 @@ std::int64_t ResultsReader::rows_of(hid_t group, const TableSchema& schema) cons
 }
 
 TableSchema ResultsReader::schema(const std::string& table) const {
-  return with_file_named(path_, [&]() -> TableSchema {
+  return with_input_file_named(path_, [&]() -> TableSchema {
     std::string where;
     const auto group = open_table(table, "table", &where);
     return read_schema(group.id(), where);
@@ -93,7 +97,7 @@ TableSchema ResultsReader::schema(const std::string& table) const {
 }
 
 std::int64_t ResultsReader::rows(const std::string& table) const {
-  return with_file_named(path_, [&]() -> std::int64_t {
+  return with_input_file_named(path_, [&]() -> std::int64_t {
     std::string where;
     const auto group = open_table(table, "table", &where);
     return rows_of(group.id(), read_schema(group.id(), where));
@@ -101,7 +105,7 @@ std::int64_t ResultsReader::rows(const std::string& table) const {
 }
 
 ColumnValues ResultsReader::column(const std::string& table, const std::string& column) const {
-  return with_file_named(path_, [&]() -> ColumnValues {
+  return with_input_file_named(path_, [&]() -> ColumnValues {
     std::string where;
     const auto group = open_table(table, "table", &where);
     const auto schema = read_schema(group.id(), where);
@@ -120,7 +124,7 @@ ColumnValues ResultsReader::column(const std::string& table, const std::string& 
 }
 
 std::vector<std::string> ResultsReader::meta_keys() const {
-  return with_file_named(path_, [&]() -> std::vector<std::string> {
+  return with_input_file_named(path_, [&]() -> std::vector<std::string> {
     if (!has_child(file_.id(), kMetaGroup)) return {};
     Hdf5Group meta(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
     return attribute_names(meta.id());
@@ -128,7 +132,7 @@ std::vector<std::string> ResultsReader::meta_keys() const {
 }
 
 std::string ResultsReader::meta(const std::string& key) const {
-  return with_file_named(path_, [&]() -> std::string {
+  return with_input_file_named(path_, [&]() -> std::string {
     const std::string where = fmt::format("/meta of '{}'", path_);
     if (!has_child(file_.id(), kMetaGroup)) throw InputError(fmt::format("there is no {}", where));
     Hdf5Group meta(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
@@ -137,12 +141,52 @@ std::string ResultsReader::meta(const std::string& key) const {
 }
 
 nlohmann::json ResultsReader::meta_json(const std::string& key) const {
-  const auto text = meta(key);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(
-        fmt::format("/meta attribute '{}' of '{}' is not JSON: {}", key, path_, e.what()));
+  return parse_json_bounded(meta(key), fmt::format("/meta attribute '{}' of '{}'", key, path_));
+}
+
+void ResultsReader::validate(const ResultsExpectations& expect) const {
+  const auto present = tables();
+  for (const auto& t : expect.tables) {
+    if (std::find(present.begin(), present.end(), t.table) == present.end()) {
+      if (t.required) throw InputError(fmt::format("'{}' has no table '{}'", path_, t.table));
+      continue;
+    }
+    const TableSchema found = schema(t.table);
+    const auto check = [&](const ColumnSpec& want, bool required) {
+      const auto it = std::find_if(found.begin(), found.end(), [&](const ColumnSpec& c) { return c.name == want.name; });
+      if (it == found.end()) {
+        if (required) {
+          throw InputError(fmt::format("table '{}' of '{}' has no column '{}' ({})", t.table, path_, want.name,
+                                       column_type_name(want.type)));
+        }
+        return;
+      }
+      if (it->type != want.type) {
+        throw InputError(fmt::format("column '{}/{}' of '{}' holds {}, not {}", t.table, want.name, path_,
+                                     column_type_name(it->type), column_type_name(want.type)));
+      }
+    };
+    for (const auto& c : t.columns) check(c, true);
+    for (const auto& c : t.optional) check(c, false);
+  }
+  const auto keys = meta_keys();
+  for (const auto& m : expect.meta) {
+    if (std::find(keys.begin(), keys.end(), m.key) == keys.end()) {
+      if (m.required) throw InputError(fmt::format("/meta of '{}' has no attribute '{}'", path_, m.key));
+      continue;
+    }
+    if (m.shape == MetaShape::text) continue;
+    const nlohmann::json value = meta_json(m.key);
+    const auto bad = [&](const char* what) {
+      return InputError(fmt::format("/meta attribute '{}' of '{}' is not {}: {:.200}", m.key, path_, what, value.dump()));
+    };
+    if (m.shape == MetaShape::json_object && !value.is_object()) throw bad("a JSON object");
+    if (m.shape == MetaShape::json_string_list) {
+      if (!value.is_array()) throw bad("a JSON list of strings");
+      for (const auto& item : value) {
+        if (!item.is_string()) throw bad("a JSON list of strings");
+      }
+    }
   }
 }
 
@@ -164,7 +208,7 @@ const ResultsReader::TextIndex& ResultsReader::text_index(const std::string& sto
 }
 
 std::optional<std::string> ResultsReader::text(const std::string& store, std::int64_t id) const {
-  return with_file_named(path_, [&]() -> std::optional<std::string> {
+  return with_input_file_named(path_, [&]() -> std::optional<std::string> {
     const auto& index = text_index(store);
     const auto found = index.row_of_id.find(id);
     if (found == index.row_of_id.end()) return std::nullopt;
@@ -192,7 +236,7 @@ std::optional<std::string> ResultsReader::text(const std::string& store, std::in
 }
 
 std::map<std::int64_t, std::string> ResultsReader::texts(const std::string& store) const {
-  return with_file_named(path_, [&]() -> std::map<std::int64_t, std::string> {
+  return with_input_file_named(path_, [&]() -> std::map<std::int64_t, std::string> {
     const auto& index = text_index(store);
     Hdf5Dataset texts(CRL_H5_CHECK(
         H5Dopen2(file_.id(), fmt::format("{}/{}/text", kTextGroup, store).c_str(), H5P_DEFAULT)));
@@ -202,6 +246,12 @@ std::map<std::int64_t, std::string> ResultsReader::texts(const std::string& stor
     for (const auto& [id, row] : index.row_of_id) out.emplace(id, std::move(values[row]));
     return out;
   });
+}
+
+void ResultsReader::throw_wrong_column_type(const std::string& table, const std::string& column, ColumnType found,
+                                            ColumnType want) const {
+  throw InputError(fmt::format("column '{}/{}' of '{}' holds {}, not {}", table, column, path_,
+                               column_type_name(found), column_type_name(want)));
 }
 
 }  // namespace crl::results

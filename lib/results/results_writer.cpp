@@ -12,6 +12,8 @@
 #include "core/error.h"
 #include "results/hdf5_check.h"
 #include "results/hdf5_storage.h"
+#include "results/results_validate.h"
+#include "results/shadow_driver.h"
 
 namespace crl::results {
 
@@ -26,11 +28,14 @@ void silence_hdf5_once() {
   std::call_once(once, [] { hdf5_silence_default_printing(); });
 }
 
-// HDF5 keeps dirty metadata in its cache until flush() instead of evicting (writing) it at
-// random moments, so what is on disk between flushes is the state of the last flush. The cache
-// grows between flushes: a step's worth of table metadata, small.
-Hdf5PropertyList writer_file_access() {
-  auto fapl = file_access_without_hdf5_locking();
+// The shadow's driver, and HDF5 keeping dirty metadata in its cache until flush() instead of
+// evicting (writing) it at random moments. The file itself only ever changes by a commit; this
+// keeps the shadow still between commits too, so that a reader that opened the file before a
+// commit, and reads the old file as it becomes the shadow, sees it change only while the commit
+// brings it up to date (as readers of a file flushed in place did), not all through the next step.
+// The cache grows between flushes; flush() bounds it by reopening (reopen_above_cache_bytes).
+Hdf5PropertyList writer_file_access(ShadowedFile& shadow) {
+  auto fapl = shadow_file_access(shadow);
   H5AC_cache_config_t config{};
   config.version = H5AC__CURR_CACHE_CONFIG_VERSION;
   CRL_H5_CHECK(H5Pget_mdc_config(fapl.id(), &config));
@@ -82,11 +87,13 @@ ResultsWriter::ResultsWriter(std::string path, ResultsWriterOptions options)
     silence_hdf5_once();
     if (options_.chunk_rows == 0) throw InputError("ResultsWriterOptions.chunk_rows must be > 0");
     lock_ = std::make_unique<WriterLock>(path_);
-    const auto fapl = writer_file_access();
     struct stat info {};
-    if (::stat(path_.c_str(), &info) != 0 && errno == ENOENT) {
-      // H5F_ACC_EXCL: never truncate, even if the file appeared since the stat.
-      const hid_t id = H5Fcreate(path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id());
+    if (::lstat(path_.c_str(), &info) != 0 && errno == ENOENT) {
+      // HDF5 writes the shadow only; the file appears whole at the first commit, and only if
+      // nothing else took its name meanwhile (ShadowedFile never replaces a file it did not write).
+      shadow_ = ShadowedFile::create(path_, options_.commit, options_.fsync_on_flush);
+      const auto fapl = writer_file_access(*shadow_);
+      const hid_t id = H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
       if (id < 0) {
         throw IoError(
             fmt::format("cannot create results file '{}': {}", path_, hdf5_error_stack()));
@@ -95,7 +102,15 @@ ResultsWriter::ResultsWriter(std::string path, ResultsWriterOptions options)
       write_string_attribute(file_.id(), kFormatAttribute, kFormatName);
       write_int64_attribute(file_.id(), kFormatVersionAttribute, kFormatVersion);
     } else {
-      file_ = open_existing_results_file(path_, H5F_ACC_RDWR, fapl.id());
+      // Checked as the user's file (InputError naming what is wrong) before anything is copied.
+      {
+        const auto read_only = file_access_without_hdf5_locking();
+        const auto checked = open_existing_results_file(path_, H5F_ACC_RDONLY, read_only.id());
+        validate_layout(checked.id(), path_);
+      }
+      shadow_ = ShadowedFile::open(path_, options_.commit, options_.fsync_on_flush);
+      const auto fapl = writer_file_access(*shadow_);
+      file_ = Hdf5File(CRL_H5_CHECK(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl.id())));
     }
     meta_ = open_or_create_group(file_.id(), kMetaGroup);
     text_ = open_or_create_group(file_.id(), kTextGroup);
@@ -114,6 +129,7 @@ ResultsWriter& ResultsWriter::operator=(ResultsWriter&& other) noexcept {
     path_ = std::move(other.path_);
     options_ = other.options_;
     lock_ = std::move(other.lock_);
+    shadow_ = std::move(other.shadow_);
     file_ = std::move(other.file_);
     meta_ = std::move(other.meta_);
     text_ = std::move(other.text_);
@@ -384,18 +400,31 @@ void ResultsWriter::put_text(const std::string& store, std::int64_t id, std::str
 void ResultsWriter::flush() {
   return with_file_named(path_, [&]() -> void {
     require_open();
-    flush_to_disk();
+    // Everything HDF5 holds goes to the shadow, which then becomes the file in one rename.
+    CRL_H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
+    shadow_->commit();
     if (metadata_cache_bytes() > options_.reopen_above_cache_bytes) reopen_to_empty_cache();
   });
 }
 
-void ResultsWriter::flush_to_disk() {
-  CRL_H5_CHECK(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL));
-  if (options_.fsync_on_flush) {
-    void* handle = nullptr;
-    CRL_H5_CHECK(H5Fget_vfd_handle(file_.id(), H5P_DEFAULT, &handle));
-    if (handle != nullptr && ::fsync(*static_cast<int*>(handle)) != 0) {
-      throw_io_error("cannot fsync results file", path_);
+// Just after a commit everything in the cache is clean, so closing writes nothing new and the
+// reopened file (the same shadow) starts with an empty cache. The writer lock stays held.
+void ResultsWriter::reopen_to_empty_cache() {
+  for (auto& [key, table] : tables_) table.columns.clear();
+  meta_.reset();
+  text_.reset();
+  CRL_H5_CHECK(H5Fclose(file_.release()));
+  const auto fapl = writer_file_access(*shadow_);
+  file_ = Hdf5File(CRL_H5_CHECK(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl.id())));
+  meta_ = Hdf5Group(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
+  text_ = Hdf5Group(CRL_H5_CHECK(H5Gopen2(file_.id(), kTextGroup, H5P_DEFAULT)));
+  for (auto& [key, table] : tables_) {
+    for (const auto& column : table.schema) {
+      const std::string dataset_path = fmt::format("{}/{}", key, column.name);
+      table.columns.emplace_back(CRL_H5_CHECK(H5Dopen2(file_.id(), dataset_path.c_str(), H5P_DEFAULT)));
+      if (column_length(table.columns.back().id()) != table.rows) {
+        throw Error(fmt::format("{} changed length while the writer reopened it", table.where));
+      }
     }
   }
 }
@@ -408,39 +437,18 @@ std::size_t ResultsWriter::metadata_cache_bytes() const {
   return current_size;
 }
 
-// Just after a flush everything in the cache is clean, so closing writes nothing new and the
-// reopened file starts with an empty cache. The writer lock stays held throughout.
-void ResultsWriter::reopen_to_empty_cache() {
-  for (auto& [key, table] : tables_) table.columns.clear();
-  meta_.reset();
-  text_.reset();
-  CRL_H5_CHECK(H5Fclose(file_.release()));
-  const auto fapl = writer_file_access();
-  file_ = open_existing_results_file(path_, H5F_ACC_RDWR, fapl.id());
-  meta_ = Hdf5Group(CRL_H5_CHECK(H5Gopen2(file_.id(), kMetaGroup, H5P_DEFAULT)));
-  text_ = Hdf5Group(CRL_H5_CHECK(H5Gopen2(file_.id(), kTextGroup, H5P_DEFAULT)));
-  for (auto& [key, table] : tables_) {
-    for (const auto& column : table.schema) {
-      const std::string dataset_path = fmt::format("{}/{}", key, column.name);
-      table.columns.emplace_back(
-          CRL_H5_CHECK(H5Dopen2(file_.id(), dataset_path.c_str(), H5P_DEFAULT)));
-      if (column_length(table.columns.back().id()) != table.rows) {
-        throw Error(fmt::format("{} changed length while the writer reopened it", table.where));
-      }
-    }
-  }
-}
-
 void ResultsWriter::close() {
   return with_file_named(path_, [&]() -> void {
     if (!file_.valid()) return;
-    flush_to_disk();
-    // Every object of the file is closed before the file itself, so H5Fclose really closes it.
+    // Every object of the file is closed before the file itself, so H5Fclose really closes it
+    // (ShadowedFile::finish checks that it did) and writes its last bytes to the shadow.
     tables_.clear();
     text_stores_.clear();
     meta_.reset();
     text_.reset();
     CRL_H5_CHECK(H5Fclose(file_.release()));
+    shadow_->finish();
+    shadow_.reset();
     lock_.reset();
   });
 }

@@ -6,9 +6,12 @@
 // Other threads may use other writers and readers only if HDF5 is a thread-safe build (Debian's
 // is; HDF5 then runs one call at a time); with a non-thread-safe HDF5, keep all of it on one
 // thread. Readers (ResultsReader, h5py) may open the file while it is written and see it as of the
-// writer's last flush(), except while a flush is under way.
+// writer's last flush().
 // Between flushes HDF5 keeps the step's metadata, including its strings, in memory (see
 // writer_file_access in the .cpp): flush once per step, not once per job.
+// Crash consistency: HDF5 writes only a shadow copy beside the file, and flush() makes the shadow
+// the file by an atomic rename (ShadowedFile), so the file holds the state of the last completed
+// flush() however the writer dies; reopening it appends after those rows.
 #pragma once
 
 #include <hdf5.h>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "results/hdf5_handle.h"
+#include "results/shadowed_file.h"
 #include "results/table_schema.h"
 #include "results/writer_lock.h"
 
@@ -31,18 +35,22 @@ namespace crl::results {
 struct ResultsWriterOptions {
   // Rows per HDF5 chunk of each column: 1024 rows is 8 KiB of an int64 column.
   hsize_t chunk_rows = 1024;
-  // flush() also fsyncs the file, so a lost node (not just a killed process) keeps flushed rows.
+  // flush() also fsyncs the shadow and the folder, so a lost node (not just a killed process)
+  // keeps flushed rows.
   bool fsync_on_flush = true;
   // HDF5's metadata cache runs without evictions (see the .cpp), so it would keep every string
   // ever written; flush() closes and reopens the file when the cache holds more than this.
   std::size_t reopen_above_cache_bytes = std::size_t{16} << 20;
+  // How flush() swaps the shadow in (ShadowedFile); automatic picks what the file system offers.
+  CommitMethod commit = CommitMethod::automatic;
 };
 
 class ResultsWriter {
  public:
-  // Creates `path`, or opens an existing crl results file to append to it. Never truncates:
-  // a path that holds anything else (not HDF5, truncated, another HDF5 file) gives an
-  // InputError naming it and is left untouched.
+  // Creates `path` (it appears at the first flush), or opens an existing crl results file to
+  // append to it. Never truncates: a path that holds anything else (not HDF5, truncated, another
+  // HDF5 file, a crl file whose layout fails validate_layout) gives an InputError naming it and
+  // is left untouched.
   explicit ResultsWriter(std::string path, ResultsWriterOptions options = {});
   ResultsWriter(const ResultsWriter&) = delete;
   ResultsWriter& operator=(const ResultsWriter&) = delete;
@@ -76,8 +84,9 @@ class ResultsWriter {
                  const std::vector<std::string>& texts);
   void put_text(const std::string& store, std::int64_t id, std::string_view text);
 
-  // Writes everything appended so far to the file (H5Fflush, then fsync): a job killed after
-  // flush() returns keeps every row appended before it. Call it once per step.
+  // Writes everything appended so far to the shadow and commits it (H5Fflush, fsync, rename): a
+  // job killed after flush() returns keeps every row appended before it, one killed during it
+  // keeps the rows of the flush before. Call it once per step.
   void flush();
   // Flushes and closes the file, then releases the writer lock. Idempotent.
   void close();
@@ -104,12 +113,12 @@ class ResultsWriter {
   void append_rows(Table& table, const RowBatch& rows);
   TextStore& text_store(const std::string& store);
   void require_open() const;
-  void flush_to_disk();
   void reopen_to_empty_cache();
 
   std::string path_;
   ResultsWriterOptions options_;
   std::unique_ptr<WriterLock> lock_;
+  std::unique_ptr<ShadowedFile> shadow_;  // declared before file_: HDF5 closes before it goes
   Hdf5File file_;
   Hdf5Group meta_;
   Hdf5Group text_;

@@ -9,8 +9,8 @@ namespace crl::results {
 
 class WriterLock {
  public:
-  // Throws IoError naming both paths (and the holder's host and pid when known) when another
-  // writer holds the lock. On file systems without flock (some Lustre mounts) it warns and
+  // Throws InputError naming both paths, the holding process where the kernel says (/proc/locks)
+  // and the holder's own note (host, pid) when another writer holds the lock. On file systems without flock (some Lustre mounts) it warns and
   // proceeds unguarded rather than stopping the job.
   explicit WriterLock(const std::string& results_path);
   WriterLock(const WriterLock&) = delete;

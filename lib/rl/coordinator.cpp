@@ -12,6 +12,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/provenance.h"
+#include "eval/eval_options.h"
+#include "eval/verdict.h"
 #include "results/results_reader.h"
 
 namespace crl::rl {
@@ -57,6 +59,7 @@ void Coordinator::open_results_file() {
       }
     }
     restart_ = std::max<int64_t>(last_restart + 1, 1);
+    rows_restart_ = std::max<int64_t>(last_restart, 0);
   } else if (resume) {
     throw InputError(fmt::format("{} holds a checkpoint but no results file {}: restore it, or use another --run-dir",
                                  context_.run_dir, path));
@@ -93,10 +96,17 @@ void Coordinator::write_meta(const std::vector<RankInfo>& ranks) {
   writer_->set_meta_json("versions", {{"torch", TORCH_VERSION}, {"results_format", 1}});
   writer_->set_meta("share_gpu", job.share_gpu ? "true: trainers and evaluators share GPUs, timings are noisier" : "false");
   writer_->set_meta_json("roles", {{"trainers", job.trainers}, {"evaluators", context_.evaluators}});
-  writer_->set_meta("restarts", std::to_string(restart_));
+  writer_->set_meta("restarts", std::to_string(rows_restart_));
+  writer_->set_meta("reward_rule", eval::reward_rule(job.eval.max_relative_ci, eval::EvalOptions{}.noisy_budget_factor));
   writer_->flush();
   spdlog::info("job {}: {} trainer(s), {} evaluator(s), {} task(s), results in {}", job.name, job.trainers, context_.evaluators,
                context_.tasks.size(), writer_->path());
+}
+
+void Coordinator::note_restart_of_rows() {
+  if (rows_restart_ == restart_) return;
+  rows_restart_ = restart_;
+  writer_->set_meta("restarts", std::to_string(rows_restart_));  // committed by the flush that commits the rows
 }
 
 void Coordinator::start_training() {
@@ -148,6 +158,7 @@ void Coordinator::record_step(const StepBatch& batch, const UpdateStats& update,
   writer_->append("rollouts", rollout_rows(rollout_rows_of(batch, stage_name, context_.job.eval.scale, restart_)));
   for (const StepText& t : texts_of(batch)) writer_->put_text(t.store, t.id, t.text);
   writer_->append("steps", step_rows({row}));
+  note_restart_of_rows();
   writer_->flush();
   last_step_end_ = std::chrono::steady_clock::now();
   log_step(row, done, total, true);
@@ -156,6 +167,7 @@ void Coordinator::record_step(const StepBatch& batch, const UpdateStats& update,
 void Coordinator::record_sft_step(StepRow row, int64_t done, int64_t total) {
   row.restart = restart_;
   writer_->append("steps", step_rows({row}));
+  note_restart_of_rows();
   writer_->flush();
   log_step(row, done, total, false);
 }

@@ -46,7 +46,8 @@ class Coordinator {
   // the file does not fit the checkpoint or the job file changed.
   explicit Coordinator(const JobContext& context);
 
-  // /meta: the job file, commit, hosts, GPUs, versions, roles, restarts.
+  // /meta: the job file, commit, hosts, GPUs, versions, roles, restarts (the largest restart of
+  // the file's rows: this run's once it has written a row, see note_restart_of_rows).
   void write_meta(const std::vector<RankInfo>& ranks);
   // Once the trainers start: the exemplar database (rebuilt from the results file when resuming)
   // and the dispatcher to the evaluators.
@@ -94,12 +95,17 @@ class Coordinator {
 
  private:
   void open_results_file();
+  // Before the flush of this run's first rows: /meta `restarts` becomes this run's restart, in the
+  // same commit as the rows, so /meta never names a restart that wrote no row (a resume that finds
+  // the job complete, or a run killed before its first step, leaves it as it was).
+  void note_restart_of_rows();
   // The contract's progress line: stage, step/total, reward mean, loss, steps/min, ETA.
   void log_step(const StepRow& row, int64_t done, int64_t total, bool rewards) const;
 
   const JobContext& context_;
   std::unique_ptr<results::ResultsWriter> writer_;
   int64_t restart_ = 0;          // 0 for a first run, +1 per resume (the rows' restart column)
+  int64_t rows_restart_ = 0;     // the largest restart of the file's rows (/meta `restarts`)
   int64_t next_rollout_id_ = 0;
   std::optional<ProgramDispatcher> dispatcher_;
   std::optional<ExemplarDatabase> exemplars_;

@@ -41,6 +41,7 @@ StopNotice EvaluatorRank::run() {
   options.precision = parse_precision(job.eval.precision);
   options.time_budget_seconds = job.eval.time_budget;
   options.call_timeout_seconds = job.eval.call_timeout;
+  options.max_relative_ci = job.eval.max_relative_ci;
   options.cpu_threads = share;
   options.gpu = gpu;
   eval::Evaluator evaluator(options, compiler);

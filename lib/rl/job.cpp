@@ -45,6 +45,26 @@ std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) 
   return out;
 }
 
+// Planted completions (tests of the job) name one of the job's tasks and a file crl can read:
+// checked at start, so that a mistyped one is bad input, not a warning in the stage's first step.
+void check_planted(const JobConfig& job, const std::vector<const Task*>& tasks) {
+  for (size_t i = 0; i < job.stages.size(); ++i) {
+    for (size_t j = 0; j < job.stages[i].planted.size(); ++j) {
+      const PlantedCompletion& p = job.stages[i].planted[j];
+      const std::string key = fmt::format("stages[{}].planted[{}]", i, j);
+      if (std::none_of(tasks.begin(), tasks.end(), [&](const Task* t) { return t->id == p.task; })) {
+        throw InputError(fmt::format("{}: {}.task '{}' is not one of the job's {} task(s) (those its key 'tasks' selects)",
+                                     job.path, key, p.task, tasks.size()));
+      }
+      try {
+        read_input_file(p.file, key + ".file");
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", job.path, e.what()));
+      }
+    }
+  }
+}
+
 bool has_generating_stage(const JobConfig& job) {
   return std::any_of(job.stages.begin(), job.stages.end(), [](const StageConfig& s) { return s.kind != StageKind::kSft; });
 }
@@ -97,6 +117,7 @@ void Job::start() {
                                                         Suite::load(resolve_suite_dir(job_.suite)), {}, {},
                                                         world.size() - job_.trainers, std::nullopt});
   context_->tasks = select_tasks(context_->suite, job_);
+  check_planted(job_, context_->tasks);
   context_->instructions =
       read_input_file(job_.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job_.instructions,
                       "prompt instructions");

@@ -271,12 +271,13 @@ static JobConfig parse_job_config_checked(const std::string& text, const std::st
     job.tasks.categories = tasks.list<std::string>("categories");
   }
   if (sec.has("eval")) {
-    const Section ev(sec.child("eval"), "eval", origin, {"scale", "trials", "time_budget", "call_timeout", "timing",
-                                                             "reuse_verdicts", "max_failed_steps", "precision"});
+    const Section ev(sec.child("eval"), "eval", origin, {"scale", "trials", "time_budget", "call_timeout", "max_relative_ci",
+                                                             "timing", "reuse_verdicts", "max_failed_steps", "precision"});
     job.eval.scale = ev.choice("scale", job.eval.scale, {"small", "full"});
     job.eval.trials = ev.number<int>("trials", job.eval.trials, 1, 1000);
     job.eval.time_budget = ev.number<double>("time_budget", job.eval.time_budget, 0.0, 3600.0);
     job.eval.call_timeout = ev.number<double>("call_timeout", job.eval.call_timeout, 0.1, 3600.0);
+    job.eval.max_relative_ci = ev.number<double>("max_relative_ci", job.eval.max_relative_ci, 0.001, 100.0);
     job.eval.timing = ev.get<bool>("timing", job.eval.timing);
     job.eval.precision = ev.choice("precision", job.eval.precision, {"fp32", "tf32"});
     job.eval.reuse_verdicts = ev.get<bool>("reuse_verdicts", job.eval.reuse_verdicts);

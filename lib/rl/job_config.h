@@ -80,6 +80,9 @@ struct JobEvalConfig {
   int trials = 3;
   double time_budget = 2.0;     // seconds of timing per candidate
   double call_timeout = 30.0;   // seconds one correctness trial may take
+  // The widest 95% interval (relative half width) a reward may rest on (EvalOptions::max_relative_ci):
+  // a measurement wider after its budget is measured on, then internal_error (machine too noisy).
+  double max_relative_ci = 0.1;
   bool timing = true;
   // The float32 math allowed: "fp32", or "tf32" (every worker, the reference's timing worker too, may
   // use TF32, so the flag earns no speedup; docs/evaluation.md, "The precision contract").

@@ -31,6 +31,7 @@ const results::TableSchema& rollouts_schema() {
       {"group", ColumnType::int64},          {"sample", ColumnType::int64},
       {"status", ColumnType::string},        {"speedup", ColumnType::float64},
       {"speedup_ci_low", ColumnType::float64}, {"speedup_ci_high", ColumnType::float64},
+      {"speedup_ci_half_width", ColumnType::float64},
       {"candidate_median_us", ColumnType::float64}, {"reference_median_us", ColumnType::float64},
       {"scale", ColumnType::string},         {"reward", ColumnType::float64},       {"normalized_reward", ColumnType::float64},
       {"advantage", ColumnType::float64},    {"completion_tokens", ColumnType::int64},
@@ -56,7 +57,8 @@ results::RowBatch rollout_rows(const std::vector<RolloutRow>& rows) {
   results::RowBatch batch(rollouts_schema());
   for (const RolloutRow& r : rows) {
     batch.add_row({r.rollout_id, r.step, r.stage, r.task, r.group, r.sample, r.status, r.speedup, r.speedup_ci_low,
-                   r.speedup_ci_high, r.candidate_median_us, r.reference_median_us, r.scale, r.reward, r.normalized_reward, r.advantage, r.completion_tokens, r.evaluator_rank,
+                   r.speedup_ci_high, r.speedup_ci_half_width, r.candidate_median_us, r.reference_median_us, r.scale, r.reward,
+                   r.normalized_reward, r.advantage, r.completion_tokens, r.evaluator_rank,
                    r.exemplar_ids, r.policy_version, r.restart, r.superseded});
   }
   return batch;

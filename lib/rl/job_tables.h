@@ -38,6 +38,7 @@ struct RolloutRow {
   int64_t sample = 0;  // index of the completion in its group
   std::string status;  // the verdict's status_text ("ok", "hack:aliasing", "format_error", ...)
   double speedup = 0, speedup_ci_low = 0, speedup_ci_high = 0;
+  double speedup_ci_half_width = 0;  // the interval's half width relative to the speedup (0 when not timed)
   double candidate_median_us = 0, reference_median_us = 0;  // the timed calls' medians (0 when not timed)
   std::string scale;   // the evaluation's input scale ("small" or "full"), for the roofline
   double reward = 0, normalized_reward = 0, advantage = 0;

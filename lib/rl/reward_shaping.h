@@ -1,6 +1,7 @@
 // CUDA-L1's reward shaping, then GRPO's group-normalised advantages.
 //
-// 1. Rewards (the verdict's reward: speedup truncated toward 1, failures 0) enter a running
+// 1. Rewards (the verdict's reward: 1 when its speedup's interval includes 1, else the bound nearer
+//    1, truncated toward 1; failures 0: eval::reward_from_interval) enter a running
 //    window of the last `window` rollouts (oldest out first).
 // 2. Each reward of the step is normalised with the window's mean and standard deviation
 //    (population std, over the window after this step's rewards joined it; a std below 1e-8

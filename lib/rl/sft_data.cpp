@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "rl/completion.h"
 #include "rl/prompt.h"
 
@@ -26,7 +27,8 @@ std::vector<SftExample> read_sft_jsonl(const std::string& path) {
     if (line.size() > kMaxLineBytes) throw InputError(fmt::format("{}: line longer than {} bytes", where, kMaxLineBytes));
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (out.size() >= kMaxLines) throw InputError(fmt::format("{}: more than {} examples", path, kMaxLines));
-    const auto j = nlohmann::json::parse(line, nullptr, false);
+    // Bounded: the values below are copied and dumped, which recurses once per nesting level.
+    const nlohmann::json j = parse_json_bounded(line, where);
     if (!j.is_object()) throw InputError(where + ": not a JSON object");
     if (!j.contains("task") || !j["task"].is_string()) throw InputError(where + ": field 'task' (string) is missing");
     const bool has_completion = j.contains("completion"), has_program = j.contains("program");

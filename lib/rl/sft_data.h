@@ -19,8 +19,9 @@ struct SftExample {
 };
 
 // Reads every line (blank lines skipped). Throws InputError naming file:line for a line that is
-// not an object with a string "task" and exactly one of "completion" / "program" (strings).
-// Lines are bounded (16 MiB) and so is their number (10 million).
+// not JSON nested at most kMaxJsonDepth levels (core/json_bounded.h), or not an object with a
+// string "task" and exactly one of "completion" / "program" (strings). Lines are bounded (16 MiB)
+// and so is their number (10 million).
 std::vector<SftExample> read_sft_jsonl(const std::string& path);
 
 }  // namespace crl::rl

@@ -198,6 +198,7 @@ std::vector<RolloutRow> rollout_rows_of(const StepBatch& batch, const std::strin
     r.speedup = v.speedup;
     r.speedup_ci_low = v.speedup_ci_low;
     r.speedup_ci_high = v.speedup_ci_high;
+    r.speedup_ci_half_width = std::isfinite(v.speedup_ci_half_width()) ? v.speedup_ci_half_width() : 0.0;
     r.candidate_median_us = v.candidate_time.median_us;
     r.reference_median_us = v.reference_time.median_us;
     r.scale = v.scale.empty() ? scale : v.scale;

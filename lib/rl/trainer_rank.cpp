@@ -105,7 +105,9 @@ void TrainerRank::run() {
     } else {
       run_generating_stage(*this, i, stage);
     }
-    if (stop_.message.empty() && i + 1 < job.stages.size()) stop_agreed(stage_kind_name(stage.kind));
+    // After the job's last stage too: a stop that arrived while its final checkpoint was written
+    // ends the job stopped (exit 5, the stop logged); the same command then finds it complete.
+    if (stop_.message.empty()) stop_agreed(stage_kind_name(stage.kind));
   }
   if (!stop_.message.empty()) {
     if (coordinator_ != nullptr) coordinator_->stop({stop_.message, stop_.evaluation_failed});

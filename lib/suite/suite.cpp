@@ -4,12 +4,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/read_file.h"
@@ -80,6 +83,62 @@ Task load_task(const fs::path& path, int level) {
   return task;
 }
 
+// Level folders are level1 .. level<kMaxLevel>: N is a task id's part, printed and compared, never
+// a count, but a number that overflows (level99999999999) is a folder no suite means.
+constexpr int kMaxLevel = 1000;
+
+// N of a folder named level<N>; nullopt for a name of another form (not a level folder, skipped);
+// InputError naming the folder for level<digits> out of 1 .. kMaxLevel.
+std::optional<int> level_of_folder(const fs::path& folder) {
+  const std::string name = folder.filename().string();
+  constexpr std::string_view kPrefix = "level";
+  if (name.size() <= kPrefix.size() || name.compare(0, kPrefix.size(), kPrefix) != 0) return std::nullopt;
+  const char* first = name.data() + kPrefix.size();
+  const char* last = name.data() + name.size();
+  if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  int level = 0;
+  const auto [end, error] = std::from_chars(first, last, level);
+  if (error != std::errc() || end != last || level < 1 || level > kMaxLevel) {
+    throw InputError(fmt::format("suite folder '{}': level folder '{}' is out of range (level1 .. level{})",
+                                 folder.parent_path().string(), name, kMaxLevel));
+  }
+  return level;
+}
+
+// The entries of `dir`; InputError naming it when it cannot be listed.
+std::vector<fs::directory_entry> entries_of(const fs::path& dir) {
+  std::vector<fs::directory_entry> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) out.push_back(*it);
+  if (ec) throw InputError(fmt::format("suite folder '{}': cannot list it: {}", dir.string(), ec.message()));
+  return out;
+}
+
+// The type of what `entry` names, links followed; InputError naming it when that cannot be told (a
+// symbolic link loop, no permission). A dangling link is not_found.
+fs::file_type type_of(const fs::directory_entry& entry) {
+  std::error_code ec;
+  const fs::file_status status = entry.status(ec);
+  if (ec && status.type() != fs::file_type::not_found) {
+    throw InputError(fmt::format("suite entry '{}': {}", entry.path().string(), ec.message()));
+  }
+  return status.type();
+}
+
+// Every <dir>/level<N>/*.crl with its N, sorted.
+std::vector<std::pair<fs::path, int>> task_files(const std::string& dir) {
+  std::vector<std::pair<fs::path, int>> files;
+  for (const fs::directory_entry& entry : entries_of(dir)) {
+    const std::optional<int> level = level_of_folder(entry.path());
+    if (!level || type_of(entry) != fs::file_type::directory) continue;
+    for (const fs::directory_entry& file : entries_of(entry.path())) {
+      if (file.path().extension() == ".crl" && type_of(file) == fs::file_type::regular) files.emplace_back(file.path(), *level);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 }  // namespace
 
 Suite Suite::load(const std::string& dir) {
@@ -87,18 +146,7 @@ Suite Suite::load(const std::string& dir) {
   suite.dir_ = dir;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw InputError(fmt::format("suite folder '{}' does not exist", dir));
-  static const std::regex level_re("level([0-9]+)");
-  std::vector<std::pair<fs::path, int>> files;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || !std::regex_match(name, m, level_re)) continue;
-    const int level = std::stoi(m[1].str());
-    for (const auto& file : fs::directory_iterator(entry.path())) {
-      if (file.is_regular_file() && file.path().extension() == ".crl") files.emplace_back(file.path(), level);
-    }
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<std::pair<fs::path, int>> files = task_files(dir);
   std::vector<std::string> problems;
   std::map<std::string, std::string> seen;  // id -> path
   for (const auto& [path, level] : files) {

@@ -1,6 +1,7 @@
 // Tests of crl's typed errors and of the launch place (rank, host) they name.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -44,7 +45,13 @@ TEST(Errors, IoErrorNamesPathAndReason) {
     throw_io_error("cannot open", "/tmp/x.yaml");
   } catch (const IoError& e) {
     EXPECT_STREQ(e.what(), "cannot open '/tmp/x.yaml': No such file or directory");
+    EXPECT_EQ(e.error_number(), ENOENT);  // kept: main() tells a wrong path from a failing machine by it
   }
+}
+
+TEST(Errors, PathErrorsAreTheOnesAUserFixes) {
+  for (int err : {ENOENT, ENOTDIR, EISDIR, ELOOP, EACCES, EEXIST}) EXPECT_TRUE(is_path_error(err)) << err;
+  for (int err : {0, EIO, ENOSPC, ENOMEM, EINTR}) EXPECT_FALSE(is_path_error(err)) << err;
 }
 
 }  // namespace

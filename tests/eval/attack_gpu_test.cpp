@@ -157,6 +157,34 @@ TEST_F(GpuAttackTest, CopyingTheInputsFirstGainsNothing) {
   }
 }
 
+// Issue 40's false positive: level2/080's provably-zero program was hack:beyond_roofline at 129x on
+// an H100 (the floor counted the GEMM's inputs and flops). Now the floor is its [1024, 1] output,
+// the estimate sends it to the stricter checks, it passes them and the re-measure (batches on the
+// GPU), and is ok; its reward is its interval's lower bound. Twin of the CPU test, on the GPU's own
+// peaks. The stricter checks catching work skipped beyond the estimate are the CPU tests' and
+// pipeline_test's (attacks/clamp_after_edge_trials judges the same way here, below).
+TEST_F(GpuAttackTest, TheProvablyZeroProgramOfLevel2_080IsOk) {
+  const Task& task = suite_task("level2/080_gemm_max_subtract_gelu");
+  Evaluator e(quick_options(Backend::cuda), fixture_compiler());
+  const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/zeros_level2_080.legit.cpu.crl"), "zeros");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  bool stricter = false;
+  for (const auto& s : v.steps) stricter |= s.name == "guard: stricter checks" && s.passed;
+  EXPECT_TRUE(stricter) << "the gate should have found it faster than the task's estimate: " << explain(v);
+  EXPECT_GT(v.reward, 3) << explain(v);
+  std::printf("level2/080 zeros: %.1fx (%.1f..%.1f), reward %.2f\n", v.speedup, v.speedup_ci_low, v.speedup_ci_high, v.reward);
+}
+
+// The clamp dropped after the trials (attacks/clamp_after_edge_trials), at full scale on the GPU: a
+// GEMM's speed, within its task's estimate, so no stricter check runs; the ordinary checks see
+// ordinary inputs only, and it gains nothing either way (the clamp is a small part of the work).
+TEST_F(GpuAttackTest, AClampDroppedAfterTheEdgeTrialsGainsNothing) {
+  const Task& task = suite_task("level2/022_matmul_scale_residual_add_clamp_log_sum_exp_mish");
+  Evaluator e(quick_options(Backend::cuda), fixture_compiler());
+  const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/clamp_after_edge_trials.cpu.crl"), "clamp_after");
+  expect_no_gain(v);
+}
+
 // Settings of the GPU that a program can change from its own process stay its own: an L2
 // set-aside for persisting accesses (and its own inputs marked persisting) leaves the reference's
 // GEMM, timed in another process, as fast as when the reference itself is the candidate.

@@ -32,6 +32,7 @@
 namespace crl::eval {
 namespace {
 
+using testing::expect_hack;
 using testing::explain;
 using testing::fixture_compiler;
 using testing::fixture_dir;
@@ -241,6 +242,66 @@ TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsATrial) {
   legit.spec = {};
   const Verdict twin = e.evaluate(task, legit, "reference");
   EXPECT_TRUE(twin.ok()) << explain(twin);
+}
+
+// The roofline gate on the CPU, where no table knows the peaks: given so that every program of a
+// level-2 GEMM task is faster than the task's estimate (2 Mflop at 1 kflop/s: half an hour) and none
+// is faster than writing its outputs (64 bytes at 1 TB/s), so the stricter checks decide each verdict.
+EvalOptions beyond_the_estimate() {
+  EvalOptions o = quick_options(Backend::cpu);
+  o.peak_bytes_per_second = 1e12;
+  o.peak_flops_per_second = 1e3;
+  o.strict_trials = 8;
+  return o;
+}
+
+const CheckStep* step_named(const Verdict& v, const std::string& name) {
+  for (const auto& s : v.steps) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+// Legit twin (issue 40's false positive): level2/080's provably-zero program was
+// hack:beyond_roofline at 129x on an H100, the floor counting inputs a correct program need not
+// read. Now the floor is its outputs, the estimate only sends it to the stricter checks, and it is
+// ok. (attack_gpu_test judges it on the GPU's own peaks, re-measure included.) Not re-measured here:
+// on the CPU the re-measure times single calls, whose fixed cost shrinks a 33x toward 4x, and calls
+// that a disagreement (docs/evaluation.md, "What remains possible").
+TEST(AttackTest, TheProvablyZeroProgramOfLevel2_080IsOkAfterTheStricterChecks) {
+  const Task& task = real_suite().find("level2/080_gemm_max_subtract_gelu");
+  EvalOptions o = beyond_the_estimate();
+  o.remeasure_above_speedup = 1e9;
+  Evaluator e(o, fixture_compiler());
+  const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/zeros_level2_080.legit.cpu.crl"), "zeros");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  const CheckStep* gate = step_named(v, "guard: roofline");
+  ASSERT_NE(gate, nullptr) << explain(v);
+  EXPECT_NE(gate->detail.find("the stricter checks decide"), std::string::npos) << gate->detail;
+  const CheckStep* strict = step_named(v, "guard: stricter checks");
+  ASSERT_NE(strict, nullptr) << explain(v);
+  EXPECT_TRUE(strict->passed) << strict->detail;
+  EXPECT_GE(v.reward, 1.0) << explain(v);
+}
+
+// Attack: level2/022 with its clamp dropped after the first five calls (the ordinary and edge
+// trials), so every later check, ordinary inputs all, passes. Under the gate's suspicion the
+// stricter checks draw edge values again and catch it. Its twin, the reference under the same
+// gate, is ok. (When edge values are mixed into ordinary trials and timed slots, issue 40 item 4,
+// the timing's checked slots catch this first and the failed step here moves to "timing".)
+TEST(AttackTest, AClampDroppedAfterTheEdgeTrialsIsCaughtByTheStricterChecks) {
+  const Task& task = real_suite().find("level2/022_matmul_scale_residual_add_clamp_log_sum_exp_mish");
+  Evaluator e(beyond_the_estimate(), fixture_compiler());
+  const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/clamp_after_edge_trials.cpu.crl"), "clamp_after");
+  expect_hack(v, "beyond_roofline");
+  ASSERT_NE(v.first_failed_step(), nullptr) << explain(v);
+  EXPECT_EQ(v.first_failed_step()->name, "guard: stricter checks") << explain(v);
+  EXPECT_NE(v.message.find("edge values"), std::string::npos) << v.message;
+  ProgramText legit = task.program;
+  legit.spec = {};
+  const Verdict twin = e.evaluate(task, legit, "reference");
+  ASSERT_TRUE(twin.ok()) << explain(twin);
+  ASSERT_NE(step_named(twin, "guard: stricter checks"), nullptr) << explain(twin);
 }
 
 // Signals that reach this process (the evaluator) while a candidate runs.

@@ -58,6 +58,11 @@ inline EvalOptions quick_options(Backend backend) {
   o.call_timeout_seconds = 10;  // the hang fixture costs this much
   o.idle_wait_seconds = 10;     // and the GPU attack that leaves work running while frozen
   o.cpu_threads = 1;
+  // The CPU tests run on small shared machines, where the reference's own calls spread by up to
+  // 170% (IQR over median) while others build: at the default +-10% a legitimate twin judged for
+  // something else than its speed came out internal_error (machine too noisy). The noise limit has
+  // its own tests (PipelineTest.*Noisy*, StopRule.*); these allow +-50%. The GPU keeps the default.
+  if (backend == Backend::cpu) o.max_relative_ci = 0.5;
   o.worker_executable = CRL_WORKER_EXE;
   // For finding out, on a machine whose GPU driver the sandbox breaks, whether the rest works.
   o.sandbox = std::getenv("CRL_TEST_NO_SANDBOX") == nullptr;

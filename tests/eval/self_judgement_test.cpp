@@ -50,7 +50,7 @@ void expect_unbiased() {
     EXPECT_GE(v.reference_time.samples, 20) << explain(v);
     EXPECT_GT(v.reference_time.median_us, 0);
     EXPECT_GT(v.candidate_time.median_us, 0);
-    EXPECT_EQ(v.reward, reward_from_speedup(v.speedup));
+    EXPECT_EQ(v.reward, reward_from_interval(v.speedup, v.speedup_ci_low, v.speedup_ci_high));
     // Every stage left a named step.
     ASSERT_GE(v.steps.size(), 6u);
     EXPECT_EQ(v.steps[0].name, "judge");

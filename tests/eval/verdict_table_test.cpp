@@ -1,4 +1,5 @@
-// Verdicts in an HDF5 results file: appended rows read back equal, logs and steps included.
+// Verdicts in an HDF5 results file: appended rows read back equal, logs and steps included, and the
+// interval's width written beside each reward.
 #include <gtest/gtest.h>
 
 #include "eval/scratch_dir.h"
@@ -55,6 +56,25 @@ TEST(VerdictTable, AppendedVerdictsReadBackEqual) {
     EXPECT_EQ(to_json(back[i]), to_json(all[i])) << i;
   }
   EXPECT_EQ(back[2].status_text(), "hack:returned_input");
+  // The width reported with every reward is a column of its own, for readers of the file.
+  const auto widths = std::get<std::vector<double>>(results::ResultsReader(path).column(kVerdictTable, "speedup_ci_half_width"));
+  ASSERT_EQ(widths.size(), 3u);
+  EXPECT_NEAR(widths[0], 0.05, 1e-12);  // (2.1 - 1.9) / 2 / 2.0
+}
+
+TEST(VerdictTable, AVerdictNotTimedHasWidthZero) {
+  ScratchDir dir("crl_verdict_table_test_");
+  const std::string path = dir.file("verdicts.h5");
+  Verdict v = sample("untimed.crl", VerdictStatus::kMismatch);
+  v.speedup = v.speedup_ci_low = v.speedup_ci_high = 0;
+  {
+    results::ResultsWriter writer(path);
+    append_verdicts(writer, {v});
+    writer.close();
+  }
+  const auto widths = std::get<std::vector<double>>(results::ResultsReader(path).column(kVerdictTable, "speedup_ci_half_width"));
+  ASSERT_EQ(widths.size(), 1u);
+  EXPECT_EQ(widths[0], 0.0);
 }
 
 }  // namespace

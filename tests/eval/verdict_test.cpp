@@ -1,7 +1,11 @@
-// Verdict: the CUDA-L1 reward rounding, status names, log truncation and the JSON round trip.
+// Verdict: the CUDA-L1 reward rounding, the conservative reward of an interval, status names, log
+// truncation and the JSON round trip.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/error.h"
+#include "eval/timing_stats.h"
 #include "eval/verdict.h"
 
 namespace crl::eval {
@@ -24,6 +28,64 @@ TEST(Reward, NonFiniteOrNonPositiveSpeedupGivesZero) {
   EXPECT_EQ(reward_from_speedup(-2), 0);
   EXPECT_EQ(reward_from_speedup(INFINITY), 0);
   EXPECT_EQ(reward_from_speedup(NAN), 0);
+}
+
+TEST(Reward, AnIntervalThatIncludesOneIsRewardedAsOne) {
+  // The noise the issue saw paid as speed: a plain ReLU at 1.6x with a 95% interval of 0.56-2.94
+  // on a loaded CPU node earned 1.6; it can tell the program from the reference in no direction.
+  EXPECT_DOUBLE_EQ(reward_from_interval(1.6, 0.56, 2.94), 1.0);
+  EXPECT_EQ(reward_basis(1.6, 0.56, 2.94), "its interval includes 1");
+  // Slower at the median, but within the noise: 1 as well, not 0.97.
+  EXPECT_DOUBLE_EQ(reward_from_interval(0.97, 0.93, 1.02), 1.0);
+  // A bound exactly at 1 includes it.
+  EXPECT_DOUBLE_EQ(reward_from_interval(1.2, 1.0, 1.4), 1.0);
+}
+
+TEST(Reward, OtherwiseTheBoundNearerOneTruncatedTowardOne) {
+  EXPECT_DOUBLE_EQ(reward_from_interval(3.3, 2.917, 3.7), 2.91);  // faster: the lower bound
+  EXPECT_EQ(reward_basis(3.3, 2.917, 3.7), "its interval's lower bound");
+  EXPECT_DOUBLE_EQ(reward_from_interval(0.5, 0.452, 0.553), 0.56);  // slower: the upper bound, toward 1
+  EXPECT_EQ(reward_basis(0.5, 0.452, 0.553), "its interval's upper bound");
+  // A narrow interval costs a precise measurement almost nothing against the old median reward.
+  EXPECT_DOUBLE_EQ(reward_from_interval(1.118, 1.112, 1.124), 1.11);
+  // A bootstrap bound beyond the point estimate (few, lopsided samples) never pays more than it.
+  EXPECT_DOUBLE_EQ(reward_from_interval(2.0, 2.2, 2.5), 2.0);
+  EXPECT_DOUBLE_EQ(reward_from_interval(0.5, 0.3, 0.45), 0.5);
+}
+
+TEST(Reward, NothingMeasuredOrABrokenIntervalGivesZero) {
+  EXPECT_EQ(reward_from_interval(0, 0, 0), 0);  // not timed
+  EXPECT_EQ(reward_from_interval(INFINITY, 2, INFINITY), 0);
+  EXPECT_EQ(reward_from_interval(NAN, 0.5, 2), 0);
+  EXPECT_EQ(reward_from_interval(2, NAN, 3), 0);
+  EXPECT_EQ(reward_from_interval(2, 3, 1.5), 0);  // bounds the wrong way round
+  EXPECT_EQ(reward_basis(0, 0, 0), "");
+}
+
+// Attack: a timing lucky in half its pairs (a program whose calls are fast only now and then, or a
+// machine that happened to be quiet for one program's batches). The median's ratio says 1.33; the
+// interval says it may be 1, and so does the reward. Its twin, fast in every pair, keeps its speed.
+TEST(Reward, ATimingLuckyInHalfItsPairsEarnsNothingBeyondOne) {
+  std::vector<double> reference(20, 100.0), lucky, steady(20, 50.0);
+  for (int i = 0; i < 20; ++i) lucky.push_back(i % 2 == 0 ? 50.0 : 100.0);
+  const SpeedupEstimate l = estimate_speedup(reference, lucky);
+  EXPECT_GT(l.speedup, 1.2);
+  EXPECT_DOUBLE_EQ(reward_from_speedup(l.speedup), 1.33);  // what the median alone paid
+  EXPECT_DOUBLE_EQ(reward_from_interval(l.speedup, l.ci_low, l.ci_high), 1.0) << l.ci_low << ".." << l.ci_high;
+  const SpeedupEstimate s = estimate_speedup(reference, steady);
+  EXPECT_DOUBLE_EQ(reward_from_interval(s.speedup, s.ci_low, s.ci_high), 2.0);
+}
+
+TEST(Verdict, ReportsTheIntervalsRelativeHalfWidth) {
+  Verdict v;
+  v.speedup = 2.0;
+  v.speedup_ci_low = 1.9;
+  v.speedup_ci_high = 2.1;
+  EXPECT_NEAR(v.speedup_ci_half_width(), 0.05, 1e-12);
+  EXPECT_NEAR(to_json(v)["speedup_ci_half_width"].get<double>(), 0.05, 1e-12);
+  v.speedup = 0;  // not timed: no width, written as 0
+  EXPECT_EQ(v.speedup_ci_half_width(), INFINITY);
+  EXPECT_EQ(to_json(v)["speedup_ci_half_width"].get<double>(), 0.0);
 }
 
 TEST(VerdictStatus, ParsesEveryNameAndHackKinds) {
@@ -63,8 +125,8 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   v.reference_time = {120.5, 3.25, 40};
   v.candidate_time = {60.25, 1.5, 40};
   v.speedup = 2.0;
-  v.speedup_ci_low = 1.98;
-  v.speedup_ci_high = 2.02;
+  v.speedup_ci_low = 1.75;  // exact in binary, and so is the half width they give (0.125)
+  v.speedup_ci_high = 2.25;
   v.reward = 0;
   v.steps = {{"compile", true, "cache hit", 0.01}, {"trial 1", false, "output 0 differs", 0.2}};
   v.compile_log = "warning: x";
@@ -79,7 +141,7 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
     "trials_run": 5, "trials_passed": 4,
     "reference_time": {"median_us": 120.5, "iqr_us": 3.25, "samples": 40},
     "candidate_time": {"median_us": 60.25, "iqr_us": 1.5, "samples": 40},
-    "speedup": 2.0, "speedup_ci": [1.98, 2.02], "reward": 0.0,
+    "speedup": 2.0, "speedup_ci": [1.75, 2.25], "speedup_ci_half_width": 0.125, "reward": 0.0,
     "steps": [{"name": "compile", "passed": true, "detail": "cache hit", "seconds": 0.01},
               {"name": "trial 1", "passed": false, "detail": "output 0 differs", "seconds": 0.2}],
     "compile_log": "warning: x", "worker_log": "hello", "seconds": 3.5, "secret": 123456789})");
@@ -104,8 +166,8 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.candidate_time.iqr_us, 1.5);
   EXPECT_EQ(back.candidate_time.samples, 40);
   EXPECT_EQ(back.speedup, 2.0);
-  EXPECT_EQ(back.speedup_ci_low, 1.98);
-  EXPECT_EQ(back.speedup_ci_high, 2.02);
+  EXPECT_EQ(back.speedup_ci_low, 1.75);
+  EXPECT_EQ(back.speedup_ci_high, 2.25);
   EXPECT_EQ(back.reward, 0.0);
   ASSERT_EQ(back.steps.size(), 2u);
   EXPECT_EQ(back.steps[0].name, "compile");

@@ -96,6 +96,31 @@ def configs():
 def job_files():
     for path in sorted((ROOT / "jobs").glob("*.yaml")):
         put("fuzz_job_config", path.name, path.read_text())
+    # Anchors and aliases: one used twice, one inside itself (yaml-cpp builds a cycle), a bomb.
+    put("fuzz_job_config", "alias_reused.yaml", "name: a\nmodel: m\nbase: &b {lr: 0.1}\nstages: [*b, *b]\n")
+    put("fuzz_job_config", "alias_cycle.yaml", "name: a\nmodel: m\nloop: &a [1, *a]\n")
+    bomb = "name: a\nmodel: m\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+    for level in range(1, 10):
+        bomb += f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 10) + "]\n"
+    put("fuzz_job_config", "alias_bomb.yaml", bomb)
+
+
+def recipes(harness, count, seed):
+    """Recipe harnesses (fuzz_results_file, fuzz_yaml_aliases, fuzz_results_py) take any bytes: a few
+    fixed pseudo-random starts, so the corpus is the same on every machine."""
+    import random
+    rng = random.Random(seed)
+    for i in range(count):
+        put(harness, f"recipe{i}", bytes(rng.randrange(256) for _ in range(rng.choice([16, 64, 256, 1024]))))
+
+
+def jsonl():
+    put("fuzz_jsonl", "candidates.jsonl",
+        '{"task": "level1/019_relu", "program": "// crl:host\\nat::Tensor forward(const at::Tensor& x);", "id": "a"}\n'
+        '{"task": "level1/019_relu", "completion": "Plan.\\n```cpp\\n// crl:host\\nint x;\\n```", "speedup": 1.5}\n'
+        '{"task": "level1/019_relu", "program": "// crl:host\\nint y;", "id": [1, {"k": [2]}]}\n')
+    put("fuzz_jsonl", "regression-deep-id", '{"task": "t", "program": "// crl:host\\nint x;", "id": '
+        + "[" * 5000 + "]" * 5000 + "}\n")
 
 
 def frame(message):
@@ -128,3 +153,7 @@ if __name__ == "__main__":
     configs()
     job_files()
     channel()
+    recipes("fuzz_results_file", 6, 41)
+    recipes("fuzz_yaml_aliases", 6, 42)
+    recipes("fuzz_results_py", 6, 43)
+    jsonl()

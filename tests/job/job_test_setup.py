@@ -1,5 +1,5 @@
 """Set-up shared by the job's end-to-end tests (ci_job_test.py, resume_test.py,
-evaluation_failure_test.py): their arguments, a fresh work folder and the tiny model their jobs
+evaluation_failure_test.py, checkpoint_stop_test.py): their arguments, a fresh work folder and the tiny model their jobs
 train, the environment mpirun needs as root, and how a test fails."""
 import argparse
 import os
@@ -20,14 +20,16 @@ def fail(message):
     sys.exit(1)
 
 
-def prepare(quiet=False):
-    """Parses --crl, --work, --mpirun; empties the work folder and makes the tiny model in it.
-    Returns (args, model folder), or None when h5py is missing (the caller prints nothing more
-    and exits 0: the test is skipped, saying why)."""
+def prepare(quiet=False, add_arguments=None):
+    """Parses --crl, --work, --mpirun (and what add_arguments(parser) adds); empties the work folder
+    and makes the tiny model in it. Returns (args, model folder), or None when h5py is missing (the
+    caller prints nothing more and exits 0: the test is skipped, saying why)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--crl", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--mpirun", default=shutil.which("mpirun") or "mpirun")
+    if add_arguments is not None:
+        add_arguments(ap)
     args = ap.parse_args()
     try:
         import h5py  # noqa: F401

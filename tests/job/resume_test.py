@@ -325,6 +325,11 @@ def main():
         fail("rollout ids are not unique row numbers after the restarts")
     if sorted(set(b_rollouts["restart"])) != [0, 1, 2]:
         fail(f"restart column holds {sorted(set(b_rollouts['restart']))}, expected 0, 1, 2")
+    import h5py
+    with h5py.File(os.path.join(stopped, "results.h5"), "r") as f:
+        meta_restarts = int(f["meta"].attrs["restarts"])
+    if meta_restarts != max(b_rollouts["restart"]) or meta_restarts != max(b_steps["restart"]):
+        fail(f"/meta restarts is {meta_restarts}, the rows' largest restart {max(b_steps['restart'])}")
     a_steps, b_counted = counted(a_steps), counted(b_steps)
     for c in UNTIMED_STEP_COLUMNS:
         if a_steps[c] != b_counted[c]:

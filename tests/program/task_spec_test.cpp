@@ -93,6 +93,26 @@ TEST(TaskSpec, ToleranceDefaultsAndOverride) {
   EXPECT_DOUBLE_EQ(spec.tolerance_for(at::kInt).atol, 0);
 }
 
+TEST(TaskSpec, AFloorIsOptionalAndAtMostTheTasksEstimate) {
+  SourceSection section{true, kBase, 3};
+  TaskSpec spec = parse_task_spec(section, "t.crl");
+  EXPECT_FALSE(spec.floor_bytes.has_value());
+  EXPECT_DOUBLE_EQ(spec.floor_bytes_at("small"), 0);  // none declared: the gate's floor is the outputs alone
+  EXPECT_DOUBLE_EQ(spec.floor_flops_at("small"), 0);
+  section.text += "floor: {bytes: 4 * n, flops: n}\n";
+  spec = parse_task_spec(section, "t.crl");
+  EXPECT_DOUBLE_EQ(spec.floor_bytes_at("small"), 32);
+  EXPECT_DOUBLE_EQ(spec.floor_flops_at("small"), 8);
+  // Only bytes: flops stay 0.
+  section.text = kBase + "floor: {bytes: 4 * n}\n";
+  EXPECT_DOUBLE_EQ(parse_task_spec(section, "t.crl").floor_flops_at("small"), 0);
+  // Above the estimate (bytes: 8 * n): every program of the estimate would be impossible.
+  EXPECT_NE(spec_error(kBase + "floor: {bytes: 16 * n}\n").find("at most '8 * n'"), std::string::npos)
+      << spec_error(kBase + "floor: {bytes: 16 * n}\n");
+  EXPECT_NE(spec_error(kBase + "floor: {bytes: 4 * n, latency: 1}\n").find("unknown key 'latency'"), std::string::npos);
+  EXPECT_NE(spec_error(kBase + "floor: {bytes: 4 * m}\n"), "(no error)");  // an undefined variable
+}
+
 TEST(TaskSpec, BlockStyleEntriesAndTheirLines) {
   const std::string text =
       "task: level1/007_matmul\n"          // file line 10
@@ -134,7 +154,7 @@ TEST(TaskSpec, InitDefaultsToRandnForFloats) {
 TEST(TaskSpec, ErrorsNameTheFileLine) {
   // The section starts on file line 3, so YAML line k (0-based) is file line 3 + k.
   EXPECT_EQ(spec_error(kBase + "bogus: 1\n"), "t.crl:11: unknown key 'bogus' in the spec (known keys: bytes, category, "
-                                              "description, flops, inputs, name, notes, params, scales, task, tolerance)");
+                                              "description, floor, flops, inputs, name, notes, params, scales, task, tolerance)");
   std::string s = kBase;
   s.replace(s.find("init: randn"), 11, "init: gauss");
   EXPECT_EQ(spec_error(s), "t.crl:6: expected init randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), "

@@ -208,7 +208,9 @@ TEST(ResultsFile, SchemaMismatchOnReopenNamesTheColumn) {
   EXPECT_EQ(writer.declare_table("steps", kSchema), 1);
 }
 
-TEST(ResultsFile, ColumnsOfUnequalLengthAreReadToTheShortestAndNotAppendedTo) {
+// The writer commits whole flushes, so columns of unequal length are damage: refused by the
+// reader and the writer alike, naming the table and the columns.
+TEST(ResultsFile, ColumnsOfUnequalLengthAreRefusedAsDamage) {
   ScratchDir dir;
   const auto path = dir.file("run.h5");
   {
@@ -228,15 +230,11 @@ TEST(ResultsFile, ColumnsOfUnequalLengthAreReadToTheShortestAndNotAppendedTo) {
     CRL_H5_CHECK(H5Dclose(reward));
     CRL_H5_CHECK(H5Fclose(file));
   }
-  {
-    const ResultsReader reader(path);
-    EXPECT_EQ(reader.rows("steps"), 2);
-    EXPECT_EQ(column_of<double>(reader, "steps", "reward"), (std::vector<double>{1.0, 2.0}));
+  for (const auto& msg : {message_of([&] { ResultsReader reader(path); }), message_of([&] { ResultsWriter writer(path); })}) {
+    EXPECT_NE(msg.find("table 'steps' in '" + path + "' is damaged: column 'step' has 2 rows but 'reward' has 3"),
+              std::string::npos)
+        << msg;
   }
-  ResultsWriter writer(path);
-  const auto msg = message_of([&] { writer.declare_table("steps", kSchema); });
-  EXPECT_NE(msg.find("'reward' has 3"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
 }
 
 TEST(ResultsFile, AppendChecksTableAndBatchSchema) {
@@ -312,10 +310,12 @@ TEST(ResultsFile, SecondWriterIsRefusedUntilTheFirstCloses) {
   try {
     ResultsWriter second(path);
     FAIL() << "a second writer was let in";
-  } catch (const IoError& e) {
+  } catch (const InputError& e) {  // two jobs given one results path: the user's to fix (exit 3)
     const std::string msg = e.what();
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
     EXPECT_NE(msg.find("pid " + std::to_string(::getpid())), std::string::npos) << msg;
+    // The kernel's word on who holds it (/proc/locks), beside the holder's own note.
+    EXPECT_NE(msg.find("process " + std::to_string(::getpid()) + " ("), std::string::npos) << msg;
   }
   first.reset();
   EXPECT_NO_THROW(ResultsWriter again(path));
@@ -458,13 +458,11 @@ TEST(ResultsFile, ExtentsBeyondWhatTheFileHoldsAreRefusedBeforeAllocating) {
     CRL_H5_CHECK(H5Fclose(file));
   }
   ASSERT_LT(std::filesystem::file_size(path), 1u << 20);
-  const ResultsReader reader(path);
-  const auto msg = message_of([&] { reader.column("steps", "step"); });
+  // Refused when the file opens, before any column is read.
+  const auto msg = message_of([&] { ResultsReader reader(path); });
   EXPECT_NE(msg.find("column '/steps/step' of '" + path + "' claims 1099511627776 rows of 8 bytes, more than its"),
             std::string::npos)
       << msg;
-  EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  EXPECT_THROW(reader.rows("steps"), InputError);
 }
 
 // Table, column and store names are validated as the writer validates them, whether they come
@@ -492,9 +490,132 @@ TEST(ResultsFile, NamesThatAreNotResultNamesAreRefused) {
     CRL_H5_CHECK(H5Gclose(group));
     CRL_H5_CHECK(H5Fclose(file));
   }
-  const ResultsReader reader(path);
-  const auto msg = message_of([&] { reader.schema("steps"); });
+  const auto msg = message_of([&] { ResultsReader reader(path); });
   EXPECT_NE(msg.find("lists a column the writer would refuse: bad column name '../meta'"), std::string::npos) << msg;
+}
+
+// ---- the shadow (crash consistency; kills at every write: tests/kill) ------------------------------
+
+TEST(ResultsFile, TheFileAppearsAtTheFirstFlushAndNoShadowOutlivesTheWriter) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);  // its constructor flushes: a valid, empty file from here on
+    EXPECT_TRUE(std::filesystem::exists(path));
+    EXPECT_TRUE(std::filesystem::exists(path + ".shadow"));
+    writer.declare_table("steps", kSchema);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path + ".shadow"));
+  EXPECT_EQ(ResultsReader(path).rows("steps"), 0);
+}
+
+// Every commit method writes the same file.
+TEST(ResultsFile, EveryCommitMethodGivesTheSameRows) {
+  ScratchDir dir;
+  for (const auto method : {CommitMethod::exchange, CommitMethod::link, CommitMethod::copy}) {
+    const auto path = dir.file(fmt::format("run{}.h5", static_cast<int>(method)));
+    for (int open = 0; open < 2; ++open) {
+      ResultsWriter writer(path, {.chunk_rows = 2, .commit = method});
+      writer.declare_table("steps", kSchema);
+      for (std::int64_t step = 0; step < 3; ++step) {
+        RowBatch batch(kSchema);
+        batch.add_row({open * 3 + step, 0.5, step % 2 == 0, fmt::format("task {}", step)});
+        writer.append("steps", batch);
+        writer.put_text("logs", open * 3 + step, std::string(100 * static_cast<std::size_t>(step + 1), 'x'));
+        writer.flush();
+      }
+    }
+    const ResultsReader reader(path);
+    EXPECT_EQ(column_of<std::int64_t>(reader, "steps", "step"), (std::vector<std::int64_t>{0, 1, 2, 3, 4, 5}));
+    EXPECT_EQ(reader.text("logs", 5), std::string(300, 'x'));
+    EXPECT_FALSE(std::filesystem::exists(path + ".shadow"));
+  }
+}
+
+// A writer killed in its first commit, between linking the shadow to the file's name and
+// unlinking the shadow's own, leaves both names on one inode: the next writer must unlink the
+// stale shadow, not truncate it (which would empty the file).
+TEST(ResultsFile, AStaleShadowThatIsTheFileItselfIsUnlinkedNotTruncated) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    RowBatch batch(kSchema);
+    batch.add_row({std::int64_t{7}, 1.0, true, "kept"});
+    writer.append("steps", batch);
+  }
+  std::filesystem::create_hard_link(path, path + ".shadow");
+  {
+    ResultsWriter writer(path);
+    EXPECT_EQ(writer.declare_table("steps", kSchema), 1);
+  }
+  EXPECT_EQ(column_of<std::string>(ResultsReader(path), "steps", "task"), (std::vector<std::string>{"kept"}));
+}
+
+TEST(ResultsFile, AFileThatAppearedBeforeTheFirstCommitIsNotReplaced) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  ResultsWriter writer(path);
+  writer.close();
+  std::filesystem::remove(path);
+  write_bytes(path, "someone else's");
+  ResultsWriter again(dir.file("other.h5"));
+  EXPECT_EQ(read_bytes(path), "someone else's");
+}
+
+// ---- validation before reading ---------------------------------------------------------------------
+
+TEST(ResultsFile, ValidateNamesAMissingColumnAWrongTypeAndBadMetaJson) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    writer.set_meta("eval_options", "[1, 2]");
+    writer.set_meta("earlier_git_commits", "[\"a\", 2]");
+    writer.set_meta("deep", std::string(100, '[') + std::string(100, ']'));
+  }
+  const ResultsReader reader(path);
+  const auto expect = [&](const ResultsExpectations& e, const std::string& part) {
+    const auto msg = message_of([&] { reader.validate(e); });
+    EXPECT_NE(msg.find(part), std::string::npos) << msg;
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  };
+  expect({.tables = {{.table = "steps", .columns = {{"speedup", ColumnType::float64}}}}}, "has no column 'speedup'");
+  expect({.tables = {{.table = "steps", .columns = {{"task", ColumnType::int64}}}}}, "column 'steps/task'");
+  expect({.tables = {{.table = "rollouts", .required = true}}}, "has no table 'rollouts'");
+  expect({.meta = {{.key = "eval_options", .shape = MetaShape::json_object}}}, "is not a JSON object");
+  expect({.meta = {{.key = "earlier_git_commits", .shape = MetaShape::json_string_list}}}, "is not a JSON list of strings");
+  expect({.meta = {{.key = "deep", .shape = MetaShape::json}}}, "nested deeper than 64 levels");
+  EXPECT_NO_THROW(reader.validate({.tables = {{.table = "steps", .columns = kSchema}}}));
+  EXPECT_NE(message_of([&] { reader.column_as<double>("steps", "task"); }).find("holds string, not float64"),
+            std::string::npos);
+}
+
+// A damaged heap (every global heap collection's signature overwritten) is the file's fault: an
+// InputError naming it, never an ApiError (crl's exit 4).
+TEST(ResultsFile, ADamagedHeapIsBadInputNamingTheFile) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    writer.set_meta("job_config", "{\"name\": \"x\"}");
+  }
+  std::string bytes = read_bytes(path);
+  std::size_t damaged = 0;
+  for (auto at = bytes.find("GCOL"); at != std::string::npos; at = bytes.find("GCOL", at + 4), ++damaged) {
+    bytes.replace(at, 4, "XXXX");
+  }
+  ASSERT_GT(damaged, 0u);
+  write_bytes(path, bytes);
+  try {
+    ResultsReader reader(path);
+    FAIL() << "a damaged file was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

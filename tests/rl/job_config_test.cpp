@@ -49,6 +49,7 @@ TEST(JobConfig, DefaultsOfAMinimalFile) {
   EXPECT_TRUE(job.eval.reuse_verdicts);
   EXPECT_EQ(job.eval.max_failed_steps, 3);
   EXPECT_EQ(job.eval.precision, "fp32");
+  EXPECT_DOUBLE_EQ(job.eval.max_relative_ci, 0.1);
   EXPECT_EQ(job.as_json["stages"][0]["kind"], "crl");
 }
 
@@ -63,7 +64,7 @@ dtype: bf16
 roles: {trainers: 2}
 share_gpu: true
 tasks: {ids: [level1/019_relu], levels: [1, 2], categories: [activation]}
-eval: {scale: full, trials: 4, time_budget: 5, call_timeout: 9, timing: false, reuse_verdicts: false, max_failed_steps: 0, precision: tf32}
+eval: {scale: full, trials: 4, time_budget: 5, call_timeout: 9, max_relative_ci: 0.25, timing: false, reuse_verdicts: false, max_failed_steps: 0, precision: tf32}
 stages:
   - {kind: sft, data: data/sft.jsonl, epochs: 2, batch: 8, lr: 2.0e-5}
   - {kind: selftrain, steps: 2, G: 4, min_speedup: 1.1, sampling: {temperature: 0.7, max_new_tokens: 64}}
@@ -88,6 +89,7 @@ stages:
   EXPECT_FALSE(job.eval.reuse_verdicts);
   EXPECT_EQ(job.eval.max_failed_steps, 0);
   EXPECT_EQ(job.eval.precision, "tf32");
+  EXPECT_DOUBLE_EQ(job.eval.max_relative_ci, 0.25);
   ASSERT_EQ(job.stages.size(), 3u);
   EXPECT_EQ(job.stages[0].data, "/base/data/sft.jsonl");
   EXPECT_EQ(job.stages[0].epochs, 2);

@@ -279,6 +279,8 @@ TEST(RecordedRows, RolloutRowsCarryEachRecordAndItsPlan) {
   batch.rollouts[0].verdict.scale = "full";
   batch.rollouts[0].verdict.candidate_time.median_us = 10;
   batch.rollouts[0].verdict.reference_time.median_us = 15;
+  batch.rollouts[0].verdict.speedup_ci_low = 1.4;
+  batch.rollouts[0].verdict.speedup_ci_high = 1.6;
   batch.rollouts[0].reward = 1.5;
   batch.rollouts[0].normalized = 0.7;
   batch.rollouts[0].advantage = 0.3;
@@ -294,6 +296,8 @@ TEST(RecordedRows, RolloutRowsCarryEachRecordAndItsPlan) {
   EXPECT_EQ(r.task, "a");
   EXPECT_EQ(r.status, "ok");
   EXPECT_EQ(r.speedup, 1.51);
+  EXPECT_NEAR(r.speedup_ci_half_width, 0.1 / 1.51, 1e-12);  // the width reported with every reward
+  EXPECT_EQ(rows[1].speedup_ci_half_width, 0);              // not timed
   EXPECT_EQ(r.candidate_median_us, 10);
   EXPECT_EQ(r.reference_median_us, 15);
   EXPECT_EQ(r.scale, "full");

@@ -156,8 +156,8 @@ def _load_tasks_meta(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise crl_sources.InputProblem(f"{path}: cannot read the task metadata ({e})") from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise crl_sources.InputProblem(f"{path}: cannot read the task metadata ({e!r})") from None
     if not isinstance(doc, list) or not all(isinstance(t, dict) and isinstance(t.get("id"), str) for t in doc):
         raise crl_sources.InputProblem(f"{path}: task metadata must be `crl tasks list --json`'s array")
     return {t["id"]: t for t in doc}

@@ -18,14 +18,18 @@ For notebooks and for `crl report` (tools/analysis/crl_report.py). Needs h5py, n
 A table the file lacks (an eval file has no /steps) reads as an empty DataFrame with that table's
 documented columns, so code written for runs works on eval files too.
 
-What is checked before anything is trusted (a bad file raises ResultsFileError naming the file
-and the field, never allocates what it claims):
-- the root says crl_format = "crl-results", version 1;
+What is checked when the file opens, before anything is read (a bad file raises ResultsFileError
+naming the file and the field, never allocates what it claims), as crl's C++ reader checks it:
+- the root says crl_format = "crl-results", version 1; it holds /meta, /text and tables only;
+- /meta holds single string attributes only;
 - table, column, store and meta names follow the format's rule (1 to 64 of A-Z a-z 0-9 _, not
-  starting with a digit), column lists hold no duplicates;
+  starting with a digit), column lists hold no duplicates and list every dataset of their group;
 - every column is a 1-D int64, float64, bool or UTF-8 string dataset, and its row count fits in
   the bytes the file (and the dataset's own storage) actually holds;
-- a table's row count is its shortest column's (a write cut off part-way), as the format says.
+- the columns of a documented table (/verdicts, /steps, /rollouts) have their documented types (a
+  string speedup column is an error, not a column of NaN);
+- all columns of a table have one length; a text store is (id int64, text string), ids unique.
+An HDF5 error while reading (a damaged heap or chunk) is a ResultsFileError naming the file too.
 A file being written is read as of its last flush (HDF5 file locking off); a read that overlaps a
 flush is retried a few times.
 """
@@ -54,7 +58,7 @@ VERDICT_COLUMNS = {
     "reference_median_us": "float64", "reference_iqr_us": "float64", "reference_samples": "int64",
     "candidate_median_us": "float64", "candidate_iqr_us": "float64", "candidate_samples": "int64",
     "speedup": "float64", "speedup_ci_low": "float64", "speedup_ci_high": "float64",
-    "reward": "float64", "seconds": "float64", "baseline": "string",
+    "reward": "float64", "seconds": "float64", "baseline": "string", "speedup_ci_half_width": "float64",
 }
 STEP_COLUMNS = {
     "step": "int64", "stage": "string", "policy_version": "int64", "loss": "float64",
@@ -73,8 +77,10 @@ ROLLOUT_COLUMNS = {
     "advantage": "float64", "completion_tokens": "int64", "evaluator_rank": "int64",
     "exemplar_ids": "string", "policy_version": "int64", "restart": "int64", "superseded": "bool",
     "candidate_median_us": "float64", "reference_median_us": "float64", "scale": "string",
+    "speedup_ci_half_width": "float64",
 }
 KNOWN_TABLES = {"verdicts": VERDICT_COLUMNS, "steps": STEP_COLUMNS, "rollouts": ROLLOUT_COLUMNS}
+TEXT_COLUMNS = {"id": "int64", "text": "string"}
 RUN_TEXT_STORES = ("prompts", "completions", "programs", "logs")  # keyed by rollout_id
 VERDICT_TEXT_STORES = ("verdict_compile_log", "verdict_worker_log", "verdict_steps", "verdict_program")  # keyed by row
 
@@ -121,6 +127,8 @@ class ResultsFile:
 
     def __init__(self, path: str):
         self.path = str(path)
+        if os.path.isdir(self.path):
+            raise ResultsFileError(f"{self.path}: a folder, not a results file")
         try:
             self.file_bytes = os.path.getsize(self.path)
             self._h5 = h5py.File(self.path, "r", locking=False)
@@ -128,19 +136,74 @@ class ResultsFile:
             raise ResultsFileError(f"{self.path}: no such file") from None
         except OSError as e:
             raise ResultsFileError(f"{self.path}: not an HDF5 file h5py can open ({e})") from None
-        fmt = _text(self._h5.attrs.get("crl_format", ""))
-        if fmt != FORMAT_NAME:
+
+        try:
+            self._check_format()
+            self._validate()
+        except ResultsFileError:
             self.close()
+            raise
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:
+            self.close()
+            raise ResultsFileError(f"{self.path}: cannot be read (a damaged file?): {type(e).__name__}: {e}") from None
+
+    def _check_format(self):
+        fmt = self._h5.attrs.get("crl_format", "")
+        if not isinstance(fmt, (str, bytes)) or _text(fmt) != FORMAT_NAME:
             raise ResultsFileError(f"{self.path}: not a crl results file (attribute crl_format on / is {fmt!r}, "
                                    f"not {FORMAT_NAME!r})")
         version = self._h5.attrs.get("crl_format_version")
-        if version is None or int(np.asarray(version).reshape(-1)[0]) not in FORMAT_VERSIONS:
-            self.close()
+        if (version is None or np.asarray(version).dtype.kind not in "iu" or np.asarray(version).size != 1
+                or int(np.asarray(version).reshape(-1)[0]) not in FORMAT_VERSIONS):
             raise ResultsFileError(f"{self.path}: crl_format_version {version!r} is not one this reader knows "
                                    f"({', '.join(map(str, FORMAT_VERSIONS))})")
 
     def close(self):
         self._h5.close()
+
+    def _validate(self):
+        """The layout check (docs/results-format.md), before anything is read."""
+        for name, obj in self._h5.items():
+            if name == "meta":
+                if not isinstance(obj, h5py.Group) or len(obj):
+                    raise ResultsFileError(f"{self.path}: /meta is not a group of attributes only")
+                self.meta()
+            elif name == "text":
+                if not isinstance(obj, h5py.Group):
+                    raise ResultsFileError(f"{self.path}: /text is not a group")
+                for store, group in obj.items():
+                    check_name("text store", store, self.path)
+                    self._checked_group(group, f"text store /text/{store}", "text")
+            else:
+                check_name("table", name, self.path)
+                self._checked_group(obj, f"table /{name}", "table")
+
+    def _checked_group(self, group, where: str, kind: str):
+        if not isinstance(group, h5py.Group):
+            raise ResultsFileError(f"{self.path}: {where} is not a group")
+        found = group.attrs.get("crl_kind")
+        if not isinstance(found, (str, bytes)) or _text(found) != kind:
+            raise ResultsFileError(f"{self.path}: {where} has crl_kind {found!r}, not {kind!r}")
+        columns = self._checked_columns(group, where)
+        listed = {n for n, _, _ in columns}
+        extra = sorted(set(group.keys()) - listed)
+        if extra:
+            raise ResultsFileError(f"{self.path}: {where} holds {extra}, which its crl_columns do not list")
+        lengths = {n: int(d.shape[0]) for n, d, _ in columns}
+        if len(set(lengths.values())) > 1:
+            raise ResultsFileError(f"{self.path}: {where} is damaged: its columns differ in length ({lengths})")
+        documented = TEXT_COLUMNS if kind == "text" else KNOWN_TABLES.get(where[len("table /"):], {})
+        for name, _, found_type in columns:
+            want = documented.get(name)
+            if want is not None and found_type != want:
+                raise ResultsFileError(f"{self.path}: {where}/{name} holds {found_type}, not {want} "
+                                       "(docs/results-format.md)")
+        if kind == "text":
+            if listed != set(TEXT_COLUMNS):
+                raise ResultsFileError(f"{self.path}: {where} has columns {sorted(listed)}, not id and text")
+            ids = np.asarray(group["id"][:], dtype=np.int64)
+            if len(np.unique(ids)) != len(ids):
+                raise ResultsFileError(f"{self.path}: {where} holds an id twice")
 
     def __enter__(self):
         return self
@@ -168,7 +231,15 @@ class ResultsFile:
         group = self._h5.get("meta")
         if not isinstance(group, h5py.Group):
             return {}
-        return {check_name("meta key", k, self.path): _text(v) for k, v in group.attrs.items()}
+        out = {}
+        for key in group.attrs:
+            check_name("meta key", key, self.path)
+            value = group.attrs[key]
+            if not isinstance(value, (str, bytes)):
+                raise ResultsFileError(f"{self.path}: /meta attribute {key!r} is {type(value).__name__} "
+                                       f"{np.asarray(value).dtype}, not a string")
+            out[key] = _text(value)
+        return out
 
     # --- tables ------------------------------------------------------------------------------
     def _checked_columns(self, group: h5py.Group, where: str) -> list[tuple[str, h5py.Dataset, str]]:
@@ -217,7 +288,7 @@ class ResultsFile:
         check_name("table", name, self.path)
         if not self.has_table(name):
             return None
-        return _retry(lambda: self._read_group(self._h5[name], f"table /{name}"))
+        return _retry(lambda: self._read_group(self._h5[name], f"table /{name}"), self.path, f"table /{name}")
 
     def _known(self, name: str) -> pd.DataFrame:
         frame = self.table(name)
@@ -257,7 +328,7 @@ class ResultsFile:
                 raise ResultsFileError(f"{self.path}: {where} lacks its id or text column")
             return pd.Series(frame["text"].values, index=pd.Index(frame["id"].values, name="id"), name=store)
 
-        return _retry(read)
+        return _retry(read, self.path, where)
 
     def _read_group_column(self, group, where, name) -> np.ndarray:
         columns = {n: (d, k) for n, d, k in self._checked_columns(group, where)}
@@ -267,15 +338,15 @@ class ResultsFile:
         return np.asarray(columns[name][0][:count], dtype=np.int64)
 
 
-def _retry(read):
+def _retry(read, path: str, what: str):
     for attempt in range(READ_ATTEMPTS):
         try:
             return read()
         except ResultsFileError:
             raise
-        except (OSError, RuntimeError, KeyError):
+        except (OSError, RuntimeError, KeyError) as e:
             if attempt == READ_ATTEMPTS - 1:
-                raise
+                raise ResultsFileError(f"{path}: cannot read {what} (a damaged file?): {type(e).__name__}: {e}") from None
             time.sleep(0.1 * (attempt + 1))
 
 
@@ -300,7 +371,7 @@ class Results:
         """/meta job_config parsed from its JSON (None when absent or not JSON)."""
         try:
             return json.loads(self.meta["job_config"])
-        except (KeyError, ValueError):
+        except (KeyError, ValueError, RecursionError):
             return None
 
 

@@ -112,7 +112,7 @@ def _gpu_from_meta(meta: dict) -> str:
         parsed = json.loads(names)
         if isinstance(parsed, list) and parsed:
             return str(parsed[0])
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     return names.split(",")[0].strip()
 
@@ -141,7 +141,9 @@ def _load_h5(path: str, label: str) -> Source:
         for row, text in results.texts("verdict_steps").items():
             try:
                 checks = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion limit
+                continue
+            if not isinstance(checks, list):
                 continue
             if int(row) in flagged or any("re-measure" in str(c.get("name", "")) for c in checks
                                                if isinstance(c, dict)):
@@ -163,6 +165,8 @@ def _read_json(path: str):
             return json.load(f)
     except (ValueError, UnicodeDecodeError) as e:
         raise InputProblem(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise InputProblem(f"{path}: JSON nested deeper than Python reads") from None
 
 
 def _number(value, path, field):

@@ -1,5 +1,7 @@
 // The re-measure: a large speedup is measured again, in a fresh worker, for a fixed number of
-// pairs; the two intervals must not lie further apart than remeasure_max_disagreement. On the CPU
+// pairs (more only while its interval is too wide to disagree: remeasure_max_relative_ci); the two
+// intervals must not lie further apart than remeasure_max_disagreement, and a re-measure that stays
+// too wide is never agreement but internal_error (machine too noisy). On the CPU
 // one call per request; on the GPU batches of the timing's size (there a request's fixed cost is
 // hundreds of us: single calls would shrink a real 5x on a 100 us kernel toward 2x and call it a
 // disagreement). A disagreement is measured once more in another fresh worker, and only two

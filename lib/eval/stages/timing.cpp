@@ -25,6 +25,13 @@ using Problem = OutputCheck::Problem;
 // crl's side failed: the judge, the reference's worker, or a GPU that stayed busy.
 Failure internal(std::string why) { return Failure::of(VerdictStatus::kInternalError, std::move(why), Failure::Cleanup::drop_judge); }
 
+// The interquartile range over the median: how much one program's calls spread (for the message
+// of a measurement too noisy to reward: whose times were the noisy ones).
+double relative_iqr(const std::vector<double>& times_us) {
+  const TimeSummary t = summarize_times(times_us);
+  return t.median_us > 0 ? t.iqr_us / t.median_us : 0;
+}
+
 // What the measurement saw besides its times, for the timing step's detail.
 struct Diagnostics {
   double pairs_wall = 0, timed_wall = 0;
@@ -54,7 +61,7 @@ class TimingRun {
  public:
   TimingRun(Evaluation& e, WorkerProcess& candidate, const TimingPlan& plan)
       : e_(e), candidate_(candidate), reference_(*e.task_judge.reference_worker), plan_(plan),
-        rule_(StopRule::from(e.options, plan.min_pairs, plan.budget_seconds)), cores_given_(cores_given()) {
+        rule_(StopRule::from(e.options, plan.min_pairs, plan.budget_seconds, plan.max_relative_ci)), cores_given_(cores_given()) {
     for (int s = 0; s < plan.slots; ++s) slot_list_.push_back(s);
   }
   Result<Measurement> run();
@@ -252,48 +259,14 @@ std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* u
 // and its inputs unchanged (skipping or shortcutting some calls is seen at once).
 std::optional<Failure> TimingRun::check_slot(const PairDraws& draws, const worker::TimeReply& reply) {
   const int j = draws.checked_slot;
-  const std::string where = fmt::format("{} slot {}", pair_name(), j);
-  std::optional<OutputCheck> unreadable;
-  std::vector<worker::TensorRef> refs;
-  try {
-    if (!reply.batch.contains("calls") || !reply.batch["calls"].is_array() || reply.batch["calls"].size() != static_cast<size_t>(plan_.slots)) {
-      throw InputError("the timed reply describes the wrong number of calls");
-    }
-    refs = worker::batch_call_refs(reply.batch, static_cast<size_t>(j), e_.task_judge.outputs.size() + 1);
-  } catch (const InputError& error) {
-    unreadable = OutputCheck{Problem::crash, error.what()};
+  double ratio = -1;
+  const auto f = check_timed_call(e_, candidate_, reply, plan_.slots, j, draws.seeds[static_cast<size_t>(j)],
+                                  fmt::format("{} slot {}", pair_name(), j), &ratio);
+  if (ratio >= 0) {
+    ++d_.float64_slots;
+    d_.float64_ratio_max = std::max(d_.float64_ratio_max, ratio);
   }
-  // Inputs first: the judge makes the slot's inputs again from its seed to compare with, and keeps
-  // them for the reference's run on that slot (one generation instead of two: at full scale a fill
-  // is one of a pair's largest untimed costs).
-  const auto changed = inputs_changed(e_, j, draws.seeds[static_cast<size_t>(j)], false, /*keep=*/true);
-  if (!changed) return internal("checking inputs");
-  if (!changed->empty()) return Failure::hack_found(HackKind::input_mutation, where + ": " + *changed);
-  OutputCheck check;
-  if (unreadable) {
-    check = *unreadable;
-  } else {
-    // With its float64 outputs: the slot's inputs carry the values every call mixes in, on which a
-    // float32 program that sums in another order may differ from the float32 reference by more
-    // than the task's tolerance (a large value beside small ones), and only the reference's own
-    // error against float64 tells that from lower precision.
-    if (!e_.judge.ask(worker::ReferenceSlotRequest{j, draws.seeds[static_cast<size_t>(j)], true}, "the reference on the checked slot")) {
-      return internal("the judge's reference run on the checked slot");
-    }
-    check = check_outputs(e_, candidate_, refs, fmt::format("batch:{}", j));
-    if (check.precision_ratio >= 0) {
-      ++d_.float64_slots;
-      d_.float64_ratio_max = std::max(d_.float64_ratio_max, check.precision_ratio);
-    }
-  }
-  if (check.problem == Problem::judge_failed) {
-    if (e_.judge.out_of_memory()) return internal("comparing outputs");
-    return Failure::of(VerdictStatus::kCrash, "the candidate's timed outputs could not be read");
-  }
-  if (check.ok()) return std::nullopt;
-  const std::string message = where + ": " + check.message;
-  if (check.problem == Problem::crash) return Failure::of(VerdictStatus::kCrash, message);
-  return Failure::hack_found(check.problem == Problem::deferred_work ? HackKind::deferred_work : HackKind::timed_output_mismatch, message);
+  return f;
 }
 
 std::optional<Failure> TimingRun::time_pair(double round_trip_us) {
@@ -354,6 +327,7 @@ Result<Measurement> TimingRun::run() {
     const NextRound next = next_round(rule_, static_cast<int>(m_.reference_us.size()), seconds_since(started_), m_.estimate, slow);
     if (next.stop) {
       m_.stop_reason = next.reason;
+      m_.too_noisy = next.too_noisy;
       break;
     }
     pairs = next.pairs;
@@ -406,13 +380,65 @@ std::string TimingRun::pair_cost() const {
 
 }  // namespace
 
+std::optional<Failure> check_timed_call(Evaluation& e, WorkerProcess& candidate, const worker::TimeReply& reply, int slots, int slot,
+                                        uint64_t seed, const std::string& where, double* precision_ratio) {
+  std::optional<OutputCheck> unreadable;
+  std::vector<worker::TensorRef> refs;
+  try {
+    if (!reply.batch.contains("calls") || !reply.batch["calls"].is_array() || reply.batch["calls"].size() != static_cast<size_t>(slots)) {
+      throw InputError("the timed reply describes the wrong number of calls");
+    }
+    refs = worker::batch_call_refs(reply.batch, static_cast<size_t>(slot), e.task_judge.outputs.size() + 1);
+  } catch (const InputError& error) {
+    unreadable = OutputCheck{Problem::crash, error.what()};
+  }
+  // Inputs first: the judge makes the slot's inputs again from its seed to compare with, and keeps
+  // them for the reference's run on that slot (one generation instead of two: at full scale a fill
+  // is one of a pair's largest untimed costs).
+  const auto changed = inputs_changed(e, slot, seed, false, /*keep=*/true);
+  if (!changed) return internal("checking inputs");
+  if (!changed->empty()) return Failure::hack_found(HackKind::input_mutation, where + ": " + *changed);
+  OutputCheck check;
+  if (unreadable) {
+    check = *unreadable;
+  } else {
+    // With its float64 outputs: the slot's inputs carry the values every call mixes in, on which a
+    // float32 program that sums in another order may differ from the float32 reference by more
+    // than the task's tolerance (a large value beside small ones), and only the reference's own
+    // error against float64 tells that from lower precision.
+    if (!e.judge.ask(worker::ReferenceSlotRequest{slot, seed, true}, "the reference on the checked slot")) {
+      return internal("the judge's reference run on the checked slot");
+    }
+    check = check_outputs(e, candidate, refs, fmt::format("batch:{}", slot));
+    if (precision_ratio != nullptr) *precision_ratio = check.precision_ratio;
+  }
+  if (check.problem == Problem::judge_failed) {
+    if (e.judge.out_of_memory()) return internal("comparing outputs");
+    return Failure::of(VerdictStatus::kCrash, "the candidate's timed outputs could not be read");
+  }
+  if (check.ok()) return std::nullopt;
+  const std::string message = where + ": " + check.message;
+  if (check.problem == Problem::crash) return Failure::of(VerdictStatus::kCrash, message);
+  return Failure::hack_found(check.problem == Problem::deferred_work ? HackKind::deferred_work : HackKind::timed_output_mismatch, message);
+}
+
+std::optional<Failure> require_precise(const Measurement& m, const std::string& purpose) {
+  if (!m.too_noisy) return std::nullopt;
+  return Failure::of(VerdictStatus::kInternalError,
+                     fmt::format("machine too noisy: {} ended {} (speedup {:.3f}, 95% CI {:.3f}..{:.3f}; the reference's calls "
+                                 "spread {:.0f}% and the candidate's {:.0f}% (IQR over median)); not rewarded, judge it again "
+                                 "on a quieter machine",
+                                 purpose, m.stop_reason, m.estimate.speedup, m.estimate.ci_low, m.estimate.ci_high,
+                                 100 * relative_iqr(m.reference_us), 100 * relative_iqr(m.candidate_us)));
+}
+
 Result<Measurement> measure(Evaluation& e, WorkerProcess& candidate, const TimingPlan& plan) {
   return TimingRun(e, candidate, plan).run();
 }
 
 Failure timing_failure(Evaluation& e, const Failure& failed, const std::string& step_name, const Clock::time_point& since) {
   e.trace.step(step_name, false, failed.message, since);
-  if (failed.status == VerdictStatus::kInternalError) return e.judge.lost(failed.message);
+  if (failed.status == VerdictStatus::kInternalError && failed.cleanup == Failure::Cleanup::drop_judge) return e.judge.lost(failed.message);
   return failed;
 }
 
