@@ -50,6 +50,11 @@ fi
 if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import transformers, peft, safetensors, tokenizers' 2>/dev/null; then
   "$CRL_HOME/venv/bin/pip" install -q transformers peft safetensors tokenizers
 fi
+# lizard: the code gate's function length and complexity (tools/code_gate.sh).
+if torch_ok "$VENV_PY" && [ ! -x "$CRL_HOME/venv/bin/lizard" ]; then
+  "$CRL_HOME/venv/bin/pip" install -q lizard
+fi
+
 # atheris: the fuzzer of the analysis code's harness (tests/fuzz/fuzz_results_py.py; tools/fuzz.sh
 # skips it, saying so, without).
 if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import atheris' 2>/dev/null; then

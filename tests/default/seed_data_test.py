@@ -110,9 +110,11 @@ def main():
         for r in chosen:
             f.write(json.dumps({"task": r["task"], "completion": r["completion"], "id": r["id"]}) + "\n")
     kept = os.path.join(args.work, "kept.jsonl")
-    # One intra-op thread, as each rank of the default job on two cores has.
+    # One intra-op thread, as each rank of the default job on two cores has. The noise limit is set
+    # wide (+-1000%): this test asks whether the programs are correct and get a speedup, and a busy CI
+    # machine's 0.2 s measurements are wider than the default +-10% (docs/evaluation.md).
     validate = subprocess.run([args.crl, "data", "validate", sample, "--out", kept, "--backend", "cpu", "--trials", "2",
-                               "--time-budget", "0.2", "--cpu-threads", "1", "--json"], stdout=subprocess.PIPE,
+                               "--time-budget", "0.2", "--cpu-threads", "1", "--max-relative-ci", "10", "--json"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, timeout=3000)
     if validate.returncode != 0:
         fail(f"crl data validate exited {validate.returncode}: {validate.stderr[-3000:]}")
