@@ -6,10 +6,10 @@
 namespace crl::eval {
 namespace {
 
-std::optional<Failure> load_and_attach(Evaluation& e, const std::string& library, WorkerProcess& worker, const std::string& loading,
-                                       const std::string& attaching) {
-  auto loaded = call(worker, load_request(e.task, e.options, library, e.options.gpu_memory_fraction), e.options.load_timeout_seconds,
-                     loading);
+std::optional<Failure> load_and_attach(Evaluation& e, WorkerPool& pool, const std::string& library, WorkerProcess& worker,
+                                       const std::string& loading, const std::string& attaching) {
+  auto loaded = call(worker, load_request(e.task, e.options, pool.library_for(worker, library), e.options.gpu_memory_fraction),
+                     e.options.load_timeout_seconds, loading);
   if (!loaded) return loaded.failure();
   return attach_arena(e.judge.process(), worker, e.task_judge.layout, e.cuda(), worker::ArenaOwner::candidate,
                       e.options.load_timeout_seconds, attaching);
@@ -20,7 +20,7 @@ std::optional<Failure> load_and_attach(Evaluation& e, const std::string& library
 std::optional<Failure> load_candidate(Evaluation& e, WorkerPool& pool, const std::string& library, CandidateWorker& w) {
   const auto t = Clock::now();
   w.process = pool.take_candidate_worker(e.task_judge.candidate_place());
-  if (auto f = load_and_attach(e, library, *w.process, "loading the candidate", "the candidate's worker")) {
+  if (auto f = load_and_attach(e, pool, library, *w.process, "loading the candidate", "the candidate's worker")) {
     e.trace.step("load", false, f->message, t);
     return f;
   }
@@ -37,7 +37,7 @@ std::optional<Failure> replace_worker(Evaluation& e, WorkerPool& pool, const std
   w.process->stop();
   w.earlier_logs += w.process->log(e.options.max_log_bytes);
   w.process = pool.start_program_worker(kind, e.task_judge.candidate_place());
-  return load_and_attach(e, library, *w.process, purpose + ": loading", purpose);
+  return load_and_attach(e, pool, library, *w.process, purpose + ": loading", purpose);
 }
 
 }  // namespace crl::eval
