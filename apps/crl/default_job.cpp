@@ -120,12 +120,38 @@ RewardRise crl_reward_rise(const std::string& results_path) {
   return r;
 }
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, sep)) out.push_back(part);
-  if (!text.empty() && text.back() == sep) out.emplace_back();
+// The parts of a --set key, in either form a user types: `stages.1.steps` or `stages[1].steps`
+// (the form every message of the job file prints, job_config.h).
+std::vector<std::string> key_parts(const std::string& key, const std::string& item) {
+  std::vector<std::string> parts(1);
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (key[i] == '.') {
+      parts.emplace_back();
+    } else if (key[i] == '[') {
+      const size_t close = key.find(']', i);
+      const std::string index = close == std::string::npos ? "" : key.substr(i + 1, close - i - 1);
+      const bool next_ok = close != std::string::npos && (close + 1 == key.size() || key[close + 1] == '.' || key[close + 1] == '[');
+      if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || !next_ok || parts.back().empty()) {
+        throw InputError(fmt::format("--set {}: '[' must follow a key and hold a list index, e.g. --set stages[1].steps=6", item));
+      }
+      parts.push_back(index);
+      i = close;
+      if (close + 1 < key.size() && key[close + 1] == '.') ++i;  // "[1].steps": the dot only separates
+      if (i + 1 < key.size()) parts.emplace_back();
+    } else {
+      parts.back() += key[i];
+    }
+  }
+  return parts;
+}
+
+// The first `n` parts as the job file's messages print a key: list indices in brackets.
+std::string key_text(const std::vector<std::string>& parts, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n && i < parts.size(); ++i) {
+    const bool index = !parts[i].empty() && parts[i].find_first_not_of("0123456789") == std::string::npos && i > 0;
+    out += index ? "[" + parts[i] + "]" : (i > 0 ? "." : "") + parts[i];
+  }
   return out;
 }
 
@@ -139,9 +165,9 @@ std::string apply_job_overrides(const std::string& text, const std::string& orig
   for (const std::string& item : overrides) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw InputError(fmt::format("--set {}: expected KEY=VALUE, e.g. --set stages.2.steps=6", item));
+      throw InputError(fmt::format("--set {}: expected KEY=VALUE, e.g. --set stages[2].steps=6", item));
     }
-    const std::vector<std::string> path = split(item.substr(0, eq), '.');
+    const std::vector<std::string> path = key_parts(item.substr(0, eq), item);
     YAML::Node value;
     try {
       value = YAML::Load(item.substr(eq + 1));
@@ -158,8 +184,8 @@ std::string apply_job_overrides(const std::string& text, const std::string& orig
       if (node.IsSequence()) {
         size_t index = 0;
         if (key.find_first_not_of("0123456789") != std::string::npos || (index = std::stoul(key)) >= node.size()) {
-          throw InputError(fmt::format("--set {}: '{}' must be an index below {} ({} is a list)", item, key, node.size(),
-                                       fmt::join(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(i), ".")));
+          throw InputError(fmt::format("--set {}: {}[{}]: the index must be below {} ({} is a list of {})", item, key_text(path, i),
+                                       key, node.size(), key_text(path, i), node.size()));
         }
         if (leaf) {
           node[index] = value;
@@ -171,13 +197,12 @@ std::string apply_job_overrides(const std::string& text, const std::string& orig
         if (leaf) {
           node[key] = value;
         } else {
-          if (!node[key]) throw InputError(fmt::format("--set {}: {} has no key '{}'", item, origin, key));
+          if (!node[key]) throw InputError(fmt::format("--set {}: {} has no key '{}'", item, origin, key_text(path, i + 1)));
           YAML::Node next = node[key];
           node.reset(next);
         }
       } else {
-        throw InputError(fmt::format("--set {}: '{}' is not a map or a list in {}", item,
-                                     fmt::join(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(i), "."), origin));
+        throw InputError(fmt::format("--set {}: '{}' is not a map or a list in {}", item, key_text(path, i), origin));
       }
     }
   }
