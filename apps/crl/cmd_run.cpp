@@ -65,6 +65,13 @@ void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
   }
 }
 
+// The crl that mpirun starts on each rank: build/apps/crl/crl (crl_exec.c) when that started this
+// process, so the ranks' stop signals are blocked across their LibTorch load too.
+std::string self_executable() {
+  const char* self = std::getenv("CRL_SELF");
+  return self != nullptr && *self != '\0' ? std::string(self) : std::filesystem::read_symlink("/proc/self/exe").string();
+}
+
 // The job file with the --set overrides and --model applied.
 rl::JobConfig load_job(const std::string& path, const std::vector<std::string>& overrides, const std::string& model) {
   const std::string base = std::filesystem::path(path).parent_path().string();
@@ -106,16 +113,17 @@ int launch_job(const RunArguments& a, std::optional<int> ranks, const std::strin
   return run_under_mpirun(launch);
 }
 
-// Under an mpirun the user started: on SIGINT or SIGTERM Open MPI 4.1's mpirun SIGTERMs the ranks
-// and SIGKILLs them a second later (odls_base_sigkill_timeout), long before a step boundary.
+// Under an mpirun the user started: on SIGINT or SIGTERM Open MPI 4.1's mpirun waits
+// odls_base_sigkill_timeout (1 s), SIGTERMs the ranks, waits as long again and SIGKILLs them: a
+// step boundary is rarely that near. Raising the timeout delays the ranks' SIGTERM as much.
 void warn_about_mpirun_grace(int rank) {
   if (rank != 0 || launch_place().launcher != "mpirun" || std::getenv("CRL_STOPS_FORWARDED") != nullptr ||
       std::getenv("OMPI_MCA_odls_base_sigkill_timeout") != nullptr) {
     return;
   }
-  spdlog::warn("under mpirun, a Ctrl-C or SIGTERM to mpirun kills the ranks 1 s later, before they can checkpoint: stop with "
-               "SIGUSR1 to mpirun, or give mpirun `--mca odls_base_sigkill_timeout 600`, or run `crl run JOB.yaml` without "
-               "mpirun (crl starts it and turns a Ctrl-C into a checkpointed stop); checkpoint.every_minutes bounds what a kill loses");
+  spdlog::warn("under mpirun, a Ctrl-C or SIGTERM to mpirun kills the ranks about 2 s later, before they can checkpoint: stop "
+               "with SIGUSR1 to mpirun (kill -USR1 PID), or run `crl run JOB.yaml` without mpirun (crl starts it and turns a "
+               "Ctrl-C into a checkpointed stop); checkpoint.every_minutes bounds what a kill loses");
 }
 
 }  // namespace
@@ -142,7 +150,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       d.ranks = *ranks;
       d.overrides = *overrides;
       d.model = *model;
-      exit_code = run_default_job(d, std::filesystem::read_symlink("/proc/self/exe").string());
+      exit_code = run_default_job(d, self_executable());
       return;
     }
     const bool by_hand = launch_place().launcher.empty();
@@ -152,7 +160,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
     if (by_hand) {
       const std::optional<int> wanted = cmd->count("--ranks") > 0 ? std::optional<int>(*ranks) : std::nullopt;
       if (wanted && *wanted < 1) throw InputError(fmt::format("--ranks is {}: give at least 1", *wanted));
-      exit_code = launch_job({*job_path, *options, *model, *overrides}, wanted, std::filesystem::read_symlink("/proc/self/exe").string());
+      exit_code = launch_job({*job_path, *options, *model, *overrides}, wanted, self_executable());
       return;
     }
     dist::MpiSession mpi(nullptr, nullptr);
