@@ -13,7 +13,7 @@ Cases (--case):
                   too; scancel's SIGTERM ends it cleanly, not requeued
   job_preempt     a CI-like job (tests/job/resume.yaml: 2 trainers + 2 evaluators, CPU) under
                   slurm/crl.sbatch, requeued by `scontrol requeue` while it runs and then sent the
-                  time-limit signal: it resumes twice and runs to the end, every step and rollout
+                  time-limit signal once its resumed run did a step: it resumes twice and runs to the end, every step and rollout
                   once among the rows that count (not superseded); then slurm/cross-gpu.sbatch
                   judges the run's best programs again
   job_early_stop  that job sent the time-limit signal as its step starts: stopped before its first
@@ -326,9 +326,14 @@ def case_job_preempt(slurm, args):
     # store, which only the crl stage's first step makes.)
     slurm.wait_until("two crl steps", lambda: results_rows(results, "rollouts") >= 2 * 3 * 2, 240)
     slurm.run("scontrol", "requeue", job)
-    # The time-limit signal once the resumed run has started its steps.
-    slurm.wait_until("the requeued job to resume",
-                     lambda: slurm.job(job).get("Restarts") == "1" and "resuming from" in read(log_path), 180)
+    # The time-limit signal once the resumed run has done a step (a signal before it stops the run
+    # before its first step, with no rows: case job_early_stop).
+    def resumed_and_stepped():
+        log = read(log_path)
+        after = log[log.rfind("resuming from"):] if "resuming from" in log else ""
+        return slurm.job(job).get("Restarts") == "1" and re.search(r"\[(sft|crl)\] step \d+", after) is not None
+
+    slurm.wait_until("the requeued job to resume and do a step", resumed_and_stepped, 180)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
     slurm.wait_until("the CI job to end", lambda: slurm.job(job).get("Restarts") == "2" and not slurm.states(job), 300)
     log = read(log_path)
