@@ -2,13 +2,10 @@
 #include "apps/crl/default_job.h"
 
 #include <fmt/format.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +14,7 @@
 #include <sstream>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/job_launch.h"
 #include "core/error.h"
 #include "core/process_env.h"
 #include "core/subprocess.h"
@@ -64,35 +62,6 @@ void write_tokenizer_corpus(const fs::path& path, const fs::path& seed_dir) {
   std::ofstream out(path);
   out << corpus.str();
   if (!out) throw Error(fmt::format("{}: cannot write the tokenizer corpus", path.string()));
-}
-
-// Runs argv with the terminal's stdin/stdout/stderr, in this process group, so that a Ctrl-C
-// reaches mpirun (which passes it to the ranks: they stop at a step boundary); this process waits
-// it out instead of dying first. Returns the exit status (128 + signal when killed).
-int run_in_foreground(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  struct sigaction ignore {}, old_int {}, old_term {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGTERM, &ignore, &old_term);
-  const pid_t pid = fork();
-  if (pid < 0) throw ApiError("fork", fmt::format("cannot start {}: fork failed", argv[0]));
-  if (pid == 0) {
-    signal(SIGINT, SIG_DFL);  // ignored dispositions survive exec: give the child the defaults back
-    signal(SIGTERM, SIG_DFL);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : kExitInternal;
 }
 
 // Stage 3's reward: the mean over its first and last steps (a quarter of them, at least one).
@@ -244,26 +213,14 @@ int run_default_job(const DefaultRunOptions& options, const std::string& self) {
   }
   overrides.insert(overrides.end(), options.overrides.begin(), options.overrides.end());
 
-  // 3. The job under mpirun: 1 trainer, the other ranks evaluate.
-  const std::string mpirun = find_on_path("mpirun");
-  if (mpirun.empty()) throw InputError("crl run needs mpirun (Open MPI): apt-get install openmpi-bin, or run tools/setup.sh");
-  if (geteuid() == 0) {  // Open MPI refuses root unless told twice
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-  }
-  // Shared-memory messages above the eager size are copied through the shared segment, not read
-  // across processes (CMA): in a container, the trainer's MPI_Probe and an evaluator's MPI_Send of
-  // a verdict once hung there for minutes; the default's messages are small, so this costs nothing.
-  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-  std::vector<std::string> argv = {mpirun,        "-np",   std::to_string(options.ranks), "--oversubscribe", "--bind-to", "none",
-                                   self,          "run",   job.string(),                  "--model",         model.string(),
-                                   "--run-dir",   run_dir.string()};
+  // 3. The job under mpirun (job_launch.h: a Ctrl-C stops it with a checkpoint): 1 trainer, the
+  // other ranks evaluate.
+  MpirunLaunch launch{self, options.ranks, {"run", job.string(), "--model", model.string(), "--run-dir", run_dir.string()}};
   for (const std::string& o : overrides) {
-    argv.push_back("--set");
-    argv.push_back(o);
+    launch.args.push_back("--set");
+    launch.args.push_back(o);
   }
-  spdlog::info("{}", fmt::join(argv, " "));
-  const int code = run_in_foreground(argv);
+  const int code = run_under_mpirun(launch);
   if (code == 5) {
     spdlog::warn("stopped; run the same command to resume");
     return code;
