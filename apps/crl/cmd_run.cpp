@@ -140,7 +140,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Resume although these job file keys changed since the checkpoint (KEY[,KEY...], e.g. stages[1].lr)")
       ->delimiter(',');
   auto overrides = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("--set", *overrides, "KEY=VALUE override of the job file (dotted path, e.g. stages.2.steps=6); repeatable");
+  cmd->add_option("--set", *overrides, "KEY=VALUE override of the job file, as its messages print the key or dotted (stages[2].steps=6 or stages.2.steps=6); repeatable");
   auto ranks = std::make_shared<int>(2);
   cmd->add_option("--ranks", *ranks, "Started by hand: MPI ranks for the mpirun crl starts (default: roles.trainers + 1; without a job file 2: 1 trainer, the rest evaluate)")->capture_default_str();
   cmd->callback([&exit_code, job_path, options, model, overrides, ranks, cmd] {

@@ -32,30 +32,11 @@ import threading
 import time
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO, fail
+from job_test_setup import MPIRUN_ENV, REPO, descendants, fail
 
 JOB = os.path.join(REPO, "tests", "job", "stops.yaml")
 CRL_STEPS = 6
 CRL_ROLLOUTS = CRL_STEPS * 2 * 2  # batch 2, G 2
-
-
-def descendants(root):
-    """Every process below pid `root` (from /proc)."""
-    children = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = open(f"/proc/{pid}/stat").read()
-        except OSError:
-            continue
-        children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(pid))
-    out, todo = [], [root]
-    while todo:
-        for pid in children.get(todo.pop(), []):
-            out.append(pid)
-            todo.append(pid)
-    return out
 
 
 def status_field(pid, field):
@@ -94,7 +75,7 @@ class Job:
                 act(proc)
                 acted = True
             if time.time() > deadline:
-                for pid in descendants(proc.pid) + [proc.pid]:
+                for pid in list(descendants(proc.pid)) + [proc.pid]:
                     os.kill(pid, signal.SIGKILL)
                 fail(f"{self.command} ran past {timeout} s")
         code = proc.wait()
@@ -244,7 +225,7 @@ def case_time(args, model):
         fail(f"checkpoint.every_minutes -1: exit {bad.returncode} (expected 3):\n{bad.stdout[-2000:]}")
 
     def kill_everything(p):
-        for pid in descendants(p.pid) + [p.pid]:
+        for pid in list(descendants(p.pid)) + [p.pid]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
