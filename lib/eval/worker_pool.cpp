@@ -2,6 +2,7 @@
 #include "eval/worker_pool.h"
 
 #include <fmt/format.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -97,6 +98,12 @@ std::string WorkerPool::library_for(const WorkerProcess& worker, const std::stri
   // A copy, not a link: the worker may write in its folder, and a link would let a candidate write
   // into the cache's file that every later evaluation of the same program loads.
   const std::string copy = (std::filesystem::path(worker.working_dir()) / "program.so").string();
+  // A folder on a filesystem mounted noexec (a hardened /tmp) cannot hold a library to load.
+  if (struct statvfs fs {}; statvfs(worker.working_dir().c_str(), &fs) == 0 && (fs.f_flag & ST_NOEXEC) != 0) {
+    throw InputError(fmt::format("the evaluation's scratch folder {} is on a filesystem mounted noexec, so no program can be loaded "
+                                 "from it: set TMPDIR to a folder where executables may be mapped",
+                                 worker.working_dir()));
+  }
   std::error_code error;
   std::filesystem::copy_file(library, copy, std::filesystem::copy_options::overwrite_existing, error);
   if (error) throw IoError(fmt::format("copying the compiled program {} into its worker's folder {}: {}", library, copy, error.message()));

@@ -1,6 +1,7 @@
 // The load stage (load.h).
 #include "eval/stages/load.h"
 
+#include "core/error.h"
 #include "eval/worker_call.h"
 
 namespace crl::eval {
@@ -8,8 +9,13 @@ namespace {
 
 std::optional<Failure> load_and_attach(Evaluation& e, WorkerPool& pool, const std::string& library, WorkerProcess& worker,
                                        const std::string& loading, const std::string& attaching) {
-  auto loaded = call(worker, load_request(e.task, e.options, pool.library_for(worker, library), e.options.gpu_memory_fraction),
-                     e.options.load_timeout_seconds, loading);
+  std::string copy;
+  try {
+    copy = pool.library_for(worker, library);
+  } catch (const IoError& error) {  // the scratch folder full or gone: crl's failure, not the program's
+    return Failure::of(VerdictStatus::kInternalError, loading + ": " + error.what());
+  }
+  auto loaded = call(worker, load_request(e.task, e.options, copy, e.options.gpu_memory_fraction), e.options.load_timeout_seconds, loading);
   if (!loaded) return loaded.failure();
   return attach_arena(e.judge.process(), worker, e.task_judge.layout, e.cuda(), worker::ArenaOwner::candidate,
                       e.options.load_timeout_seconds, attaching);
