@@ -49,7 +49,7 @@ crl_launcher() {
       # mpirun passes SIGUSR1 on to the ranks (the time-limit stop works), but on scancel's or
       # preemption's SIGTERM it ends the ranks itself before they reach a step boundary (seen on
       # Open MPI 4.1): under mpirun such a stop resumes from the checkpoint before. srun does not.
-      crl_log "launcher mpirun: the time-limit stop checkpoints; a SIGTERM stop (scancel, preemption) resumes from the checkpoint before" ;;
+      crl_log "launcher mpirun: the time-limit stop checkpoints; a SIGTERM stop (scancel, preemption) resumes from the checkpoint before (checkpoint.every_minutes bounds the loss)" ;;
     *) crl_die "CRL_LAUNCH='$CRL_LAUNCH': give srun or mpirun" ;;
   esac
 }

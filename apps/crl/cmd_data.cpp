@@ -1,12 +1,15 @@
 // `crl data validate IN.jsonl --out OUT.jsonl`: CUDA-L1's stage-1 filter for SFT data. Evaluates
 // every line's program ({task, completion} or {task, program}) against its task and writes the
-// correct ones, each with its measured speedup, as SFT data for the job's sft stage.
+// correct ones, each with its measured speedup, as SFT data for the job's sft stage. A line whose
+// completion holds no program is reported as format_error and not kept; the others are judged.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <iostream>
 
+#include "apps/crl/backend_choice.h"
+#include "apps/crl/candidates.h"
 #include "apps/crl/commands.h"
 #include "apps/crl/input_paths.h"
 #include "apps/crl/default_job.h"
@@ -36,47 +39,63 @@ struct ValidateOptions {
 };
 
 int run_validate(const ValidateOptions& o) {
-  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
-  const std::vector<rl::SftExample> examples = rl::read_sft_jsonl(o.input);
-  std::vector<eval::Evaluator::Job> jobs;
-  for (const auto& e : examples) {
-    jobs.push_back({&suite.find(e.task), parse_program_text(e.program, fmt::format("{}:{}", o.input, e.line)), e.id});
-  }
   eval::EvalOptions options;
-  options.backend = o.backend.empty() ? (cuda_device_visible() ? Backend::cuda : Backend::cpu) : parse_backend(o.backend);
+  options.backend = choose_backend(o.backend);
   options.scale = o.scale.empty() ? (options.backend == Backend::cuda ? "full" : "small") : o.scale;
   options.trials = o.trials;
   options.time_budget_seconds = o.time_budget >= 0 ? o.time_budget : (options.backend == Backend::cuda ? 10 : 3);
   options.cpu_threads = o.cpu_threads;
   options.max_relative_ci = o.max_relative_ci;
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  // Raw model output: a line without a program is that line's format_error (candidates.h), not
+  // the end of the filter; a line that is no JSON object of {task, completion or program} is bad input.
+  std::vector<Candidate> examples = read_candidates_jsonl(o.input);
+  check_candidates_against(suite, examples);
   Compiler compiler;
   eval::Evaluator evaluator(options, compiler);
+  std::vector<eval::Evaluator::Job> jobs;
+  std::vector<size_t> job_line;  // the example each job judges
+  std::vector<eval::Verdict> verdicts(examples.size());
+  for (size_t i = 0; i < examples.size(); ++i) {
+    if (examples[i].program) {
+      jobs.push_back({&suite.find(examples[i].task_id), *examples[i].program, examples[i].name});
+      job_line.push_back(i);
+    } else {
+      verdicts[i] = format_error_verdict(examples[i], options);
+    }
+  }
   const bool progress = isatty(STDERR_FILENO) != 0;
-  const auto verdicts = evaluator.evaluate_all(jobs, options.backend == Backend::cuda ? 8 : 0, [&](size_t i) {
-    if (progress) std::cerr << fmt::format("\r{}/{} {:<60.60}", i, jobs.size(), examples[i].task + " " + examples[i].id) << std::flush;
+  const auto judged = evaluator.evaluate_all(jobs, options.backend == Backend::cuda ? 8 : 0, [&](size_t j) {
+    const Candidate& e = examples[job_line[j]];
+    if (progress) std::cerr << fmt::format("\r{}/{} {:<60.60}", j, jobs.size(), e.task_id + " " + e.name) << std::flush;
   });
   if (progress) std::cerr << "\n";
+  for (size_t j = 0; j < judged.size(); ++j) verdicts[job_line[j]] = judged[j];
   std::string kept;
   size_t n_kept = 0;
   nlohmann::json report = nlohmann::json::array();
   TextTable table({"line", "task", "status", "speedup", "kept"});
+  std::vector<std::string> unparsed;  // why each format_error line holds no program
   for (size_t i = 0; i < examples.size(); ++i) {
     const auto& v = verdicts[i];
     const bool keep = v.ok();
     if (keep) {
       ++n_kept;
-      kept += nlohmann::json{{"task", examples[i].task}, {"completion", examples[i].completion}, {"speedup", v.speedup},
-                             {"id", examples[i].id}}.dump() + "\n";
+      kept += nlohmann::json{{"task", examples[i].task_id}, {"completion", examples[i].completion}, {"speedup", v.speedup},
+                             {"id", examples[i].name}}.dump() + "\n";
     }
-    report.push_back({{"line", examples[i].line}, {"id", examples[i].id}, {"task", examples[i].task}, {"status", v.status_text()},
-                      {"speedup", v.speedup}, {"kept", keep}});
-    table.add_row({std::to_string(examples[i].line), examples[i].task, v.status_text(), fmt::format("{:.3f}", v.speedup), keep ? "yes" : "no"});
+    report.push_back({{"line", examples[i].line}, {"id", examples[i].name}, {"task", examples[i].task_id}, {"status", v.status_text()},
+                      {"speedup", v.speedup}, {"kept", keep}, {"message", v.message}});
+    table.add_row({std::to_string(examples[i].line), examples[i].task_id, v.status_text(), fmt::format("{:.3f}", v.speedup), keep ? "yes" : "no"});
+    if (v.status == eval::VerdictStatus::kFormatError) unparsed.push_back(v.message);
   }
   write_file_atomically(o.out, kept);
   if (o.json) {
     std::cout << nlohmann::json{{"input", o.input}, {"out", o.out}, {"kept", n_kept}, {"total", examples.size()}, {"lines", report}}.dump(2) << "\n";
   } else {
-    std::cout << table.str() << fmt::format("kept {} of {} programs in {}\n", n_kept, examples.size(), o.out);
+    std::cout << table.str();
+    for (const auto& why : unparsed) std::cout << "format_error: " << why << "\n";
+    std::cout << fmt::format("kept {} of {} programs in {}\n", n_kept, examples.size(), o.out);
   }
   return kExitOk;
 }

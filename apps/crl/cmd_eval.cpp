@@ -5,12 +5,13 @@
 //   crl eval --slice 2/8 ...                        the third of 8 equal runs of the candidates (a job array task)
 //   crl eval ... --h5 F --resume                    only the candidates F holds no verdict of (a run cut
 //                                                   short; internal_error verdicts do not count)
-// A table on the terminal, --json for scripts, --h5 for a results file; exit 0 when every verdict
-// is ok, 1 when some is not, 3 for bad input, 4 when every verdict is internal_error (nothing was
-// judged: evaluation does not work here, and the run is no result).
-#include <dirent.h>
+//   crl eval ... --h5 F --append                    these verdicts beside F's own (without one of the two,
+//                                                   an existing F is refused: repeated timings are no new result)
+// A table on the terminal with why each failed verdict failed, --json for scripts, --h5 for a
+// results file; exit 0 when every verdict is ok, 1 when some is not (a candidate that holds no
+// program is one format_error verdict, candidates.h), 3 for bad input, 4 when every verdict is
+// internal_error (nothing was judged: evaluation does not work here, and the run is no result).
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,8 @@
 #include <memory>
 #include <optional>
 
+#include "apps/crl/backend_choice.h"
+#include "apps/crl/candidates.h"
 #include "apps/crl/commands.h"
 #include "machine/machine_probe.h"
 #include "compile/compiler.h"
@@ -32,9 +35,9 @@
 #include "core/text_table.h"
 #include "eval/evaluator.h"
 #include "eval/verdict_table.h"
+#include "eval/verdict_why.h"
 #include "program/program_text.h"
 #include "results/results_reader.h"
-#include "rl/sft_data.h"
 #include "suite/suite.h"
 
 #if CRL_HAVE_CUDA
@@ -68,92 +71,9 @@ struct EvalCommandOptions {
   std::string precision = "fp32";
   std::string slice;  // "I/N": the I-th (from 0) of N contiguous runs of the sorted candidates
   bool resume = false;  // with h5: skip the candidates it holds verdicts of
+  bool append = false;  // with h5: add to a file that holds verdicts already
   std::vector<std::string> inputs;
 };
-
-struct Candidate {
-  std::string task_id;
-  std::string name;
-  ProgramText program;
-};
-
-bool gpu_visible() { return cuda_device_visible(); }
-
-bool is_directory(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Every .crl under `dir`, as paths relative to it, sorted.
-void list_programs(const std::string& dir, const std::string& relative, std::vector<std::string>& out) {
-  DIR* d = opendir((dir + relative).c_str());
-  if (d == nullptr) throw_io_error("cannot list the candidate folder", dir + relative);
-  while (dirent* entry = readdir(d)) {
-    const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
-    const std::string rel = relative + "/" + name;
-    if (is_directory(dir + rel)) {
-      list_programs(dir, rel, out);
-    } else if (ends_with(name, ".crl")) {
-      out.push_back(rel.substr(1));
-    }
-  }
-  closedir(d);
-  std::sort(out.begin(), out.end());
-}
-
-// The task of a candidate at `relative` in a folder: level<N>/<NNN>_<name>/<file>.crl or
-// level<N>/<NNN>_<name>.crl.
-std::string task_of_path(const std::string& relative, const std::string& folder) {
-  const auto first = relative.find('/');
-  if (first == std::string::npos) {
-    throw InputError(fmt::format("{}/{}: give --task, or place candidates at <folder>/level<N>/<task>/<name>.crl",
-                                 folder, relative));
-  }
-  const auto second = relative.find('/', first + 1);
-  std::string id = second == std::string::npos ? relative.substr(0, relative.size() - 4) : relative.substr(0, second);
-  return id;
-}
-
-// JSONL candidates in the SFT data's format (rl/sft_data.h): {task, program} or {task, completion}
-// (the completion's last fenced block), with an optional id; `crl data validate` reads the same.
-std::vector<Candidate> read_jsonl(const std::string& path) {
-  std::vector<Candidate> out;
-  for (const rl::SftExample& e : rl::read_sft_jsonl(path)) {
-    out.push_back({e.task, e.id, parse_program_text(e.program, fmt::format("{}:{}", path, e.line))});
-  }
-  return out;
-}
-
-std::vector<Candidate> collect_candidates(const EvalCommandOptions& o) {
-  std::vector<Candidate> out;
-  for (const std::string& input : o.inputs) {
-    if (is_directory(input)) {
-      std::vector<std::string> files;
-      list_programs(input, "", files);
-      for (const auto& rel : files) {
-        out.push_back({o.task.empty() ? task_of_path(rel, input) : o.task, rel, load_program_file(input + "/" + rel)});
-      }
-    } else if (ends_with(input, ".jsonl")) {
-      auto lines = read_jsonl(input);
-      for (auto& c : lines) out.push_back(std::move(c));
-    } else {
-      // A candidate that cannot be read is bad input (exit 3), like one that does not parse.
-      if (access(input.c_str(), R_OK) != 0) throw InputError(input + ": no such candidate file (or it is unreadable)");
-      if (o.task.empty()) throw InputError(input + ": give the task it is a candidate for with --task");
-      out.push_back({o.task, input, load_program_file(input)});
-    }
-  }
-  if (out.empty()) throw InputError("no candidates found in " + fmt::format("{}", fmt::join(o.inputs, ", ")));
-
-  // Candidates of one task together, so its reference outputs are computed once.
-  std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.task_id < b.task_id; });
-  return out;
-}
 
 // --slice I/N: candidates [I*M/N, (I+1)*M/N) of the M sorted ones, so that N array tasks judge each
 // candidate once and a task's candidates stay together.
@@ -193,6 +113,16 @@ void print_explanation(const eval::Verdict& v) {
   std::cout << table.str() << "\n";
 }
 
+// The table's message column: its first line, cut where a word ends (a number cut in the middle
+// reads as another number); the whole message follows under the table.
+std::string table_message(const std::string& message) {
+  constexpr size_t kWidth = 100;
+  std::string line = message.substr(0, message.find('\n'));
+  if (line.size() <= kWidth) return line;
+  const size_t space = line.rfind(' ', kWidth);
+  return line.substr(0, space == std::string::npos || space == 0 ? kWidth : space) + " ...";
+}
+
 void print_table(const std::vector<eval::Verdict>& verdicts) {
   TextTable table({"task", "candidate", "status", "speedup", "95% CI", "ref us", "cand us", "reward", "message"});
   for (const auto& v : verdicts) {
@@ -202,9 +132,23 @@ void print_table(const std::vector<eval::Verdict>& verdicts) {
                    timed ? fmt::format("{:.3f}..{:.3f} (+-{:.1f}%)", v.speedup_ci_low, v.speedup_ci_high, 100 * v.speedup_ci_half_width())
                          : "-",
                    times_text(v.reference_time), times_text(v.candidate_time), fmt::format("{:.2f}", v.reward),
-                   v.message.substr(0, v.message.find('\n')).substr(0, 100)});
+                   table_message(v.message)});
   }
   std::cout << table.str();
+}
+
+// Under the table, each failed verdict and why (eval/verdict_why.h): the table's column is too
+// narrow for a compiler's message or a mismatch's worst element.
+void print_reasons(const std::vector<eval::Verdict>& verdicts) {
+  bool first = true;
+  for (const auto& v : verdicts) {
+    const std::vector<std::string> lines = eval::why_lines(v);
+    if (lines.empty()) continue;
+    if (first) std::cout << "\nwhy:\n";
+    first = false;
+    std::cout << fmt::format("{} ({}): {}\n", v.candidate, v.task_id, v.status_text());
+    for (const auto& line : lines) std::cout << "    " << line << "\n";
+  }
 }
 
 // --resume: the candidates `path` holds no verdict of (by task and name; a name given twice counts
@@ -278,7 +222,7 @@ std::vector<Candidate> without_judged(std::vector<Candidate> candidates, const s
 // The evaluator's options from the command's.
 eval::EvalOptions eval_options_of(const EvalCommandOptions& o) {
   eval::EvalOptions options;
-  options.backend = o.backend.empty() ? (gpu_visible() ? Backend::cuda : Backend::cpu) : parse_backend(o.backend);
+  options.backend = choose_backend(o.backend);
   options.scale = o.scale.empty() ? (options.backend == Backend::cuda ? "full" : "small") : o.scale;
   options.trials = o.trials;
   options.seed = o.seed;
@@ -299,109 +243,93 @@ eval::EvalOptions eval_options_of(const EvalCommandOptions& o) {
   return options;
 }
 
-int run_eval(const EvalCommandOptions& o) {
-  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
-  if (!o.task.empty()) suite.find(o.task);
-  std::vector<Candidate> candidates = collect_candidates(o);
-  if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
-  for (const auto& c : candidates) {
-    const Task& task = suite.find(c.task_id);  // unknown tasks are bad input, before any work
-    // A candidate has no spec: it receives the task's (docs/program-format.md). One whose spec is
-    // the task's own is the reference judged against itself (`crl eval jobs/suite`); any other is
-    // a malformed candidate, not a program to judge.
-    if (c.program.spec.present && c.program.spec.text != task.program.spec.text) {
-      throw InputError(fmt::format("{}:{}: a candidate has a '{}' section, and not {}'s own; a candidate receives its "
-                                   "task's spec (remove the section)",
-                                   c.program.origin, c.program.spec.first_line - 1, kSpecMarker, c.task_id));
-    }
+// --h5 on a file that exists: --resume judges what it lacks, --append adds beside it; without
+// either the same candidates would be judged again and their repeated timings sit beside the first
+// (a report's "best" would become the max of noisy repeats), so it is refused before any work.
+void refuse_unasked_append(const EvalCommandOptions& o) {
+  if (o.resume && o.append) throw InputError("--resume and --append: give one (--resume skips what the file holds, --append judges all again)");
+  if ((o.resume || o.append) && o.h5.empty()) {
+    throw InputError(fmt::format("{} needs --h5 FILE: the results file whose verdicts are kept", o.resume ? "--resume" : "--append"));
   }
+  std::error_code ec;
+  if (o.h5.empty() || o.resume || o.append || !std::filesystem::exists(o.h5, ec) || std::filesystem::is_directory(o.h5, ec)) return;
+  throw InputError(fmt::format("{}: the results file exists; give --resume to judge only the candidates it holds no verdict of, "
+                               "--append to add these verdicts beside its own, or another --h5 file",
+                               o.h5));
+}
 
-  const eval::EvalOptions options = eval_options_of(o);
-  CompilerOptions compiler_options;
-  // The compiler runs in its own build folders: a relative cache folder must be made absolute.
-  compiler_options.cache_dir = o.cache_dir;
-  if (!o.cache_dir.empty() && o.cache_dir[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof cwd) == nullptr) throw_io_error("cannot read the current folder", ".");
-    compiler_options.cache_dir = std::string(cwd) + "/" + o.cache_dir;
+// The results file, opened before any work (a bad path fails now, not after an hour), with where
+// its verdicts came from in /meta. A resumed file's verdicts may come from several commits:
+// git_commit is this run's, and the others that wrote into it are kept beside it.
+void open_results(results::ResultsWriter& writer, const EvalCommandOptions& o, const eval::EvalOptions& options,
+                  const nlohmann::json& eval_options, const std::vector<std::string>& earlier_commits) {
+  const std::string commit = git_commit();
+  nlohmann::json others = nlohmann::json::array();
+  for (const auto& c : earlier_commits) {
+    if (c != commit && std::find(others.begin(), others.end(), c) == others.end()) others.push_back(c);
   }
-  Compiler compiler(compiler_options);
-  const nlohmann::json eval_options = {{"backend", backend_name(options.backend)},
-                                       {"scale", options.scale},
-                                       {"baseline", options.baseline},
-                                       {"precision", std::string(precision_name(options.precision))},
-                                       {"trials", options.trials},
-                                       {"time_budget_seconds", options.time_budget_seconds},
-                                       {"max_relative_ci", options.max_relative_ci},
-                                       {"noisy_budget_factor", options.noisy_budget_factor},
-                                       {"strict_trials", options.strict_trials},
-                                       {"sandbox", options.sandbox},
-                                       {"cpu_threads", options.cpu_threads},
-                                       {"host_compiler", compiler.host_cxx()},
-                                       {"host", hostname()}};
-  if (o.resume && o.h5.empty()) throw InputError("--resume needs --h5 FILE: the results file whose verdicts are kept");
-  std::vector<std::string> earlier_commits;  // --resume: of the verdicts already in the file
-  if (o.resume && std::filesystem::exists(o.h5)) {
-    candidates = without_judged(std::move(candidates), o.h5, eval_options, &earlier_commits);
-  }
-  eval::Evaluator evaluator(options, compiler);
+  writer.set_meta("git_commit", commit);
+  if (!others.empty()) writer.set_meta_json("earlier_git_commits", others);
+  writer.set_meta_json("gpu_names", visible_gpu_names());
+  writer.set_meta_json("eval_options", eval_options);
+  writer.set_meta("reward_rule", eval::reward_rule(options.max_relative_ci, options.noisy_budget_factor));
+  if (!o.slice.empty()) writer.set_meta("eval_slice", o.slice);
+  writer.flush();
+}
 
-  const bool progress = isatty(STDERR_FILENO) && candidates.size() > 1;
-  // On the CPU backend compiles ahead would compete with the timed programs for the same cores.
-  const size_t window = static_cast<size_t>(o.compile_ahead >= 0 ? o.compile_ahead : options.backend == Backend::cuda ? 8 : 0);
+// Every candidate's verdict, in the candidates' order: those that hold a program judged by the
+// evaluator, the others format_error without any work. With a writer, each verdict is appended
+// and flushed as it is made (format errors in their place among them): a killed run keeps every
+// verdict so far.
+std::vector<eval::Verdict> judge_candidates(const std::vector<Candidate>& candidates, const Suite& suite,
+                                            eval::Evaluator& evaluator, size_t window, results::ResultsWriter* writer) {
+  std::vector<eval::Verdict> verdicts(candidates.size());
   std::vector<eval::Evaluator::Job> jobs;
-  for (const auto& c : candidates) jobs.push_back({&suite.find(c.task_id), c.program, c.name});
-  // The results file is opened before any work (a bad path fails now, not after an hour) and
-  // each verdict is appended and flushed as it is made: a killed run keeps every verdict so far.
-  std::optional<results::ResultsWriter> writer;
-  if (!o.h5.empty()) {
-    writer.emplace(o.h5);
-    // Where the verdicts came from, for the report and for anyone comparing files later.
-    // A resumed file's verdicts may come from several commits: git_commit is this run's, and the
-    // others that wrote into the file are kept beside it.
-    const std::string commit = git_commit();
-    nlohmann::json others = nlohmann::json::array();
-    for (const auto& c : earlier_commits) {
-      if (c != commit && std::find(others.begin(), others.end(), c) == others.end()) others.push_back(c);
+  std::vector<size_t> job_candidate;  // the candidate each job judges
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Candidate& c = candidates[i];
+    if (c.program) {
+      jobs.push_back({&suite.find(c.task_id), *c.program, c.name});
+      job_candidate.push_back(i);
+    } else {
+      verdicts[i] = format_error_verdict(c, evaluator.options());
     }
-    writer->set_meta("git_commit", commit);
-    if (!others.empty()) writer->set_meta_json("earlier_git_commits", others);
-    writer->set_meta_json("gpu_names", visible_gpu_names());
-    writer->set_meta_json("eval_options", eval_options);
-    writer->set_meta("reward_rule", eval::reward_rule(options.max_relative_ci, options.noisy_budget_factor));
-    if (!o.slice.empty()) writer->set_meta("eval_slice", o.slice);
-    writer->flush();
   }
-  size_t written = 0;  // verdicts come in job order
-  const std::vector<eval::Verdict> verdicts = evaluator.evaluate_all(
-      jobs, window,
-      [&](size_t i) {
-        if (progress) show_progress(i, candidates.size(), candidates[i].task_id + " " + candidates[i].name);
-      },
-      [&](const eval::Verdict& v) {
-        if (!writer) return;
-        eval::append_verdicts(*writer, {v}, {render_program_text(jobs[written++].program)});
-        writer->flush();
-      });
+  size_t written = 0;  // candidates whose verdicts are in the file
+  const auto write_up_to = [&](size_t end) {
+    for (; writer != nullptr && written < end; ++written) {
+      const Candidate& c = candidates[written];
+      eval::append_verdicts(*writer, {verdicts[written]}, {c.program ? render_program_text(*c.program) : c.text});
+      writer->flush();
+    }
+  };
+  const bool progress = isatty(STDERR_FILENO) && candidates.size() > 1;
+  size_t judged = 0;  // verdicts come in job order
+  if (!jobs.empty()) {
+    evaluator.evaluate_all(
+        jobs, window,
+        [&](size_t j) {
+          const Candidate& c = candidates[job_candidate[j]];
+          if (progress) show_progress(job_candidate[j], candidates.size(), c.task_id + " " + c.name);
+        },
+        [&](const eval::Verdict& v) {
+          const size_t i = job_candidate[judged++];
+          verdicts[i] = v;
+          write_up_to(i + 1);
+        });
+  }
+  write_up_to(candidates.size());
   if (progress) {
     show_progress(candidates.size(), candidates.size(), "done");
     std::cerr << "\n";
   }
-  if (writer) writer->close();
-  if (o.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& v : verdicts) out.push_back(eval::to_json(v));
-    std::cout << out.dump(2) << "\n";
-  } else {
-    print_table(verdicts);
-  }
-  if (o.explain && !o.json) {
-    std::cout << "\n";
-    for (const auto& v : verdicts) print_explanation(v);
-  }
-  // crl's own failures are not results: said apart from the programs' (on stderr: --json's stdout
-  // stays one JSON document), and a run of nothing else is an error, so that a script or a sweep
-  // (slurm/eval-array.sbatch marks a slice done on 0 or 1) does not take it for a result.
+  return verdicts;
+}
+
+// crl's own failures are not results: said apart from the programs' (on stderr: --json's stdout
+// stays one JSON document), and a run of nothing else is an error, so that a script or a sweep
+// (slurm/eval-array.sbatch marks a slice done on 0 or 1) does not take it for a result.
+int exit_code_of(const std::vector<eval::Verdict>& verdicts) {
   const auto is_internal = [](const eval::Verdict& v) { return v.status == eval::VerdictStatus::kInternalError; };
   const auto internal = static_cast<size_t>(std::count_if(verdicts.begin(), verdicts.end(), is_internal));
   if (internal > 0) {
@@ -416,6 +344,68 @@ int run_eval(const EvalCommandOptions& o) {
   }
   const bool all_ok = std::all_of(verdicts.begin(), verdicts.end(), [](const eval::Verdict& v) { return v.ok(); });
   return all_ok ? kExitOk : kExitFailure;
+}
+
+std::string absolute_cache_dir(const std::string& dir) {
+  // The compiler runs in its own build folders: a relative cache folder must be made absolute.
+  if (dir.empty() || dir[0] == '/') return dir;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) == nullptr) throw_io_error("cannot read the current folder", ".");
+  return std::string(cwd) + "/" + dir;
+}
+
+int run_eval(const EvalCommandOptions& o) {
+  refuse_unasked_append(o);
+  const eval::EvalOptions options = eval_options_of(o);  // --backend cuda without a GPU: refused now
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  if (!o.task.empty()) suite.find(o.task);
+  std::vector<Candidate> candidates = read_candidates(o.inputs, o.task);
+  if (!o.slice.empty()) candidates = take_slice(std::move(candidates), o.slice);
+  check_candidates_against(suite, candidates);
+
+  CompilerOptions compiler_options;
+  compiler_options.cache_dir = absolute_cache_dir(o.cache_dir);
+  Compiler compiler(compiler_options);
+  const nlohmann::json eval_options = {{"backend", backend_name(options.backend)},
+                                       {"scale", options.scale},
+                                       {"baseline", options.baseline},
+                                       {"precision", std::string(precision_name(options.precision))},
+                                       {"trials", options.trials},
+                                       {"time_budget_seconds", options.time_budget_seconds},
+                                       {"max_relative_ci", options.max_relative_ci},
+                                       {"noisy_budget_factor", options.noisy_budget_factor},
+                                       {"strict_trials", options.strict_trials},
+                                       {"sandbox", options.sandbox},
+                                       {"cpu_threads", options.cpu_threads},
+                                       {"host_compiler", compiler.host_cxx()},
+                                       {"host", hostname()}};
+  std::vector<std::string> earlier_commits;  // --resume: of the verdicts already in the file
+  if (o.resume && std::filesystem::exists(o.h5)) {
+    candidates = without_judged(std::move(candidates), o.h5, eval_options, &earlier_commits);
+  }
+  eval::Evaluator evaluator(options, compiler);
+  // On the CPU backend compiles ahead would compete with the timed programs for the same cores.
+  const size_t window = static_cast<size_t>(o.compile_ahead >= 0 ? o.compile_ahead : options.backend == Backend::cuda ? 8 : 0);
+  std::optional<results::ResultsWriter> writer;
+  if (!o.h5.empty()) {
+    writer.emplace(o.h5);
+    open_results(*writer, o, options, eval_options, earlier_commits);
+  }
+  const std::vector<eval::Verdict> verdicts = judge_candidates(candidates, suite, evaluator, window, writer ? &*writer : nullptr);
+  if (writer) writer->close();
+  if (o.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : verdicts) out.push_back(eval::to_json(v));
+    std::cout << out.dump(2) << "\n";
+  } else {
+    print_table(verdicts);
+    print_reasons(verdicts);
+  }
+  if (o.explain && !o.json) {
+    std::cout << "\n";
+    for (const auto& v : verdicts) print_explanation(v);
+  }
+  return exit_code_of(verdicts);
 }
 
 }  // namespace
@@ -485,6 +475,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                 "With --h5: judge only the candidates the file holds no verdict of (by task and name), after "
                 "checking it was judged with the same backend, scale, baseline, trials, time budget and noise limit "
                 "(--max-relative-ci)");
+  cmd->add_flag("--append", o.append,
+                "With --h5: add these verdicts to a file that holds verdicts already (without --resume or --append an "
+                "existing file is refused: the same candidates judged twice would sit in it twice)");
   cmd->add_option("--slice", o.slice,
                   "I/N: judge only the I-th (from 0) of N equal runs of the sorted candidates (one job array task)");
   cmd->add_option("--cache-dir", o.cache_dir, "Compile cache folder (default: $CRL_CACHE_DIR or ~/.cache/crl/compile)");

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 
+#include "apps/crl/backend_choice.h"
 #include "apps/crl/commands.h"
 #include "core/atomic_file.h"
 #include "core/clock.h"
@@ -171,7 +172,7 @@ void run_check(const TasksOptions& o, int& exit_code) {
   ReferenceCheckOptions options;
   options.scale = o.scale;
   const MachineReport machine = probe_machine();
-  options.backend = o.backend.empty() ? (machine.gpus.empty() ? Backend::cpu : Backend::cuda) : parse_backend(o.backend);
+  options.backend = o.backend.empty() ? (machine.gpus.empty() ? Backend::cpu : Backend::cuda) : choose_backend(o.backend);
   options.seed = o.seed;
   options.time_budget_seconds = o.time_budget;
   options.cpu_threads = o.cpu_threads;

@@ -2,13 +2,10 @@
 #include "apps/crl/default_job.h"
 
 #include <fmt/format.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +14,7 @@
 #include <sstream>
 
 #include "apps/crl/commands.h"
+#include "apps/crl/job_launch.h"
 #include "core/error.h"
 #include "core/process_env.h"
 #include "core/subprocess.h"
@@ -66,35 +64,6 @@ void write_tokenizer_corpus(const fs::path& path, const fs::path& seed_dir) {
   if (!out) throw Error(fmt::format("{}: cannot write the tokenizer corpus", path.string()));
 }
 
-// Runs argv with the terminal's stdin/stdout/stderr, in this process group, so that a Ctrl-C
-// reaches mpirun (which passes it to the ranks: they stop at a step boundary); this process waits
-// it out instead of dying first. Returns the exit status (128 + signal when killed).
-int run_in_foreground(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  struct sigaction ignore {}, old_int {}, old_term {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGTERM, &ignore, &old_term);
-  const pid_t pid = fork();
-  if (pid < 0) throw ApiError("fork", fmt::format("cannot start {}: fork failed", argv[0]));
-  if (pid == 0) {
-    signal(SIGINT, SIG_DFL);  // ignored dispositions survive exec: give the child the defaults back
-    signal(SIGTERM, SIG_DFL);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : kExitInternal;
-}
-
 // Stage 3's reward: the mean over its first and last steps (a quarter of them, at least one).
 struct RewardRise {
   int64_t steps = 0;
@@ -120,12 +89,38 @@ RewardRise crl_reward_rise(const std::string& results_path) {
   return r;
 }
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, sep)) out.push_back(part);
-  if (!text.empty() && text.back() == sep) out.emplace_back();
+// The parts of a --set key, in either form a user types: `stages.1.steps` or `stages[1].steps`
+// (the form every message of the job file prints, job_config.h).
+std::vector<std::string> key_parts(const std::string& key, const std::string& item) {
+  std::vector<std::string> parts(1);
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (key[i] == '.') {
+      parts.emplace_back();
+    } else if (key[i] == '[') {
+      const size_t close = key.find(']', i);
+      const std::string index = close == std::string::npos ? "" : key.substr(i + 1, close - i - 1);
+      const bool next_ok = close != std::string::npos && (close + 1 == key.size() || key[close + 1] == '.' || key[close + 1] == '[');
+      if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || !next_ok || parts.back().empty()) {
+        throw InputError(fmt::format("--set {}: '[' must follow a key and hold a list index, e.g. --set stages[1].steps=6", item));
+      }
+      parts.push_back(index);
+      i = close;
+      if (close + 1 < key.size() && key[close + 1] == '.') ++i;  // "[1].steps": the dot only separates
+      if (i + 1 < key.size()) parts.emplace_back();
+    } else {
+      parts.back() += key[i];
+    }
+  }
+  return parts;
+}
+
+// The first `n` parts as the job file's messages print a key: list indices in brackets.
+std::string key_text(const std::vector<std::string>& parts, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n && i < parts.size(); ++i) {
+    const bool index = !parts[i].empty() && parts[i].find_first_not_of("0123456789") == std::string::npos && i > 0;
+    out += index ? "[" + parts[i] + "]" : (i > 0 ? "." : "") + parts[i];
+  }
   return out;
 }
 
@@ -139,9 +134,9 @@ std::string apply_job_overrides(const std::string& text, const std::string& orig
   for (const std::string& item : overrides) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw InputError(fmt::format("--set {}: expected KEY=VALUE, e.g. --set stages.2.steps=6", item));
+      throw InputError(fmt::format("--set {}: expected KEY=VALUE, e.g. --set stages[2].steps=6", item));
     }
-    const std::vector<std::string> path = split(item.substr(0, eq), '.');
+    const std::vector<std::string> path = key_parts(item.substr(0, eq), item);
     YAML::Node value;
     try {
       value = YAML::Load(item.substr(eq + 1));
@@ -158,8 +153,8 @@ std::string apply_job_overrides(const std::string& text, const std::string& orig
       if (node.IsSequence()) {
         size_t index = 0;
         if (key.find_first_not_of("0123456789") != std::string::npos || (index = std::stoul(key)) >= node.size()) {
-          throw InputError(fmt::format("--set {}: '{}' must be an index below {} ({} is a list)", item, key, node.size(),
-                                       fmt::join(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(i), ".")));
+          throw InputError(fmt::format("--set {}: {}[{}]: the index must be below {} ({} is a list of {})", item, key_text(path, i),
+                                       key, node.size(), key_text(path, i), node.size()));
         }
         if (leaf) {
           node[index] = value;
@@ -171,13 +166,12 @@ std::string apply_job_overrides(const std::string& text, const std::string& orig
         if (leaf) {
           node[key] = value;
         } else {
-          if (!node[key]) throw InputError(fmt::format("--set {}: {} has no key '{}'", item, origin, key));
+          if (!node[key]) throw InputError(fmt::format("--set {}: {} has no key '{}'", item, origin, key_text(path, i + 1)));
           YAML::Node next = node[key];
           node.reset(next);
         }
       } else {
-        throw InputError(fmt::format("--set {}: '{}' is not a map or a list in {}", item,
-                                     fmt::join(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(i), "."), origin));
+        throw InputError(fmt::format("--set {}: '{}' is not a map or a list in {}", item, key_text(path, i), origin));
       }
     }
   }
@@ -219,26 +213,14 @@ int run_default_job(const DefaultRunOptions& options, const std::string& self) {
   }
   overrides.insert(overrides.end(), options.overrides.begin(), options.overrides.end());
 
-  // 3. The job under mpirun: 1 trainer, the other ranks evaluate.
-  const std::string mpirun = find_on_path("mpirun");
-  if (mpirun.empty()) throw InputError("crl run needs mpirun (Open MPI): apt-get install openmpi-bin, or run tools/setup.sh");
-  if (geteuid() == 0) {  // Open MPI refuses root unless told twice
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-  }
-  // Shared-memory messages above the eager size are copied through the shared segment, not read
-  // across processes (CMA): in a container, the trainer's MPI_Probe and an evaluator's MPI_Send of
-  // a verdict once hung there for minutes; the default's messages are small, so this costs nothing.
-  setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-  std::vector<std::string> argv = {mpirun,        "-np",   std::to_string(options.ranks), "--oversubscribe", "--bind-to", "none",
-                                   self,          "run",   job.string(),                  "--model",         model.string(),
-                                   "--run-dir",   run_dir.string()};
+  // 3. The job under mpirun (job_launch.h: a Ctrl-C stops it with a checkpoint): 1 trainer, the
+  // other ranks evaluate.
+  MpirunLaunch launch{self, options.ranks, {"run", job.string(), "--model", model.string(), "--run-dir", run_dir.string()}};
   for (const std::string& o : overrides) {
-    argv.push_back("--set");
-    argv.push_back(o);
+    launch.args.push_back("--set");
+    launch.args.push_back(o);
   }
-  spdlog::info("{}", fmt::join(argv, " "));
-  const int code = run_in_foreground(argv);
+  const int code = run_under_mpirun(launch);
   if (code == 5) {
     spdlog::warn("stopped; run the same command to resume");
     return code;

@@ -23,9 +23,10 @@ std::string default_job_path();
 // `self` is this executable's path (for mpirun and crl report).
 int run_default_job(const DefaultRunOptions& options, const std::string& self);
 
-// A job file's text with `KEY=VALUE` overrides applied. KEY is a dotted path into the YAML
-// (`stages.2.steps`, `eval.time_budget`; list items by index), VALUE is YAML (`6`, `[1, 2]`).
-// The key's parent must exist; throws InputError naming the override otherwise.
+// A job file's text with `KEY=VALUE` overrides applied. KEY is a path into the YAML as the job
+// file's messages print it (`stages[2].steps`, `eval.time_budget`) or dotted (`stages.2.steps`),
+// VALUE is YAML (`6`, `[1, 2]`). The key's parent must exist; throws InputError naming the
+// override and the key (in the first form) otherwise.
 std::string apply_job_overrides(const std::string& text, const std::string& origin, const std::vector<std::string>& overrides);
 
 }  // namespace crl::cli

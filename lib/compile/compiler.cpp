@@ -616,8 +616,6 @@ std::string Compiler::key_of(const CompileRequest& request) { return impl_->key_
 
 const CompilerOptions& Compiler::options() const { return impl_->options; }
 
-std::string Compiler::libraries_dir() const { return impl_->cache->objects_dir(); }
-
 const std::string& Compiler::host_cxx() const { return impl_->toolchain.host_cxx; }
 
 void Compiler::prepare(Backend backend) {

@@ -83,9 +83,6 @@ class Compiler {
   // The cache key compile() would use (no compiler is run).
   std::string key_of(const CompileRequest& request);
   const CompilerOptions& options() const;
-  // The cache's folder of compiled programs, all that a worker loading one needs to read of it (the
-  // cache's locks, which any reader could hold with flock, lie outside it).
-  std::string libraries_dir() const;
   // The compiler of the host sections that compile() uses (clang++ or g++: CompilerOptions::host_cxx).
   const std::string& host_cxx() const;
   // Builds the precompiled prelude for a backend now (compile() does it on first use).

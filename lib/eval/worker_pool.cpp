@@ -2,6 +2,7 @@
 #include "eval/worker_pool.h"
 
 #include <fmt/format.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -75,11 +76,12 @@ std::unique_ptr<WorkerProcess> WorkerPool::start_program_worker(const std::strin
   std::filesystem::create_directories(dir);
   if (options_.sandbox) {
     w.arguments.insert(w.arguments.end(), {"--sandbox", dir});
-    // It reads the task's folder (the spec) and the compile cache's compiled programs (its
-    // library), nothing else of ours: not the cache's locks, which a reader could hold with flock,
-    // stalling every compile on the node (attacks/compile_locks.cpu.crl).
+    // It reads the task's folder (the spec) and its own folder, where its library is copied
+    // (library_for), nothing else of ours: not the compile cache, whose other programs a candidate
+    // could load and call (the task's reference, or a sibling candidate's faster program:
+    // attacks/compiled_neighbours.cpu.crl), nor the cache's locks, which a reader could hold with
+    // flock, stalling every compile on the node (attacks/compile_locks.cpu.crl).
     if (!place.task_dir.empty()) w.arguments.insert(w.arguments.end(), {"--read", place.task_dir});
-    w.arguments.insert(w.arguments.end(), {"--read", compiler_.libraries_dir()});
   }
   w.log_path = scratch_.file(log_name);
   w.environment = clean_worker_environment(dir, visible_gpu_);
@@ -89,6 +91,23 @@ std::unique_ptr<WorkerProcess> WorkerPool::start_program_worker(const std::strin
   w.working_dir = dir;
   if (place.arena_fd >= 0) w.inherited_fds = {place.arena_fd};
   return std::make_unique<WorkerProcess>(std::move(w));
+}
+
+std::string WorkerPool::library_for(const WorkerProcess& worker, const std::string& library) const {
+  if (!options_.sandbox) return library;
+  // A copy, not a link: the worker may write in its folder, and a link would let a candidate write
+  // into the cache's file that every later evaluation of the same program loads.
+  const std::string copy = (std::filesystem::path(worker.working_dir()) / "program.so").string();
+  // A folder on a filesystem mounted noexec (a hardened /tmp) cannot hold a library to load.
+  if (struct statvfs fs {}; statvfs(worker.working_dir().c_str(), &fs) == 0 && (fs.f_flag & ST_NOEXEC) != 0) {
+    throw InputError(fmt::format("the evaluation's scratch folder {} is on a filesystem mounted noexec, so no program can be loaded "
+                                 "from it: set TMPDIR to a folder where executables may be mapped",
+                                 worker.working_dir()));
+  }
+  std::error_code error;
+  std::filesystem::copy_file(library, copy, std::filesystem::copy_options::overwrite_existing, error);
+  if (error) throw IoError(fmt::format("copying the compiled program {} into its worker's folder {}: {}", library, copy, error.message()));
+  return copy;
 }
 
 std::unique_ptr<WorkerProcess> WorkerPool::take_candidate_worker(const ProgramWorkerPlace& place) {

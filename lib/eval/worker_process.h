@@ -78,6 +78,8 @@ class WorkerProcess {
   nlohmann::json request(const nlohmann::json& request, std::chrono::milliseconds timeout);
 
   bool running() const { return running_; }
+  // The worker's own folder (WorkerOptions::working_dir): a sandboxed worker writes only there.
+  const std::string& working_dir() const { return options_.working_dir; }
   pid_t pid() const { return pid_; }
   // Kills the group (SIGKILL) if running and reaps the worker.
   void kill();

@@ -199,12 +199,7 @@ class Parser {
 };
 
 // A value during evaluation: an exact integer while every step stays whole, else a double.
-struct Value {
-  bool integral = true;
-  int64_t integer = 0;
-  double decimal = 0;
-  double as_double() const { return integral ? static_cast<double>(integer) : decimal; }
-};
+using Value = Number;
 
 Value make_integer(int64_t v) { return Value{true, v, 0}; }
 Value make_decimal(double v) { return Value{false, 0, v}; }
@@ -341,6 +336,11 @@ int64_t Expr::evaluate_integer(const ScaleVariables& variables) const {
   const double d = v.decimal;
   if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
   evaluator.fail(fmt::format("expected a whole number (found {})", d));
+}
+
+Number Expr::evaluate_number(const ScaleVariables& variables) const {
+  if (root_ == nullptr) throw InputError(fmt::format("{}: empty expression evaluated", where_));
+  return Evaluator(text_, where_, variables).eval(*root_);
 }
 
 std::vector<std::string> Expr::variables() const {

@@ -12,6 +12,15 @@ namespace crl {
 
 using ScaleVariables = std::map<std::string, int64_t>;
 
+// An expression's value with its kind kept: an exact integer while every step stays whole, else a
+// double (a constructor argument is a Python int or float by it, docs/program-format.md `init_args`).
+struct Number {
+  bool integral = true;
+  int64_t integer = 0;
+  double decimal = 0;
+  double as_double() const { return integral ? static_cast<double>(integer) : decimal; }
+};
+
 // A parsed expression; cheap to copy (the tree is shared and immutable).
 // Integer operands stay exact 64-bit integers (overflow is an error) while every operation's
 // result is whole; '/' of integers that do not divide evenly, or any decimal operand, gives a
@@ -26,6 +35,8 @@ class Expr {
   double evaluate(const ScaleVariables& variables) const;
   // As evaluate, but the result must be a whole number (throws InputError otherwise).
   int64_t evaluate_integer(const ScaleVariables& variables) const;
+  // As evaluate, keeping whether the value is an exact integer.
+  Number evaluate_number(const ScaleVariables& variables) const;
 
   const std::string& text() const { return text_; }
   const std::string& where() const { return where_; }  // "file:line" of the expression

@@ -291,6 +291,23 @@ TensorSpec parse_tensor(const SpecContext& ctx, const YAML::Node& node, const st
   return t;
 }
 
+// `init_args`: a list of single values (tuples and lists quoted, as their commas would split a flow list).
+std::vector<InitArg> parse_init_args(const SpecContext& ctx, const YAML::Node& node) {
+  if (!node.IsSequence()) {
+    ctx.fail(node, fmt::format("expected 'init_args' to be a list, [] for none (found '{}')", dump(node)));
+  }
+  std::vector<InitArg> args;
+  size_t count = 0;
+  for (const auto& entry : node) {
+    if (!entry.IsScalar()) {
+      ctx.fail(entry, fmt::format("init_args: expected a single value; quote a tuple or a list: '(a, b)', '[a, b]' "
+                                  "(found '{}')", dump(entry)));
+    }
+    args.push_back(parse_init_arg(entry.Scalar(), ctx.where(entry) + ": init_args", count));
+  }
+  return args;
+}
+
 // The task's cost expressions at one scale (`where` names it): bytes and flops finite and >= 0, and a
 // floor, what every correct program must do, no more than the task's own estimate: a floor above it
 // would call the estimate's programs impossible.
@@ -406,6 +423,15 @@ void check_at_scales(const SpecContext& ctx, const TaskSpec& spec) {
     }
     spec.check_argument_bytes(scale, kMaxArgumentBytes);
     check_costs(spec, vars, in_scale(""));
+    if (spec.init_args) {
+      for (const InitArg& arg : *spec.init_args) {
+        try {
+          evaluate_init_arg(arg, vars);
+        } catch (const InputError& e) {
+          throw InputError(fmt::format("{} (scale '{}')", e.what(), scale));  // e names file, line and key
+        }
+      }
+    }
   }
   (void)ctx;
 }
@@ -464,6 +490,14 @@ double TaskSpec::floor_flops_at(const std::string& scale) const {
 Tolerance TaskSpec::tolerance_for(at::ScalarType output_dtype) const {
   if (!at::isFloatingType(output_dtype) && !at::isComplexType(output_dtype)) return {0, 0};
   return tolerance ? *tolerance : default_tolerance(output_dtype);
+}
+
+std::vector<InitValue> TaskSpec::init_args_at(const std::string& scale) const {
+  const ScaleVariables& vars = scale_variables(scale);
+  if (!init_args) throw InputError(fmt::format("{}: task '{}' records no init_args (its module's constructor arguments)", origin, id));
+  std::vector<InitValue> values;
+  for (const InitArg& arg : *init_args) values.push_back(evaluate_init_arg(arg, vars));
+  return values;
 }
 
 const TensorSpec& TaskSpec::arg(size_t index) const {
@@ -563,7 +597,7 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
   }
   reject_unknown_keys(ctx, root,
                       {"task", "name", "category", "description", "notes", "inputs", "params", "scales", "flops",
-                       "bytes", "floor", "tolerance"},
+                       "bytes", "floor", "tolerance", "init_args"},
                       "the spec");
   TaskSpec spec;
   spec.origin = origin;
@@ -654,6 +688,7 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
     }
     spec.tolerance = t;
   }
+  if (const YAML::Node init_args = root["init_args"]) spec.init_args = parse_init_args(ctx, init_args);
   check_at_scales(ctx, spec);
   return spec;
 }

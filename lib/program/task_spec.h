@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "program/expression.h"
+#include "program/init_args.h"
 #include "program/program_text.h"
 #include "program/tolerance.h"
 
@@ -69,6 +70,9 @@ struct TaskSpec {
   // beside the outputs it must write); absent: nothing beyond the outputs.
   std::optional<Expr> floor_bytes, floor_flops;
   std::optional<Tolerance> tolerance;
+  // `init_args`: the constructor arguments of the task's KernelBench module, in its order; absent when
+  // the spec does not record them (every suite task does; `[]`: a constructor without arguments).
+  std::optional<std::vector<InitArg>> init_args;
 
   // Throws InputError naming the task when `scale` is not one of its scales.
   const ScaleVariables& scale_variables(const std::string& scale) const;
@@ -80,6 +84,8 @@ struct TaskSpec {
   // The spec's tolerance for floating outputs (default_tolerance when it has none);
   // integer and bool outputs always get {0, 0}: they must match exactly.
   Tolerance tolerance_for(at::ScalarType output_dtype) const;
+  // The constructor arguments at `scale`; throws InputError naming the task when it records none.
+  std::vector<InitValue> init_args_at(const std::string& scale) const;
   // forward's arity: inputs, then params.
   size_t num_args() const { return inputs.size() + params.size(); }
   // The i-th argument of forward (inputs first, then params).

@@ -122,6 +122,8 @@ void Coordinator::begin_generating_stage(const StageConfig& stage, const ResumeP
     normalizer_->load_json(resume->state.normalizer, resume->dir + "/trainer_state.json");
   }
   exemplars_->set_bucket_width(stage.bucket_width);
+  stage_statuses_ = {};
+  stage_resumed_ = resume != nullptr;
 }
 
 StepPlan Coordinator::plan_step(const StageConfig& stage, int64_t job_step) const {
@@ -161,7 +163,17 @@ void Coordinator::record_step(const StepBatch& batch, const UpdateStats& update,
   note_restart_of_rows();
   writer_->flush();
   last_step_end_ = std::chrono::steady_clock::now();
-  log_step(row, done, total, true);
+  StatusTally statuses;
+  for (const RolloutRecord& r : batch.rollouts) statuses.add(r.verdict.status_text());
+  stage_statuses_.add(statuses);
+  log_step(row, done, total, true, statuses.text());
+  // A stage that never saw a correct program ended without learning: said, not a silent "done".
+  if (done == total) {
+    if (std::string warning = stage_warning(stage_name, row.step, stage_statuses_, stage_resumed_); !warning.empty()) {
+      spdlog::warn("{}", warning);
+      warnings_.push_back(std::move(warning));
+    }
+  }
 }
 
 void Coordinator::record_sft_step(StepRow row, int64_t done, int64_t total) {
@@ -190,7 +202,7 @@ std::string duration_text(double seconds) {
 
 }  // namespace
 
-void Coordinator::log_step(const StepRow& row, int64_t done, int64_t total, bool rewards) const {
+void Coordinator::log_step(const StepRow& row, int64_t done, int64_t total, bool rewards, const std::string& statuses) const {
   // The rate over this process's steps of the stage (a resumed stage counts from its resume).
   const double minutes = seconds_since(stage_start_) / 60.0;
   const int64_t here = done - stage_first_step_;
@@ -199,11 +211,10 @@ void Coordinator::log_step(const StepRow& row, int64_t done, int64_t total, bool
   const int64_t rollouts = row.n_ok + row.n_compile_error + row.n_runtime_error + row.n_timeout + row.n_crash + row.n_mismatch +
                            row.n_hack + row.n_format_error + row.n_internal_error;
   const std::string reward = rewards ? fmt::format(", reward mean {:.3f}", row.reward_mean) : "";
+  // Every status that occurred, hacks by kind: a step of compile errors and hacks must not read as
+  // "ok 5, format_error 3".
   const std::string detail =
-      rewards ? fmt::format(" | rollouts {}: ok {}, format_error {}{} | evaluators busy {:.0f}%, trainers waited {:.1f} s", rollouts,
-                            row.n_ok, row.n_format_error,
-                            // crl's own failures, shown only when there are some: left out of the rewards
-                            row.n_internal_error > 0 ? fmt::format(", internal_error {}", row.n_internal_error) : std::string(),
+      rewards ? fmt::format(" | rollouts {}: {} | evaluators busy {:.0f}%, trainers waited {:.1f} s", rollouts, statuses,
                             100 * row.evaluator_busy_fraction, row.trainer_wait_seconds)
               : "";
   spdlog::info("[{}] step {} ({}/{}){}, loss {:.4f}{}, {:.1f} steps/min, ETA {} | grad_norm {:.3f}, lr {:.2e}{}", row.stage,
@@ -233,13 +244,20 @@ void Coordinator::stop(const StopNotice& notice) {
 
 void Coordinator::finish(const std::vector<std::string>& weight_hashes) {
   writer_->set_meta_json("trainer_weight_sha256", weight_hashes);
+  if (!warnings_.empty()) writer_->set_meta_json("warnings", warnings_);
   dispatcher_->stop_all();
   writer_->close();
   if (std::adjacent_find(weight_hashes.begin(), weight_hashes.end(), std::not_equal_to<>()) != weight_hashes.end()) {
     throw Error(fmt::format("the trainers' weights differ after the job (sha256 {}): a data-parallel bug",
                             fmt::join(weight_hashes, ", ")));
   }
-  spdlog::info("job {} done in {:.1f} s; results in {}/results.h5", context_.job.name, seconds_since(job_start_), context_.run_dir);
+  if (warnings_.empty()) {
+    spdlog::info("job {} done in {:.1f} s; results in {}/results.h5", context_.job.name, seconds_since(job_start_), context_.run_dir);
+    return;
+  }
+  for (const auto& warning : warnings_) spdlog::warn("{}", warning);
+  spdlog::warn("job {} done in {:.1f} s with {} warning(s) (above; /meta warnings); results in {}/results.h5", context_.job.name,
+               seconds_since(job_start_), warnings_.size(), context_.run_dir);
 }
 
 }  // namespace crl::rl

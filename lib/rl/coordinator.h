@@ -22,6 +22,7 @@
 #include "rl/reward_shaping.h"
 #include "rl/run_state.h"
 #include "rl/step.h"
+#include "rl/status_tally.h"
 #include "rl/step_batch.h"
 #include "rl/verdict_reuse.h"
 
@@ -64,7 +65,8 @@ class Coordinator {
   // extract_programs -> judge_programs -> assign_rewards -> outcome_of (step.h).
   StepOutcome judge(StepBatch& batch, const StageConfig& stage);
   // The step's /rollouts rows, texts and /steps row, flushed; its correct programs become exemplars.
-  // `done` of `total`: the stage's steps, for the progress line.
+  // `done` of `total`: the stage's steps, for the progress line. At the stage's last step, a
+  // warning when none of its rollouts was ok (status_tally.h), kept for finish().
   void record_step(const StepBatch& batch, const UpdateStats& update, const std::string& stage_name, int64_t done,
                    int64_t total);
   // An sft step's /steps row, flushed.
@@ -89,8 +91,9 @@ class Coordinator {
   int take_stop_signal() { return dispatcher_->take_stop_signal(); }
   // Stopped: tells the evaluators, closes the results file.
   void stop(const StopNotice& notice);
-  // Done: records the trainers' weight hashes, tells the evaluators, closes the results file;
-  // Error when the hashes differ (a data-parallel bug).
+  // Done: records the trainers' weight hashes and the stages' warnings (/meta `warnings`, and the
+  // last line of the log), tells the evaluators, closes the results file; Error when the hashes
+  // differ (a data-parallel bug).
   void finish(const std::vector<std::string>& weight_hashes);
 
  private:
@@ -99,8 +102,9 @@ class Coordinator {
   // same commit as the rows, so /meta never names a restart that wrote no row (a resume that finds
   // the job complete, or a run killed before its first step, leaves it as it was).
   void note_restart_of_rows();
-  // The contract's progress line: stage, step/total, reward mean, loss, steps/min, ETA.
-  void log_step(const StepRow& row, int64_t done, int64_t total, bool rewards) const;
+  // The contract's progress line: stage, step/total, reward mean, loss, steps/min, ETA, and (with
+  // rewards) the rollouts' statuses, every one that occurred.
+  void log_step(const StepRow& row, int64_t done, int64_t total, bool rewards, const std::string& statuses = "") const;
 
   const JobContext& context_;
   std::unique_ptr<results::ResultsWriter> writer_;
@@ -112,6 +116,9 @@ class Coordinator {
   VerdictReuse verdict_reuse_;  // eval.reuse_verdicts: programs judged before, for this run of the job
   FailingEvaluationWatch failing_evaluation_;
   std::optional<RewardNormalizer> normalizer_;  // the running generating stage's
+  StatusTally stage_statuses_;                  // the running generating stage's rollouts (since it resumed)
+  bool stage_resumed_ = false;
+  std::vector<std::string> warnings_;           // the stages' warnings, for the job's last line and /meta
   // The checkpoint the running stage started from (the previous stage's end; "" for the first
   // stage), recorded in every checkpoint so that a resumed stage finds the same KL reference.
   std::string stage_start_dir_, last_checkpoint_;

@@ -99,6 +99,8 @@ class Job {
   void find_resume_point();
   // Every rank's identity to rank 0 (/meta) and to every trainer (their watch over the node's ranks).
   void share_identities();
+  JobStop stop_before_first_step();
+  JobStop run_role();
 
   const JobConfig& job_;
   RunOptions options_;
@@ -174,23 +176,45 @@ void Job::share_identities() {
   coordinator_->write_meta(all);
 }
 
+// A stop that came while the job started (LibTorch's start-up, MPI_Init, the models' load: the
+// handlers are in place from the process's start): every rank learns it here, and the job ends
+// before its first step with nothing to checkpoint (a resumed run's checkpoint stands).
+JobStop Job::stop_before_first_step() {
+  const dist::Group world = dist::Group::world();
+  const std::vector<int> signals = world.gather(stop_signal(), 0, "a rank's stop signal");
+  std::string message;
+  const auto first = std::find_if(signals.begin(), signals.end(), [](int s) { return s != 0; });
+  if (first != signals.end()) {
+    message = fmt::format("stopped before the first step ({}; rank {} received it): nothing to checkpoint; run the same command to {}",
+                          signal_name(*first), first - signals.begin(), context_->resume ? "resume" : "start it");
+  }
+  message = world.broadcast(message, 0, "the stop before the first step");
+  if (!message.empty() && watch_) watch_->disarm();  // the ranks leave once all have learnt it
+  return {message, false};
+}
+
+JobStop Job::run_role() {
+  if (roles_.is_trainer()) {
+    trainer_->run();
+    return trainer_->stopped();
+  }
+  const StopNotice notice = EvaluatorRank(*context_, roles_).run();
+  return {notice.stopped, notice.evaluation_failed};
+}
+
 JobOutcome Job::run() {
-  const StopSignalHandlers stop_handlers;
+  if (const int failed = install_stop_signal_handlers(); failed != 0) {
+    throw Error(fmt::format("cannot install the handler of {}", signal_name(failed)));
+  }
   start();
   if (job_.share_gpu && job_.backend == "cuda") {
     spdlog::warn("share_gpu: trainers and evaluators share GPUs, so timings (and speedups) are noisier");
   }
   // Every rank takes part in the /meta gathers before the roles go their ways.
   share_identities();
-  JobStop stop;
-  if (roles_.is_trainer()) {
-    trainer_ = std::make_unique<TrainerRank>(*context_, roles_, coordinator_.get(), *watch_);
-    trainer_->run();
-    stop = trainer_->stopped();
-  } else {
-    const StopNotice notice = EvaluatorRank(*context_, roles_).run();
-    stop = {notice.stopped, notice.evaluation_failed};
-  }
+  if (roles_.is_trainer()) trainer_ = std::make_unique<TrainerRank>(*context_, roles_, coordinator_.get(), *watch_);
+  JobStop stop = stop_before_first_step();
+  if (stop.message.empty()) stop = run_role();
   // Stopped: no rank leaves (exit code 5) before all have done their part.
   if (!stop.message.empty()) dist::Group::world().barrier();
   roles_.release();

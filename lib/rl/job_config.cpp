@@ -197,9 +197,10 @@ StageConfig read_stage(const YAML::Node& node, size_t index, const std::string& 
     s.grpo.kl = g.number<double>("kl", s.grpo.kl, 0.0, 1e6);
   }
   if (sec.has("checkpoint")) {
-    const Section c(sec.child("checkpoint"), sec.key_path("checkpoint"), origin, {"every", "keep"});
+    const Section c(sec.child("checkpoint"), sec.key_path("checkpoint"), origin, {"every", "keep", "every_minutes"});
     s.checkpoint.every = c.number<int64_t>("every", s.checkpoint.every, 0, 10'000'000);
     s.checkpoint.keep = c.number<int64_t>("keep", s.checkpoint.keep, 1, 1000);
+    s.checkpoint.every_minutes = c.number<double>("every_minutes", s.checkpoint.every_minutes, 0.0, 1e6);
   }
   s.max_staleness = sec.number<int64_t>("max_staleness", s.max_staleness, 0, 1);
   if (s.kind == StageKind::kSft) {

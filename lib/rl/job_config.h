@@ -36,6 +36,9 @@ struct GrpoConfig {
 struct CheckpointConfig {
   int64_t every = 0;  // optimiser steps between checkpoints (0: only at the end of each stage)
   int64_t keep = 2;   // newest checkpoints kept
+  // Minutes (by rank 0's clock) after which the next step boundary writes one (0: never): what a
+  // kill that gives no time to stop (a lost node, a launcher's SIGKILL) can cost.
+  double every_minutes = 30;
 };
 
 // A completion planted in a stage's first step in place of a sampled one, for tests of the job

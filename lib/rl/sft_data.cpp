@@ -13,7 +13,7 @@
 
 namespace crl::rl {
 
-std::vector<SftExample> read_sft_jsonl(const std::string& path) {
+std::vector<SftExample> read_sft_jsonl(const std::string& path, UnparsedCompletions unparsed) {
   constexpr size_t kMaxLineBytes = 16u << 20;
   constexpr size_t kMaxLines = 10'000'000;
   std::ifstream in(path);
@@ -45,8 +45,13 @@ std::vector<SftExample> read_sft_jsonl(const std::string& path) {
     } else {
       e.completion = text.get<std::string>();
       const ParsedCompletion parsed = parse_completion(e.completion, where);
-      if (!parsed.ok) throw InputError(fmt::format("{}: {}", where, parsed.problem));
-      e.program = parsed.program_text;
+      if (parsed.ok) {
+        e.program = parsed.program_text;
+      } else if (unparsed == UnparsedCompletions::kKeep) {
+        e.format_problem = fmt::format("{}: {}", where, parsed.problem);
+      } else {
+        throw InputError(fmt::format("{}: {}", where, parsed.problem));
+      }
     }
     if (j.contains("speedup")) {
       if (!j["speedup"].is_number()) throw InputError(where + ": field 'speedup' must be a number");

@@ -89,7 +89,7 @@ void run_sft_stage(TrainerRank& rank, size_t index, const StageConfig& stage) {
     }
     ++rank.job_step();
     const CheckpointAt here{index, done + 1, false, stage.checkpoint.keep, false, nullptr};
-    const bool periodic = stage.checkpoint.every > 0 && (done + 1) % stage.checkpoint.every == 0 && done + 1 < total;
+    const bool periodic = rank.checkpoint_due(stage.checkpoint, done + 1, total);
     if (periodic) rank.save_checkpoint(*trainer, here);
     if (done + 1 < total && rank.stop_agreed("sft")) {
       if (!periodic) rank.save_checkpoint(*trainer, here);

@@ -247,7 +247,7 @@ UpdateStats GeneratingStage::update_policy(const GeneratedStep& current, const S
 bool GeneratingStage::stops_after(int64_t local_step, const GeneratedStep* in_flight, const StepOutcome& outcome) {
   const bool last = local_step + 1 >= stage_.steps;
   const CheckpointAt here{index_, local_step + 1, false, stage_.checkpoint.keep, true, in_flight};
-  const bool periodic = stage_.checkpoint.every > 0 && (local_step + 1) % stage_.checkpoint.every == 0 && !last;
+  const bool periodic = rank_.checkpoint_due(stage_.checkpoint, local_step + 1, stage_.steps);
   if (periodic) rank_.save_checkpoint(*trainer_, here);
   if (!outcome.evaluation_failed.empty()) {
     // Every trainer has the outcome: they stop together, like a stop signal, with the step's rows

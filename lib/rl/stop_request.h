@@ -8,8 +8,15 @@
 
 namespace crl::rl {
 
-// Installs the handlers for SIGUSR1, SIGTERM and SIGINT while it lives; restores the previous
-// ones on destruction. One at a time per process (a second one throws Error).
+// Installs the handlers for SIGUSR1, SIGTERM and SIGINT for the rest of the process, keeping a
+// stop already received. `crl run` calls it before main (apps/crl/early_stop_handlers.cpp), so that
+// a stop during LibTorch's start-up or MPI_Init is kept, not the default's death; run_job calls it
+// again (a no-op then) for other callers. Touches nothing that needs static initialisation.
+// Returns 0, or the signal whose handler could not be installed.
+int install_stop_signal_handlers() noexcept;
+
+// Tests: installs the handlers while it lives, the flag cleared; restores the previous ones on
+// destruction. One at a time per process, and not beside install_stop_signal_handlers (Error).
 class StopSignalHandlers {
  public:
   StopSignalHandlers();

@@ -219,6 +219,17 @@ void TrainerRank::save_checkpoint(Trainer& trainer, const CheckpointAt& at) {
     coordinator_->write_checkpoint(std::move(contents), std::move(state), at.keep);
   }
   trainers_.barrier();  // every trainer agrees the checkpoint is complete
+  last_checkpoint_ = std::chrono::steady_clock::now();
+}
+
+bool TrainerRank::checkpoint_due(const CheckpointConfig& checkpoint, int64_t steps_done, int64_t total) {
+  if (steps_done >= total) return false;
+  const bool by_steps = checkpoint.every > 0 && steps_done % checkpoint.every == 0;
+  if (checkpoint.every_minutes <= 0) return by_steps;
+  const double minutes = seconds_since(last_checkpoint_) / 60.0;
+  const bool by_time = coordinator_ != nullptr && minutes >= checkpoint.every_minutes;
+  if (by_time && !by_steps) spdlog::info("{:.1f} minutes since the last checkpoint: writing one (checkpoint.every_minutes)", minutes);
+  return trainers_.broadcast(by_steps || by_time, 0, "whether a checkpoint is due");
 }
 
 void TrainerRank::finish_stage(size_t index, const StageConfig& stage, Trainer& trainer) {

@@ -7,6 +7,7 @@
 
 #include <torch/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -88,6 +89,11 @@ class TrainerRank {
   // Rank 0 writes the checkpoint (every trainer's generator states gathered into it), the others
   // wait until its DONE marker is written. Collective.
   void save_checkpoint(Trainer& trainer, const CheckpointAt& at);
+  // Whether the step boundary after `steps_done` steps of a stage of `total` writes a periodic
+  // checkpoint: every `checkpoint.every` steps, or `checkpoint.every_minutes` after the last one
+  // (rank 0's clock decides for all). Never at the stage's last step (its end checkpoint follows).
+  // Collective when every_minutes is set.
+  bool checkpoint_due(const CheckpointConfig& checkpoint, int64_t steps_done, int64_t total);
   // Ends the stage with its checkpoint, which the next stage starts from. Collective.
   void finish_stage(size_t index, const StageConfig& stage, Trainer& trainer);
   // At a step boundary: whether any rank (a trainer, or an evaluator's note to rank 0) received a
@@ -119,6 +125,8 @@ class TrainerRank {
   std::unique_ptr<policy::LoraAdapters> lora_;
   int64_t job_step_ = 0;
   int64_t policy_version_ = 0;
+  // When the last checkpoint was written (or this rank started): checkpoint.every_minutes' clock.
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   JobStop stop_;
 };
 

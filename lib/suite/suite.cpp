@@ -245,11 +245,18 @@ nlohmann::json task_metadata_json(const Task& task) {
   for (const auto& t : spec.params) j["params"].push_back(tensor_json(spec, t));
   j["flops"] = spec.flops.text();
   j["bytes"] = spec.bytes.text();
+  // The module's constructor arguments as written, and per scale as Python spells them (null: not recorded).
+  j["init_args"] = nullptr;
+  if (spec.init_args) {
+    j["init_args"] = nlohmann::json::array();
+    for (const InitArg& arg : *spec.init_args) j["init_args"].push_back(arg.text);
+  }
   for (const auto& scale : spec.scale_names()) {
     nlohmann::json s;
     s["variables"] = spec.scale_variables(scale);
     s["flops"] = spec.flops_at(scale);
     s["bytes"] = spec.bytes_at(scale);
+    s["init_args"] = spec.init_args ? nlohmann::json(python_literal(spec.init_args_at(scale))) : nlohmann::json();
     j["scales"][scale] = s;
   }
   const Tolerance tol = spec.tolerance_for(at::ScalarType::Float);

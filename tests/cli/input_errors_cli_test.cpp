@@ -1,14 +1,17 @@
 // Bad input through the commands as a user types them (issue 41): paths of the wrong kind, results
 // files of the wrong schema or damaged, a locked results file, unbounded YAML aliases and JSON
-// nesting, suite folders (symlink loops, level numbers out of range), a candidate with a spec, a
-// planted completion for a task the job lacks. Each must be exit 3 (never 4, 139 or a hang) with a
-// message that names the file and what is wrong.
+// nesting, suite folders (symlink loops, level numbers out of range), a planted completion for a
+// task the job lacks. Each must be exit 3 (never 4, 139 or a hang) with a message that names the
+// file and what is wrong. The one exception kept here beside them: a candidate with a spec section
+// is not bad input but that candidate's format_error verdict (issue 43).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <sys/file.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -253,7 +256,8 @@ TEST_F(InputErrorsCli, RunResumeOfAResultsFileOfAnotherSchema) {
 }
 
 // A candidate receives its task's spec; one that brings another (here the reference's with its
-// input shape changed) is malformed: exit 3 naming the file and line, not a judged program.
+// input shape changed) is that candidate's format_error, as the same text is in the job: exit 1,
+// the message naming the file and line, and a candidate beside it still judged.
 TEST_F(InputErrorsCli, ACandidateWithASpecSectionIsAFormatError) {
   std::ifstream reference(kEvalSuite / "level1" / "019_relu.crl");
   std::string text(std::istreambuf_iterator<char>(reference), {});
@@ -262,13 +266,20 @@ TEST_F(InputErrorsCli, ACandidateWithASpecSectionIsAFormatError) {
   ASSERT_NE(shape, std::string::npos);
   text.insert(shape + 8, "2, ");
   const auto candidate = file("cand.crl", text);
-  expect_bad_input(crl({"eval", "--suite", kEvalSuite.string(), "--task", "level1/019_relu", candidate.string(),
-                        "--backend", "cpu", "--no-timing"}),
-                   {fmt::format("{}:{}", candidate.string(), spec_line), "'// crl:spec' section"});
+  const auto r = crl({"eval", "--suite", kEvalSuite.string(), "--task", "level1/019_relu", candidate.string(), kRelu.string(),
+                      "--backend", "cpu", "--no-timing", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const auto verdicts = nlohmann::json::parse(r.output.substr(r.output.find("[\n")));
+  ASSERT_EQ(verdicts.size(), 2u) << r.output;
+  EXPECT_EQ(verdicts[0]["status"], "format_error");
+  const std::string message = verdicts[0]["message"];
+  EXPECT_NE(message.find(fmt::format("{}:{}", candidate.string(), spec_line)), std::string::npos) << message;
+  EXPECT_NE(message.find("'// crl:spec' section"), std::string::npos) << message;
+  EXPECT_EQ(verdicts[1]["status"], "ok") << r.output;
   // The reference itself, spec and all, is still judged against itself (`crl eval jobs/suite`).
-  const auto r = crl({"eval", "--suite", kEvalSuite.string(), "--task", "level1/019_relu",
-                      (kEvalSuite / "level1" / "019_relu.crl").string(), "--backend", "cpu", "--no-timing"});
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto self = crl({"eval", "--suite", kEvalSuite.string(), "--task", "level1/019_relu",
+                         (kEvalSuite / "level1" / "019_relu.crl").string(), "--backend", "cpu", "--no-timing"});
+  EXPECT_EQ(self.exit_code, 0) << self.output;
 }
 
 // ---- parsers without a bound ------------------------------------------------------------------------

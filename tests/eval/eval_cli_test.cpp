@@ -198,6 +198,48 @@ TEST(CrlEvalCli, ResumeJudgesOnlyTheCandidatesTheFileHoldsNoVerdictOf) {
   EXPECT_EQ(crl_eval({"--no-timing", "--resume", all}, kCache).exit_code, 3);  // no --h5
 }
 
+// --h5 on a file that exists, without --resume or --append: refused before any work, since the same
+// candidates judged again would sit in it twice (a report's best of them the max of noisy repeats).
+TEST(CrlEvalCli, AnExistingResultsFileNeedsResumeOrAppend) {
+  ScratchDir dir("crl_eval_cli_test_");
+  const std::string h5 = dir.file("verdicts.h5");
+  const std::vector<std::string> args = {"--no-timing", "--task", "level1/019_relu", "--h5", h5, kFixtures + "/relu/same_as_reference.crl"};
+  ASSERT_EQ(crl_eval(args, kCache).exit_code, 0);
+  const auto twice = crl_eval(args, kCache);
+  EXPECT_EQ(twice.exit_code, 3) << twice.output;
+  for (const std::string& part : std::vector<std::string>{h5 + ": the results file exists", "--resume", "--append"}) {
+    EXPECT_NE(twice.output.find(part), std::string::npos) << part << " in: " << twice.output;
+  }
+  EXPECT_EQ(read_verdicts(results::ResultsReader(h5)).size(), 1u) << "nothing was added";
+  // --append asks for it: a second verdict beside the first.
+  const auto appended = crl_eval(with(args, {"--append"}), kCache);
+  EXPECT_EQ(appended.exit_code, 0) << appended.output;
+  EXPECT_EQ(read_verdicts(results::ResultsReader(h5)).size(), 2u);
+  // Without --h5, and with both, the flags are refused.
+  EXPECT_EQ(crl_eval({"--no-timing", "--append", "--task", "level1/019_relu", kFixtures + "/relu/same_as_reference.crl"}, kCache).exit_code, 3);
+  EXPECT_EQ(crl_eval(with(args, {"--append", "--resume"}), kCache).exit_code, 3);
+}
+
+// CUDA asked for where no GPU is visible (here hidden by CUDA_VISIBLE_DEVICES, so on any machine):
+// refused at once with what to do, not found out by a worker half a minute later (exit 4).
+TEST(CrlEvalCli, TheCudaBackendWithoutAGpuIsRefusedAtOnce) {
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"eval", "--task", "level1/019_relu", kFixtures + "/relu/same_as_reference.crl"},
+        std::vector<std::string>{"data", "validate", kFixtures + "/relu/same_as_reference.crl", "--out", "/nonexistent/out.jsonl"}}) {
+    std::vector<std::string> argv = {CRL_EXE};
+    argv.insert(argv.end(), command.begin(), command.end());
+    argv.insert(argv.end(), {"--suite", kFixtures + "/suite", "--backend", "cuda"});
+    CommandOptions options;
+    options.env["CUDA_VISIBLE_DEVICES"] = "";
+    options.timeout = std::chrono::seconds(30);
+    const auto r = run_command(argv, options);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_EQ(r.exit_code, 3) << r.output;
+    EXPECT_NE(r.output.find("--backend cuda: no CUDA GPU is visible"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--backend cpu"), std::string::npos) << r.output;
+  }
+}
+
 TEST(CrlEvalCli, TheCudaGraphBaselineNeedsTheCudaBackend) {
   const auto r = crl_eval({"--baseline", "cuda_graph", "--task", "level1/019_relu",
                            kFixtures + "/relu/same_as_reference.crl"},

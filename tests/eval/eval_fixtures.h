@@ -60,9 +60,10 @@ inline EvalOptions quick_options(Backend backend) {
   o.cpu_threads = 1;
   // The CPU tests run on small shared machines, where the reference's own calls spread by up to
   // 170% (IQR over median) while others build: at the default +-10% a legitimate twin judged for
-  // something else than its speed came out internal_error (machine too noisy). The noise limit has
-  // its own tests (PipelineTest.*Noisy*, StopRule.*); these allow +-50%. The GPU keeps the default.
-  if (backend == Backend::cpu) o.max_relative_ci = 0.5;
+  // something else than its speed came out internal_error (machine too noisy), and at +-50% one
+  // still did under a load of 7 on two cores (+-64.6% after 71 pairs). The noise limit has its own
+  // tests (PipelineTest.*Noisy*, StopRule.*); these allow +-100%. The GPU keeps the default.
+  if (backend == Backend::cpu) o.max_relative_ci = 1.0;
   o.worker_executable = CRL_WORKER_EXE;
   // For finding out, on a machine whose GPU driver the sandbox breaks, whether the rest works.
   o.sandbox = std::getenv("CRL_TEST_NO_SANDBOX") == nullptr;

@@ -17,7 +17,7 @@ def put(harness, name, data):
 
 
 def suite_programs():
-    for name in ["level1/022_tanh.crl", "level1/001_square_matmul.crl", "level2/001_conv2d_relu_biasadd.crl"]:
+    for name in ["level1/022_tanh.crl", "level1/001_square_matmul.crl", "level2/001_conv2d_relu_bias_add.crl"]:
         path = ROOT / "jobs" / "suite" / name
         if path.exists():
             yield path.name, path.read_text()

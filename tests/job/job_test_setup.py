@@ -44,3 +44,24 @@ def prepare(quiet=False, add_arguments=None):
                     "--layers", "1", "--heads", "2", "--kv-heads", "1", "--seed", "3"], check=True,
                    stdout=subprocess.DEVNULL if quiet else None)
     return args, model
+
+
+def descendants(root):
+    """Every process below pid `root` (from /proc), as {pid: command name}."""
+    children = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append((int(pid), name))
+    out, todo = {}, [root]
+    while todo:
+        for pid, name in children.get(todo.pop(), []):
+            out[pid] = name
+            todo.append(pid)
+    return out

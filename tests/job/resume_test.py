@@ -31,7 +31,7 @@ import threading
 import time
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO, fail
+from job_test_setup import MPIRUN_ENV, REPO, descendants, fail
 JOB = os.path.join(REPO, "tests", "job", "resume_overlap.yaml")
 SFT_STEPS, CRL0_STEPS, CRL1_STEPS = 4, 4, 6  # the job's stages (crl0: on-policy; crl1: max_staleness 1)
 CRL1_FIRST = SFT_STEPS + CRL0_STEPS  # the job step where the staleness-1 stage starts
@@ -55,27 +55,6 @@ def job_copy(path, lr=None):
     with open(path, "w") as f:
         f.write(text)
     return path
-
-
-def descendants(root):
-    """Every process below pid `root` (from /proc), as {pid: command name}."""
-    children = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = open(f"/proc/{pid}/stat").read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append((int(pid), name))
-    out, todo = {}, [root]
-    while todo:
-        for pid, name in children.get(todo.pop(), []):
-            out[pid] = name
-            todo.append(pid)
-    return out
 
 
 def signal_whole_job_while_evaluating(proc, signo, sent):

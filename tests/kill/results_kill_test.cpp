@@ -26,6 +26,7 @@
 #include "core/subprocess.h"
 #include "results/results_reader.h"
 #include "results_kill_rows.h"
+#include "venv_python.h"
 
 namespace crl {
 namespace {
@@ -38,13 +39,6 @@ constexpr std::int64_t kSteps = 4;
 std::string writer_binary() {
   const char* other = std::getenv("CRL_KILL_WRITER");
   return other != nullptr && *other != '\0' ? other : CRL_KILL_WRITER;
-}
-
-std::string venv_python() {
-  const char* crl_home = std::getenv("CRL_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string root = crl_home && *crl_home ? crl_home : home ? std::string(home) + "/.local/share/crl" : "";
-  return root + "/venv/bin/python3";
 }
 
 // Steps whose flush returned, from the writer's progress file.
@@ -199,7 +193,7 @@ KillFigures kill_at_every_write(const std::string& method, const fs::path& scrat
     }
   }
   // h5py and the analysis loader read every killed file (one process for all of them).
-  const std::string python = venv_python();
+  const std::string python = crl::testing::venv_python();
   if (fs::exists(python) && !manifest.empty()) {
     const fs::path manifest_file = scratch / "manifest.json";
     std::ofstream(manifest_file) << manifest.dump();

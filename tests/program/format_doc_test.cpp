@@ -18,6 +18,8 @@ TEST(FormatDoc, SpecSectionExampleParses) {
   ASSERT_TRUE(spec.tolerance.has_value());
   EXPECT_DOUBLE_EQ(spec.tolerance->atol, 1e-4);
   EXPECT_DOUBLE_EQ(spec.bytes_at("small"), 2.0 * 4 * 16 * 4096);
+  ASSERT_TRUE(spec.init_args.has_value());
+  EXPECT_TRUE(spec.init_args->empty());
 }
 
 TEST(FormatDoc, ReferenceExampleParsesAndMakesArguments) {

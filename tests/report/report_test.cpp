@@ -294,19 +294,25 @@ TEST_F(ReportTest, RunTablesWhileTheJobWritesGiveCurvesBestProgramsAndLineage) {
   ASSERT_EQ(summary["hacks"].size(), 1u);
   EXPECT_EQ(summary["hacks"][0]["what it saw"], "log of rollout 13: hack:aliasing");
 
-  // The notebook module (tools/analysis/crl_results.py), as its docstring shows it.
+  // The notebook module (tools/analysis/crl_results.py), as its docstring shows it: the rollout a
+  // resume re-did (14) is left out unless asked for, as the report leaves it out; the file's row
+  // numbers stay the index.
   const auto notebook = run_command(
       {venv_python().string(), "-c",
        "import sys; sys.path.insert(0, sys.argv[2]); import crl_results\n"
        "run = crl_results.load(sys.argv[1], texts=True)\n"
        "print(len(run.steps), len(run.rollouts), len(run.verdicts), list(run.verdicts.columns)[:2], "
        "run.job_config['group_size'], run.meta['git_commit'], run.rollouts.superseded.sum(), "
-       "run.texts['logs'][13])\n"
+       "run.texts['logs'][13], run.rollouts.rollout_id.tolist(), run.rollouts.index.tolist())\n"
+       "every = crl_results.load(sys.argv[1], superseded=True)\n"
+       "print(len(every.rollouts), every.rollouts.superseded.sum(), every.rollouts.rollout_id.tolist())\n"
        "with crl_results.open_results(sys.argv[1]) as f:\n"
        "    print(f.tables(), f.texts('programs', ids=[15, 99]).index.tolist())",
        file, std::string(CRL_SOURCE_DIR) + "/tools/analysis"});
   ASSERT_TRUE(notebook.ok()) << notebook.output;
-  EXPECT_EQ(notebook.output, "3 7 0 ['row', 'task'] 4 0123456789abcdef 1 log of rollout 13: hack:aliasing\n"
+  EXPECT_EQ(notebook.output, "3 6 0 ['row', 'task'] 4 0123456789abcdef 0 log of rollout 13: hack:aliasing "
+                             "[10, 11, 12, 13, 15, 16] [0, 1, 2, 3, 5, 6]\n"
+                             "7 1 [10, 11, 12, 13, 14, 15, 16]\n"
                              "['rollouts', 'steps'] [15]\n");
   writer.close();
 }

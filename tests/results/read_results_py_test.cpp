@@ -10,6 +10,7 @@
 #include "core/subprocess.h"
 #include "results/results_writer.h"
 #include "results_test_util.h"
+#include "venv_python.h"
 
 namespace crl::results {
 namespace {
@@ -17,17 +18,8 @@ namespace {
 using testing::ScratchDir;
 
 // The venv tools/setup.sh makes (CRL_HOME or ~/.local/share/crl), which has h5py.
-std::string venv_python() {
-  const char* crl_home = std::getenv("CRL_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string root = crl_home && *crl_home ? crl_home
-                           : home                ? std::string(home) + "/.local/share/crl"
-                                                 : "";
-  return root + "/venv/bin/python3";
-}
-
 TEST(ReadResultsPy, ReadsWhatTheCppWriterWrote) {
-  const auto python = venv_python();
+  const auto python = crl::testing::venv_python();
   if (!std::filesystem::exists(python)) GTEST_SKIP() << "no crl venv python at " << python;
   const auto probe = run_command({python, "-c", "import h5py"});
   if (!probe.ok()) GTEST_SKIP() << "h5py is not installed in " << python << ": " << probe.output;

@@ -186,6 +186,22 @@ TEST(JobConfig, MicroBatchSizeIsAKeyWithItsRange) {
   }
 }
 
+// checkpoint.every_minutes bounds what a kill loses: on by default (30), fractions allowed, 0 off,
+// a negative or a word is bad input naming the key and its line.
+TEST(JobConfig, CheckpointEveryMinutes) {
+  EXPECT_DOUBLE_EQ(parse_job_config(kMinimal, "job.yaml", "/base").stages[0].checkpoint.every_minutes, 30.0);
+  const JobConfig job =
+      parse_job_config("name: t\nmodel: m\nstages:\n  - {kind: crl, checkpoint: {every_minutes: 0.5}}\n  - {kind: crl, checkpoint: {every_minutes: 0}}\n",
+                       "job.yaml", "/base");
+  EXPECT_DOUBLE_EQ(job.stages[0].checkpoint.every_minutes, 0.5);
+  EXPECT_DOUBLE_EQ(job.stages[1].checkpoint.every_minutes, 0.0);
+  const std::string negative = error_of("name: t\nmodel: m\nstages:\n  - {kind: crl, checkpoint: {every_minutes: -1}}\n");
+  EXPECT_NE(negative.find("job.yaml:4"), std::string::npos) << negative;
+  EXPECT_NE(negative.find("stages[0].checkpoint.every_minutes' is -1"), std::string::npos) << negative;
+  EXPECT_NE(error_of("name: t\nmodel: m\nstages: [{kind: crl, checkpoint: {every_minutes: soon}}]\n").find("wrong type"),
+            std::string::npos);
+}
+
 TEST(JobConfig, KeysOfAnotherStageKindAreRefused) {
   const std::string e = error_of("name: t\nmodel: m\nstages: [{kind: sft, data: d.jsonl, K: 2}]\n");
   EXPECT_NE(e.find("'stages[0].K' does not apply to a stage of kind sft"), std::string::npos) << e;

@@ -13,9 +13,11 @@ Cases (--case):
                   too; scancel's SIGTERM ends it cleanly, not requeued
   job_preempt     a CI-like job (tests/job/resume.yaml: 2 trainers + 2 evaluators, CPU) under
                   slurm/crl.sbatch, requeued by `scontrol requeue` while it runs and then sent the
-                  time-limit signal: it resumes twice and runs to the end, every step and rollout
+                  time-limit signal once its resumed run did a step: it resumes twice and runs to the end, every step and rollout
                   once among the rows that count (not superseded); then slurm/cross-gpu.sbatch
                   judges the run's best programs again
+  job_early_stop  that job sent the time-limit signal as its step starts: stopped before its first
+                  step (exit 5), requeued, run to the end with every row once
   job_kill        that job with one rank killed by kill -9 in the middle: the job fails naming
                   the rank; with a checkpoint cut in the middle of its write added, the same sbatch
                   line with the same run folder skips it (saying so) and resumes to the end
@@ -308,7 +310,7 @@ def check_whole_run(run_dir, log, restarts, job=RESUME_JOB):
         if len(ids) != n or len(set(ids)) != n or len(set(keys)) != n:
             fail(f"{len(ids)} rollouts count ({len(set(keys))} distinct), not the {n} of the crl stage once each")
         restart = list(f["steps/restart"][:])
-        if max(restart) != restarts:
+        if restarts is not None and max(restart) != restarts:
             fail(f"/steps restart column is {restart}, not up to {restarts}")
 
 
@@ -324,9 +326,14 @@ def case_job_preempt(slurm, args):
     # store, which only the crl stage's first step makes.)
     slurm.wait_until("two crl steps", lambda: results_rows(results, "rollouts") >= 2 * 3 * 2, 240)
     slurm.run("scontrol", "requeue", job)
-    # The time-limit signal once the resumed run has started its steps.
-    slurm.wait_until("the requeued job to resume",
-                     lambda: slurm.job(job).get("Restarts") == "1" and "resuming from" in read(log_path), 180)
+    # The time-limit signal once the resumed run has done a step (a signal before it stops the run
+    # before its first step, with no rows: case job_early_stop).
+    def resumed_and_stepped():
+        log = read(log_path)
+        after = log[log.rfind("resuming from"):] if "resuming from" in log else ""
+        return slurm.job(job).get("Restarts") == "1" and re.search(r"\[(sft|crl)\] step \d+", after) is not None
+
+    slurm.wait_until("the requeued job to resume and do a step", resumed_and_stepped, 180)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
     slurm.wait_until("the CI job to end", lambda: slurm.job(job).get("Restarts") == "2" and not slurm.states(job), 300)
     log = read(log_path)
@@ -342,6 +349,28 @@ def case_job_preempt(slurm, args):
     check_whole_run(run_dir, log, 2, RESUME_JOB)
     print("the job: requeued, then stopped by the time-limit signal, resumed both times to the end")
     check_cross_gpu(slurm, run_dir)
+
+
+def case_job_early_stop(slurm, args):
+    """The time-limit signal as the job's step starts (issue 43: a requeued job got it 3 s after
+    restarting, and SIGUSR1 killed every rank, exit 138, the job FAILED): crl stops before its first
+    step (exit 5), the script requeues the job, and it runs to the end, every row once."""
+    model = make_model(slurm, args)
+    job = submit_job(slurm, "early", model)
+    run_dir = os.path.join(slurm.work, "results", f"early-{job}")
+    log_path = os.path.join(slurm.work, "results", f"early-{job}.log")
+    slurm.wait_until("the job's step to start", lambda: os.path.exists(log_path) and "+ srun" in read(log_path), 120)
+    slurm.run("scancel", "--signal=USR1", "--batch", job)
+    slurm.wait_until("the job to end", lambda: slurm.job(job).get("Restarts") == "1" and not slurm.states(job), 300)
+    log = read(log_path)
+    print(log)
+    if slurm.job(job).get("JobState") != "COMPLETED":
+        fail(f"the job ended {slurm.job(job).get('JobState')}")
+    for needle in ("stopped before the first step (SIGUSR1", "requeueing job", "restart 1]", "] done"):
+        if needle not in log:
+            fail(f"the log lacks '{needle}'")
+    check_whole_run(run_dir, log, None, RESUME_JOB)
+    print("the job: the time-limit signal at its start stopped it cleanly, requeued, run to the end")
 
 
 def check_cross_gpu(slurm, run_dir):
@@ -433,7 +462,8 @@ def case_job_kill(slurm, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops", "job_preempt", "job_kill"])
+    ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops", "job_preempt", "job_kill",
+                                                         "job_early_stop"])
     ap.add_argument("--crl", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
@@ -461,7 +491,7 @@ def main():
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(os.path.join(args.work, "results"))
     cases = {"eval_array": case_eval_array, "script_stops": case_script_stops, "job_preempt": case_job_preempt,
-             "job_kill": case_job_kill}
+             "job_kill": case_job_kill, "job_early_stop": case_job_early_stop}
     cases[args.case](slurm, args)
     return 0
 

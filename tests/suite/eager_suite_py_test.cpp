@@ -15,21 +15,15 @@
 #include "core/read_file.h"
 #include "core/remove_tree.h"
 #include "core/subprocess.h"
+#include "venv_python.h"
 
 namespace crl {
 namespace {
 
-std::string venv_python() {
-  const char* crl_home = std::getenv("CRL_HOME");
-  const char* home = std::getenv("HOME");
-  const std::string root = crl_home && *crl_home ? crl_home : home ? std::string(home) + "/.local/share/crl" : "";
-  return root + "/venv/bin/python3";
-}
-
 class EagerSuitePy : public ::testing::Test {
  protected:
   void SetUp() override {
-    python_ = venv_python();
+    python_ = crl::testing::venv_python();
     if (!std::filesystem::exists(python_)) GTEST_SKIP() << "no crl venv python at " << python_;
     const auto probe = run_command({python_, "-c", "import torch, yaml"});
     if (!probe.ok()) GTEST_SKIP() << "torch or yaml missing in " << python_ << ": " << probe.output;

@@ -157,6 +157,29 @@ TEST(Suite, MetadataJsonHasShapesCostAndToleranceAtEveryScale) {
   EXPECT_TRUE(j["tolerance"]["from_spec"].get<bool>());
   EXPECT_DOUBLE_EQ(j["tolerance"]["atol"].get<double>(), 1e-10);
   EXPECT_FALSE(j["notes"].get<std::string>().empty());
+  EXPECT_EQ(j["init_args"], nlohmann::json::array());
+  EXPECT_EQ(j["scales"]["small"]["init_args"], "[]");
+  const auto conv = task_metadata_json(source_suite().find("level2/001_conv2d_relu_bias_add"));
+  EXPECT_EQ(conv["init_args"], nlohmann::json({"in_channels", "out_channels", "kernel_size", "(out_channels, 1, 1)"}));
+  EXPECT_EQ(conv["scales"]["full"]["init_args"], "[64, 128, 3, (128, 1, 1)]");  // KernelBench's get_init_inputs()
+  EXPECT_EQ(conv["scales"]["small"]["init_args"], "[8, 16, 3, (16, 1, 1)]");
+}
+
+// Every task records its KernelBench module's constructor arguments (tools/suite/add_init_args.py
+// writes them; the spec parser has already evaluated them at every scale). Their agreement with
+// KernelBench itself is tests/suite/init_args_kernelbench_test.py's, given a checkout.
+TEST(Suite, EveryTaskRecordsItsConstructorArgumentsAtEveryScale) {
+  size_t tasks = 0, with_arguments = 0;
+  for (const Task* t : source_suite().select(TaskFilter{})) {
+    ++tasks;
+    ASSERT_TRUE(t->spec.init_args.has_value()) << t->id << ": no init_args (tools/suite/add_init_args.py adds them)";
+    with_arguments += !t->spec.init_args->empty();
+    for (const auto& scale : t->spec.scale_names()) {
+      EXPECT_EQ(t->spec.init_args_at(scale).size(), t->spec.init_args->size()) << t->id << " " << scale;
+    }
+  }
+  EXPECT_EQ(tasks, 250u);
+  EXPECT_EQ(with_arguments, 207u);  // 43 of KernelBench's 250 modules are built without arguments
 }
 
 }  // namespace

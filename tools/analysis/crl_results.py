@@ -5,7 +5,8 @@ For notebooks and for `crl report` (tools/analysis/crl_report.py). Needs h5py, n
 
     import sys; sys.path.insert(0, "tools/analysis")
     import crl_results
-    run = crl_results.load("results/run.h5")       # every table, /meta, optionally every text
+    run = crl_results.load("results/run.h5")       # every table (rows a resume re-did left out:
+                                                    # superseded=True keeps them), /meta, optionally every text
     run.steps.plot(x="step", y="reward_mean")      # /steps: one row per training step
     run.rollouts.groupby("task").speedup.max()     # /rollouts: one row per evaluated completion
     run.verdicts                                    # /verdicts: what `crl eval --h5` writes
@@ -375,12 +376,19 @@ class Results:
             return None
 
 
-def load(path: str, texts: bool = False) -> Results:
-    """Reads a whole results file; texts=True also reads every text store (can be large)."""
+def load(path: str, texts: bool = False, superseded: bool = False) -> Results:
+    """Reads a whole results file; texts=True also reads every text store (can be large).
+
+    Rows a resumed run re-did (`superseded` true in /steps and /rollouts, docs/results-format.md,
+    "Restarts") are left out, as `crl report` and the job's exemplar database leave them out: a step
+    done twice would count twice. superseded=True keeps them (the column says which they are). The
+    tables keep the file's row numbers as their index either way; texts keep every id."""
     with open_results(path) as f:
         tables = {name: f.table(name) for name in f.tables()}
         for name, columns in KNOWN_TABLES.items():
             tables.setdefault(name, empty_frame(columns))
+        if not superseded:
+            tables = {name: t[~t["superseded"].astype(bool)] if "superseded" in t.columns else t for name, t in tables.items()}
         return Results(path=str(path), meta=f.meta(), verdicts=tables["verdicts"], steps=tables["steps"],
                        rollouts=tables["rollouts"], tables=tables,
                        texts={s: f.texts(s) for s in f.text_stores()} if texts else {})

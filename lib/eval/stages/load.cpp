@@ -1,14 +1,21 @@
 // The load stage (load.h).
 #include "eval/stages/load.h"
 
+#include "core/error.h"
 #include "eval/worker_call.h"
 
 namespace crl::eval {
 namespace {
 
-std::optional<Failure> load_and_attach(Evaluation& e, const std::string& library, WorkerProcess& worker, const std::string& loading,
-                                       const std::string& attaching) {
-  worker::LoadRequest request = load_request(e.task, e.options, library, e.options.gpu_memory_fraction);
+std::optional<Failure> load_and_attach(Evaluation& e, WorkerPool& pool, const std::string& library, WorkerProcess& worker,
+                                       const std::string& loading, const std::string& attaching) {
+  std::string copy;
+  try {
+    copy = pool.library_for(worker, library);
+  } catch (const IoError& error) {  // the scratch folder full or gone: crl's failure, not the program's
+    return Failure::of(VerdictStatus::kInternalError, loading + ": " + error.what());
+  }
+  worker::LoadRequest request = load_request(e.task, e.options, copy, e.options.gpu_memory_fraction);
   request.value_mix = e.task_judge.value_mix;  // its guards make their inputs as the judge made the trials'
   auto loaded = call(worker, request, e.options.load_timeout_seconds, loading);
   if (!loaded) return loaded.failure();
@@ -21,7 +28,7 @@ std::optional<Failure> load_and_attach(Evaluation& e, const std::string& library
 std::optional<Failure> load_candidate(Evaluation& e, WorkerPool& pool, const std::string& library, CandidateWorker& w) {
   const auto t = Clock::now();
   w.process = pool.take_candidate_worker(e.task_judge.candidate_place());
-  if (auto f = load_and_attach(e, library, *w.process, "loading the candidate", "the candidate's worker")) {
+  if (auto f = load_and_attach(e, pool, library, *w.process, "loading the candidate", "the candidate's worker")) {
     e.trace.step("load", false, f->message, t);
     return f;
   }
@@ -38,7 +45,7 @@ std::optional<Failure> replace_worker(Evaluation& e, WorkerPool& pool, const std
   w.process->stop();
   w.earlier_logs += w.process->log(e.options.max_log_bytes);
   w.process = pool.start_program_worker(kind, e.task_judge.candidate_place());
-  return load_and_attach(e, library, *w.process, purpose + ": loading", purpose);
+  return load_and_attach(e, pool, library, *w.process, purpose + ": loading", purpose);
 }
 
 }  // namespace crl::eval
