@@ -59,7 +59,7 @@ struct EvalCommandOptions {
   bool no_timing = false;
   bool explain = false;
   bool no_sandbox = false;
-  double gpu_memory_fraction = 0.6;  // each program worker's share of the GPU (EvalOptions)
+  double gpu_memory_fraction = 0.45;  // the candidate worker's share of the GPU (EvalOptions)
   int gpu = 0;                       // which of the GPUs this process sees its workers use (EvalOptions)
   double remeasure_above = 3;
   double max_relative_ci = 0.1;  // EvalOptions: the widest interval a reward rests on
@@ -455,8 +455,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1023));
   cmd->add_option("--gpu-memory-fraction", o.gpu_memory_fraction,
-                  "Share of the GPU's memory each program's worker (the candidate's, the reference's timing worker) "
-                  "may hold in its caching allocator; the judge has 0.3")
+                  "Share of the GPU's memory the candidate's worker may hold (its input arena and caching allocator); "
+                  "the reference's timing worker has 0.25 and the judge 0.25, and the three together at most 0.95")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--compile-ahead", o.compile_ahead,

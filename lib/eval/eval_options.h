@@ -43,8 +43,14 @@ struct EvalOptions {
   // Which of the evaluator's GPUs (an index into what it sees) the judge and the program workers
   // use; they see that one alone (CUDA_VISIBLE_DEVICES). The job: the evaluator rank's own GPU.
   int gpu = 0;
-  double gpu_memory_fraction = 0.6;     // candidate worker's share of the GPU's memory
-  double judge_gpu_memory_fraction = 0.3;  // the judge's (its cached outputs are let go when a request needs more)
+  // One budget of the GPU's memory for the evaluation's three processes, shares of the card (its
+  // input arena counted in a worker's share): the three together at most 0.95, the rest left to
+  // their CUDA contexts. On an 80 GB H100 at full scale: 16 ReLU candidates in a row (6 GiB in,
+  // 6 GiB out) need 30 GiB in the candidate's worker (arena and the guards' held outputs), 13 in
+  // the reference's, and the judge's cache takes what its share allows.
+  double gpu_memory_fraction = 0.45;            // the candidate's worker
+  double reference_gpu_memory_fraction = 0.25;  // the reference's timing worker
+  double judge_gpu_memory_fraction = 0.25;      // the judge (its cached outputs are let go when a request needs more)
   int cpu_threads = 0;                  // intra-op threads of CPU workers; 0: LibTorch's default
   size_t max_log_bytes = 8192;          // compile and worker logs kept in a verdict
   std::string worker_executable;        // empty: find_worker_executable()

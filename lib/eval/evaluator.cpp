@@ -40,6 +40,15 @@ EvalOptions checked(EvalOptions options) {
   if (options.trials < 1) throw InputError(fmt::format("trials must be at least 1 (got {})", options.trials));
   if (options.time_budget_seconds < 0) throw InputError("the time budget must not be negative");
   if (options.max_slots < 1) throw InputError("max_slots must be at least 1");
+  for (const double share : {options.gpu_memory_fraction, options.reference_gpu_memory_fraction, options.judge_gpu_memory_fraction}) {
+    if (!(share > 0 && share <= 1)) throw InputError(fmt::format("a GPU memory fraction must lie in (0, 1] (got {})", share));
+  }
+  if (const double sum = options.gpu_memory_fraction + options.reference_gpu_memory_fraction + options.judge_gpu_memory_fraction;
+      sum > 0.95 + 1e-9) {
+    throw InputError(fmt::format("the GPU memory fractions add up to {:.2f} (candidate {:g}, reference {:g}, judge {:g}); the three "
+                                 "processes share one card, so at most 0.95 (lower --gpu-memory-fraction)",
+                                 sum, options.gpu_memory_fraction, options.reference_gpu_memory_fraction, options.judge_gpu_memory_fraction));
+  }
   if (options.max_batch_calls < 1) throw InputError("max_batch_calls must be at least 1");
   if (options.backend == Backend::cuda && options.gpu < 0) throw InputError(fmt::format("gpu must be 0 or more (got {})", options.gpu));
   if (!(options.max_relative_ci > 0)) throw InputError(fmt::format("max_relative_ci must be > 0 (got {})", options.max_relative_ci));

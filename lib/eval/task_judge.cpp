@@ -133,7 +133,8 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   j->judge = pool.start_judge(cpu ? std::vector<int>{j->arena_fd, j->region_fd, j->reference_arena_fd} : std::vector<int>{});
   // The reference's timing worker loads (LibTorch, CUDA) while the judge makes its outputs.
   j->reference_worker = pool.start_program_worker("reference", {j->task_dir, j->reference_arena_fd});
-  worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*j->reference_worker, j->library), options.gpu_memory_fraction);
+  worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*j->reference_worker, j->library),
+                                                    options.reference_gpu_memory_fraction);
   timing_load.program_name = "reference";
   timing_load.replay_as_graph = options.baseline == "cuda_graph";
   auto reference_loaded = std::async(std::launch::async, [&, timing_load] {

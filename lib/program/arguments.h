@@ -22,8 +22,14 @@ std::vector<at::Tensor> make_arguments(const TaskSpec& spec, const std::string& 
                                        const at::Device& device);
 
 // One tensor of the spec, as make_arguments makes it (for tools that need a single argument).
+// With `into` (a contiguous tensor of the argument's shape and dtype) the values are written there
+// and `into` is returned: the same values, without a second tensor's memory (the hack guards write
+// new values at the same addresses; at full scale an input is up to 16 GiB).
 at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale,
-                         uint64_t stream_seed, const at::Device& device);
+                         uint64_t stream_seed, const at::Device& device, at::Tensor into = {});
+
+// make_arguments(spec, scale, seed, ...)'s values written into `args` (as make_argument's `into`).
+void fill_arguments(const TaskSpec& spec, const std::string& scale, uint64_t seed, const std::vector<at::Tensor>& args);
 
 // For the evaluator's per-sample guard: multiplies sample b (index b along dim 0) of every input
 // that is continuously random (randn, rand, uniform, normal, uniform_fan_in; floating; no tril,

@@ -51,6 +51,7 @@ ArenaReply CandidateSession::on(const ArenaRequest& request) {
     return {};
   }
   arena_.allocate(request.layout, device_.device());
+  device_.hold_outside_allocator(request.layout.total_bytes());
   return {arena_.ipc_handle()};
 }
 

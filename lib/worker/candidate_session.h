@@ -23,6 +23,7 @@ class CandidateSession {
   // One request as it arrived (protocol.h) and its reply; throws for a request it cannot serve.
   nlohmann::json handle(const nlohmann::json& request);
   bool poisoned() const { return device_.poisoned(); }
+  const WorkerDevice& device() const { return device_; }
 
   LoadReply on(const LoadRequest& request);
   ArenaReply on(const ArenaRequest& request);

@@ -31,7 +31,9 @@ struct GuardOutputs {
   std::vector<at::Tensor> outputs;
 };
 
-// Runs every probe: request.seeds are two trial seeds A and B (the judge holds the reference's
+// Runs the probes of request.part (1: the first call, new values at the same addresses; 2: the
+// same values at new addresses; 3: stale memory):
+// request.seeds are two trial seeds A and B (the judge holds the reference's
 // outputs for both), request.output_bytes the reference's output sizes, settle_seconds how long to
 // wait before outputs are looked at again.
 GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale,

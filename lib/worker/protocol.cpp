@@ -317,12 +317,13 @@ StartTimingRequest StartTimingRequest::from(const Fields& f) { return {f.int32("
 // ---- guards ----
 
 nlohmann::json GuardRequest::to_json() const {
-  return {{"seeds", seeds}, {"output_bytes", output_bytes}, {"settle_seconds", settle_seconds}};
+  return {{"seeds", seeds}, {"output_bytes", output_bytes}, {"settle_seconds", settle_seconds}, {"part", part}};
 }
 
 GuardRequest GuardRequest::from(const Fields& f) {
-  GuardRequest r{f.unsigned_integers("seeds"), f.integers("output_bytes"), f.number("settle_seconds")};
+  GuardRequest r{f.unsigned_integers("seeds"), f.integers("output_bytes"), f.number("settle_seconds"), f.int32("part")};
   if (r.seeds.size() != 2) throw InputError(f.what() + ": field 'seeds' must hold two seeds");
+  if (r.part < 1 || r.part > 3) throw InputError(f.what() + ": field 'part' must be 1, 2 or 3");
   return r;
 }
 
@@ -442,13 +443,17 @@ Op request_op(const nlohmann::json& request) {
 }
 
 nlohmann::json encode_error(const ErrorReply& error) {
-  return {{"ok", false}, {"error", error.error}, {"sticky", error.sticky}, {"out_of_memory", error.out_of_memory}};
+  return {{"ok", false},
+          {"error", error.error},
+          {"sticky", error.sticky},
+          {"out_of_memory", error.out_of_memory},
+          {"device_short", error.device_short}};
 }
 
 std::optional<ErrorReply> reply_error(const nlohmann::json& reply, Op op) {
   const Fields f(reply, "reply to '" + std::string(op_name(op)) + "'");
   if (f.flag("ok")) return std::nullopt;
-  return ErrorReply{f.text("error"), f.flag("sticky"), f.flag("out_of_memory")};
+  return ErrorReply{f.text("error"), f.flag("sticky"), f.flag("out_of_memory"), f.has("device_short") && f.flag("device_short")};
 }
 
 }  // namespace crl::worker

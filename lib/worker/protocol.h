@@ -239,6 +239,11 @@ struct GuardRequest {
   std::vector<uint64_t> seeds;       // two trial seeds, A and B
   std::vector<int64_t> output_bytes; // the reference's output sizes (what free memory is poisoned at)
   double settle_seconds = 0;         // the wait before outputs are looked at again
+  // Which probes: 1, the first call and new values at the same addresses; 2, the same values at
+  // new addresses; 3, the stale-memory probe. Three requests, so that each part's outputs are
+  // compared and let go before the next allocates (at full scale four sets of held outputs and
+  // two copies did not fit a worker's share of an 80 GB card).
+  int part = 1;
   nlohmann::json to_json() const;
   static GuardRequest from(const Fields& f);
 };
@@ -376,11 +381,13 @@ Request decode_request(const nlohmann::json& request) {
   return Request::from(Fields(request, "request '" + std::string(op_name(Request::op)) + "'"));
 }
 
-// A reply: {"ok": true, fields...}, or the failure {"ok": false, "error", "sticky", "out_of_memory"}.
+// A reply: {"ok": true, fields...}, or the failure {"ok": false, "error", "sticky", "out_of_memory",
+// "device_short"}.
 struct ErrorReply {
   std::string error;
   bool sticky = false;         // a sticky CUDA error: the worker exits after this reply
   bool out_of_memory = false;  // the device ran out of memory (the judge's own, when it says so)
+  bool device_short = false;   // ... while the worker was within its share: the others took too much
 };
 template <typename Reply>
 nlohmann::json encode_reply(const Reply& reply) {

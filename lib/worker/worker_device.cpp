@@ -33,14 +33,57 @@ void WorkerDevice::init(const DeviceSettings& settings) {
     device_ = at::Device(at::kCUDA, 0);
     // A first allocation initialises CUDA and the caching allocator, which the cap applies to.
     at::empty({1}, at::TensorOptions().device(device_));
-    const double fraction = settings.gpu_memory_fraction;
-    if (fraction > 0) c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, 0);
+    share_ = settings.gpu_memory_fraction;
+    hold_outside_allocator(0);
 #else
     throw InputError("this crl-worker was built without CUDA");
 #endif
   } else if (device != "cpu") {
     throw InputError("device must be cpu or cuda, not '" + device + "'");
   }
+}
+
+void WorkerDevice::hold_outside_allocator(uint64_t bytes) {
+  outside_allocator_ = bytes;
+#if CRL_HAVE_CUDA
+  if (!device_.is_cuda() || share_ <= 0) return;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess || total_bytes == 0) {
+    cudaGetLastError();
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(share_, 0);
+    return;
+  }
+  const double outside = static_cast<double>(bytes) / static_cast<double>(total_bytes);
+  // (a cap of 0 would refuse every allocation; the arena alone filling the share fails later, as
+  // the program's first allocation, naming the share)
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(std::max(share_ - outside, 0.001), 0);
+#endif
+}
+
+bool WorkerDevice::device_ran_short(std::string* seen) const {
+#if CRL_HAVE_CUDA
+  if (!device_.is_cuda() || share_ <= 0) return false;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  const auto reserved = static_cast<uint64_t>(stats.reserved_bytes[0].current);
+  const auto share = static_cast<uint64_t>(share_ * static_cast<double>(total_bytes));
+  const uint64_t used = reserved + outside_allocator_;
+  const uint64_t left_in_share = share > used ? share - used : 0;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  *seen = fmt::format("this worker held {:.2f} GiB of its {:.2f} GiB share ({:.0f}% of the GPU), the GPU had {:.2f} GiB free",
+                      static_cast<double>(used) / kGiB, static_cast<double>(share) / kGiB, 100 * share_,
+                      static_cast<double>(free_bytes) / kGiB);
+  // Short: what the share still promised was not there (with 1% of the card as slack for the
+  // allocator's rounding and the context's own growth).
+  return free_bytes + total_bytes / 100 < left_in_share;
+#else
+  (void)seen;
+  return false;
+#endif
 }
 
 std::string WorkerDevice::self_check() {

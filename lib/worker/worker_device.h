@@ -41,6 +41,14 @@ class WorkerDevice {
   // that two workers start their timed batches from the same allocator state.
   void release_cached_memory();
   bool poisoned() const { return poisoned_; }
+  // This process's share of the GPU's memory holds `bytes` allocated outside the caching allocator
+  // (the input arena, cudaMalloc'd): the allocator's cap shrinks by as much, so that the arena and
+  // the allocator together stay within the share the evaluator gave.
+  void hold_outside_allocator(uint64_t bytes);
+  // For an out-of-memory failure: whether the GPU ran short while this process was still within
+  // its share (the other processes of the evaluation took more than theirs: crl's budget, not the
+  // program, failed), with a sentence saying what was seen. False on the CPU or without a cap.
+  bool device_ran_short(std::string* seen) const;
   // The minor number of this worker's GPU's device node (/dev/nvidia<minor>), from the NVIDIA
   // driver's /proc/driver/nvidia/gpus/<PCI bus id>/information; -1 when not known (the CPU, or a
   // driver that does not say): the sandbox then keeps every GPU's node.
@@ -59,6 +67,8 @@ class WorkerDevice {
   at::Device device_{at::kCPU};
   bool poisoned_ = false;
   void* touch_buffer_ = nullptr;  // cudaMalloc'd once, 4 bytes
+  double share_ = 0;               // of the GPU's memory, arena included; 0: no cap
+  uint64_t outside_allocator_ = 0; // bytes of the share held outside the caching allocator
 };
 
 // A program library (lib/compile checks its ABI) and its role in messages.

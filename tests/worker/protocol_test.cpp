@@ -82,7 +82,8 @@ TEST(Protocol, RequestsRoundTrip) {
 
   EXPECT_EQ(round_trip(TimeRequest{{0, 1, 2}}).slots, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_TRUE(round_trip(TimeRequest{{}}).slots.empty());
-  const GuardRequest g = round_trip(GuardRequest{{11, 12}, {4096}, 0.05});
+  const GuardRequest g = round_trip(GuardRequest{{11, 12}, {4096}, 0.05, 2});
+  EXPECT_EQ(g.part, 2);
   EXPECT_EQ(g.seeds, (std::vector<uint64_t>{11, 12}));
   EXPECT_EQ(g.output_bytes, (std::vector<int64_t>{4096}));
   EXPECT_EQ(g.settle_seconds, 0.05);
@@ -165,6 +166,8 @@ TEST(Protocol, AFieldOfTheWrongTypeIsRefused) {
   nlohmann::json guard = encode_request(GuardRequest{{11, 12}, {4096}, 0.05});
   guard["seeds"] = nlohmann::json::array({11});
   EXPECT_NE(refusal<GuardRequest>(guard).find("two seeds"), std::string::npos);
+  guard = encode_request(GuardRequest{{11, 12}, {4096}, 0.05, 4});
+  EXPECT_NE(refusal<GuardRequest>(guard).find("'part'"), std::string::npos);
   EXPECT_THROW((void)decode_request<TimeRequest>(nlohmann::json::array()), InputError);
 }
 
