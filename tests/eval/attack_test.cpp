@@ -432,6 +432,19 @@ TEST(AttackTest, NoOtherCompiledProgramCanBeListedReadOrLoaded) {
   EXPECT_NE(v.worker_log.find(", 0 readable, 0 loaded;"), std::string::npos) << v.worker_log;
 }
 
+// The evaluation's other processes' /proc files (cmdline, stat, schedstat) would tell a program
+// when the judge or the reference runs; before, the worker could list /proc and read them all.
+TEST(AttackTest, NoOtherProcessOfTheEvaluationCanBeWatched) {
+  const Verdict v = judge("watch_processes");
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_NE(v.worker_log.find("; own stat readable"), std::string::npos) << v.worker_log;
+  if (!landlocked(v)) GTEST_SKIP() << "this kernel has no Landlock: reads are not confined here";
+  EXPECT_NE(v.worker_log.find("watch_processes: /proc listed -1, 0 files of 0 other processes readable (parent's stat not readable)"),
+            std::string::npos)
+      << v.worker_log;
+}
+
 // The number of pairs in which a timing step says `who`'s CPU time was charged (0: none).
 int cpu_charged_pairs(const Verdict& v, const std::string& who) {
   for (const auto& step : v.steps) {
