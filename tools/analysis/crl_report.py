@@ -195,7 +195,8 @@ def _levels_frame(levels_by_source: dict) -> tuple[pd.DataFrame, pd.DataFrame, p
                 cuda_l1.append({**key, "tasks": s["tasks"], "correct": s["tasks_correct"],
                                 "speedup>1.01": s["tasks_faster"], "mean": s["mean"], "max": s["max"],
                                 "75%": s["q75"], "50%": s["median"], "25%": s["q25"]})
-                fast_p.append({**key, **{f"fast_{p}": v for p, v in s["fast_p"].items()}, "geomean": s["geomean"]})
+                fast_p.append({**key, **{f"fast_{p}": v for p, v in s["fast_p"].items()}, "over": s["fast_p_denominator"],
+                               "geomean": s["geomean"]})
                 rates.append({**key, "attempts": s["attempts"], "compile rate": s["compile_rate"],
                               "correct rate": s["correct_rate"], "hack rate": s["hack_rate"],
                               "statuses": ", ".join(f"{k} {v}" for k, v in s["status_counts"].items())})
@@ -300,7 +301,8 @@ def build(args) -> dict:
         "git commit": s.meta.get("git_commit", "-")[:12]} for s in sources]))
 
     best_by_source = {s.label: crl_stats.best_per_task(s.attempts) for s in judged}
-    levels_by_source = {s.label: crl_stats.levels_table(s.attempts) for s in judged}
+    per_level = crl_stats.suite_tasks_per_level(tasks_meta)
+    levels_by_source = {s.label: crl_stats.levels_table(s.attempts, per_level) for s in judged}
     task_rows = []
     if judged:
         cuda_l1, fast_p, rates = _levels_frame(levels_by_source)
@@ -308,8 +310,10 @@ def build(args) -> dict:
                      "Over each task's best correct program: mean, max and quantiles of the speedup against the "
                      "baseline; tasks attempted, with a correct program, and with speedup > 1.01.")
         page.table("cuda_l1", cuda_l1)
-        page.heading("fast_p (KernelBench)", "Share of attempted tasks whose best correct program is faster than p "
-                     "times the baseline; geomean: geometric mean speedup over tasks with a correct program.")
+        page.heading("fast_p (KernelBench)", "Share of the level's tasks (KernelBench's denominator: every task of "
+                     "the level in the suite, attempted or not; without the suite, the attempted tasks; column "
+                     "'over') whose best correct program is faster than p times the baseline; geomean: geometric "
+                     "mean speedup over tasks with a correct program.")
         page.table("fast_p", fast_p)
         page.heading("Compile and correctness rates", "Shares of attempts (internal errors, crl's own, left out).")
         page.table("rates", rates)

@@ -9,8 +9,11 @@ Definitions (docs/report.md says the same, for readers of the page):
 - CUDA-L1's table (per level and overall): over the best speedups of the tasks with a correct
   program: mean, max, 75% / 50% / 25% quantiles (numpy's linear interpolation); the number of
   attempted tasks, of tasks with a correct program, and of tasks whose best speedup is > 1.01.
-- KernelBench's fast_p: (tasks whose best correct speedup is > p) / (attempted tasks); fast_0 is
-  the share of tasks with a correct program. geomean: the geometric mean of the best speedups of
+- KernelBench's fast_p: (tasks whose best correct speedup is > p) / (the level's tasks), its
+  denominator as KernelBench's eval_from_generations counts it: every task of the level in the
+  suite (from `crl tasks list --json`), attempted or not; where the suite is not known, the
+  attempted tasks (`fast_p_denominator` says which). fast_0 is the share of tasks with a correct
+  program. geomean: the geometric mean of the best speedups of
   the tasks with a correct program.
 - compile / correct / hack rates: shares of attempts.
 """
@@ -83,11 +86,13 @@ def geomean(values) -> float:
     return float(math.exp(np.log(v).mean())) if len(v) else float("nan")
 
 
-def level_summary(best: pd.DataFrame, attempts: pd.DataFrame) -> dict:
-    """CUDA-L1's row, fast_p, geomean and the rates for one group of tasks (see the module's doc)."""
+def level_summary(best: pd.DataFrame, attempts: pd.DataFrame, suite_tasks: int = 0) -> dict:
+    """CUDA-L1's row, fast_p, geomean and the rates for one group of tasks (see the module's doc);
+    suite_tasks: how many tasks the group has in the suite (0: not known)."""
     a = counted(attempts)
     speedups = _finite(best["best_speedup"]) if len(best) else np.array([])
     tasks = int(len(best))
+    over = max(suite_tasks, tasks) if suite_tasks else tasks
     quantile = (lambda q: float(np.quantile(speedups, q))) if len(speedups) else (lambda q: float("nan"))
     n_attempts = int(len(a))
     share = (lambda n: n / n_attempts) if n_attempts else (lambda n: float("nan"))
@@ -101,7 +106,8 @@ def level_summary(best: pd.DataFrame, attempts: pd.DataFrame) -> dict:
         "median": quantile(0.5),
         "q25": quantile(0.25),
         "geomean": geomean(speedups),
-        "fast_p": {f"{p:g}": (float((speedups > p).sum()) / tasks if tasks else float("nan")) for p in FAST_P},
+        "fast_p": {f"{p:g}": (float((speedups > p).sum()) / over if over else float("nan")) for p in FAST_P},
+        "fast_p_denominator": f"the level's {over} tasks" if suite_tasks else f"the {tasks} attempted tasks",
         "attempts": n_attempts,
         "compile_rate": share(int(a["compiled"].sum())),
         "correct_rate": share(int(a["correct"].sum())),
@@ -110,18 +116,34 @@ def level_summary(best: pd.DataFrame, attempts: pd.DataFrame) -> dict:
     }
 
 
-def levels_table(attempts: pd.DataFrame) -> dict:
-    """{baseline: {"level1": summary, ..., "all": summary}} for every baseline the attempts name."""
+def levels_table(attempts: pd.DataFrame, suite_tasks_per_level: dict | None = None) -> dict:
+    """{baseline: {"level1": summary, ..., "all": summary}} for every baseline the attempts name;
+    suite_tasks_per_level ({level: tasks in the suite}) makes fast_p's denominator the level's tasks
+    ("all": the tasks of the levels attempted)."""
+    per_level = suite_tasks_per_level or {}
     out = {}
     for baseline, group in attempts.groupby("baseline", sort=True) if len(attempts) else []:
         best = best_per_task(group)
         rows = {}
-        for level in sorted(best["level"].unique()):
+        levels = sorted(best["level"].unique())
+        for level in levels:
             rows[f"level{level}" if level else "other"] = level_summary(best[best["level"] == level],
-                                                                        group[group["level"] == level])
-        rows["all"] = level_summary(best, group)
+                                                                        group[group["level"] == level],
+                                                                        per_level.get(int(level), 0))
+        known = all(int(level) in per_level for level in levels)
+        rows["all"] = level_summary(best, group, sum(per_level[int(level)] for level in levels) if known and levels else 0)
         out[str(baseline)] = rows
     return out
+
+
+def suite_tasks_per_level(tasks_meta: dict) -> dict:
+    """{level: number of tasks} of `crl tasks list --json`'s tasks (keyed by id)."""
+    counts: dict = {}
+    for meta in tasks_meta.values():
+        level = meta.get("level")
+        if isinstance(level, int):
+            counts[level] = counts.get(level, 0) + 1
+    return counts
 
 
 def roofline(best: pd.DataFrame, tasks_meta: dict, peaks) -> pd.DataFrame:
