@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/read_file.h"
+#include "policy/checkpoint.h"
 #include "policy/engine.h"
 #include "policy/generate.h"
 #include "policy/model.h"
@@ -63,10 +64,26 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// Why a model folder's tokenizer is missing, for the error of a prompt given as text: a crl
+// checkpoint written before checkpoints carried their model's tokenizer files names that model.
+std::string missing_tokenizer(const std::filesystem::path& dir) {
+  std::string hint = "use --prompt-ids or prompt_ids, or copy tokenizer.json and tokenizer_config.json from the model it was made from";
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "trainer_state.json", ec)) {
+    const nlohmann::json job = policy::read_checkpoint_state(dir).user_state.value("job_config", nlohmann::json::object());
+    if (job.is_object() && job.contains("model") && job["model"].is_string()) {
+      hint = fmt::format("a crl checkpoint from before checkpoints carried their tokenizer: copy tokenizer.json and "
+                         "tokenizer_config.json from the job's model folder '{}' into it, or use --prompt-ids",
+                         job["model"].get<std::string>());
+    }
+  }
+  return fmt::format("{}: no tokenizer.json, so a prompt given as text cannot be encoded ({})", dir.string(), hint);
+}
+
 // A batch file: one JSON object per line, {"prompt": TEXT} or {"prompt_ids": [ids]}, and optionally
 // "samples" (completions of that prompt, default 1) and "max_new_tokens" (at most --max-new-tokens).
 std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, const std::optional<policy::Tokenizer>& tokenizer,
-                                                       bool raw) {
+                                                       const std::filesystem::path& model_dir, bool raw) {
   constexpr size_t kMaxLines = 1 << 20;
   constexpr int64_t kMaxSamples = 4096;
   std::ifstream in(path);
@@ -87,7 +104,7 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
     }
     if (j.contains("prompt")) {
       if (!j["prompt"].is_string()) throw InputError(fmt::format("{}: field \"prompt\": expected a string", where));
-      if (!tokenizer) throw InputError(fmt::format("{}: field \"prompt\" needs the model's tokenizer.json (use \"prompt_ids\")", where));
+      if (!tokenizer) throw InputError(fmt::format("{}: field \"prompt\": {}", where, missing_tokenizer(model_dir)));
       const auto ids = tokenizer->encode(j["prompt"].get<std::string>(), /*add_special_tokens=*/!raw);
       r.prompt.assign(ids.begin(), ids.end());
     } else {
@@ -139,9 +156,7 @@ int run_generate(const GenerateArgs& args) {
   const bool have_tokenizer = std::filesystem::exists(dir / "tokenizer.json");
   std::optional<Tokenizer> tokenizer;
   if (have_tokenizer) tokenizer = Tokenizer::from_file(dir / "tokenizer.json");
-  if (!args.prompts.empty() && !tokenizer) {
-    throw InputError(fmt::format("{}: no tokenizer.json, so --prompt cannot be encoded (use --prompt-ids)", dir.string()));
-  }
+  if (!args.prompts.empty() && !tokenizer) throw InputError(fmt::format("--prompt: {}", missing_tokenizer(dir)));
   std::vector<GenerationRequest> requests;
   for (const auto& text : args.prompts) {
     const auto ids = tokenizer->encode(text, /*add_special_tokens=*/!args.raw);
@@ -149,7 +164,7 @@ int run_generate(const GenerateArgs& args) {
   }
   for (const auto& text : args.prompt_ids) requests.push_back({parse_ids(text), args.samples, std::nullopt, std::nullopt});
   if (!args.batch_file.empty()) {
-    for (auto& r : read_batch_file(args.batch_file, tokenizer, args.raw)) requests.push_back(std::move(r));
+    for (auto& r : read_batch_file(args.batch_file, tokenizer, dir, args.raw)) requests.push_back(std::move(r));
   }
   if (requests.empty()) throw InputError("give at least one --prompt, --prompt-ids or --batch-file");
 
@@ -251,7 +266,7 @@ int run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("generate", "Sample completions from a Hugging Face-format model (Qwen2 / Llama)");
   static GenerateArgs args;
-  cmd->add_option("--model", args.model_dir, "Model folder: config.json, *.safetensors, tokenizer.json")->required()->check(existing_input(PathKind::directory, "--model"));
+  cmd->add_option("--model", args.model_dir, "Model folder (config.json, *.safetensors, tokenizer.json), or a checkpoint of crl run (RUN/checkpoints/step-N)")->required()->check(existing_input(PathKind::directory, "--model"));
   cmd->add_option("--prompt", args.prompts, "Prompt text (repeat for a batch)");
   cmd->add_option("--prompt-ids", args.prompt_ids, "Prompt as comma-separated token ids (repeatable)");
   cmd->add_option("--batch-file", args.batch_file,
