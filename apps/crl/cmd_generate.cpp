@@ -26,6 +26,10 @@
 namespace crl::cli {
 namespace {
 
+// The most tokens one completion may ask for (--max-new-tokens, a batch request's "max_new_tokens"):
+// the KV cache is sized from it before anything is generated.
+constexpr int64_t kMaxNewTokensLimit = 65536;
+
 struct GenerateArgs {
   std::string model_dir;
   std::vector<std::string> prompts;
@@ -33,7 +37,7 @@ struct GenerateArgs {
   std::string batch_file;               // JSON Lines: one request per line (see read_batch_file)
   int64_t samples = 1;                  // completions per --prompt / --prompt-ids
   double kv_cache_gb = 0;               // 0: sized for the requests
-  int64_t max_new_tokens = 128;
+  int64_t max_new_tokens = 128;         // per --prompt / --prompt-ids, and per batch request without its own
   double temperature = 1.0;
   double top_p = 1.0;
   int64_t top_k = 0;
@@ -81,7 +85,8 @@ std::string missing_tokenizer(const std::filesystem::path& dir) {
 }
 
 // A batch file: one JSON object per line, {"prompt": TEXT} or {"prompt_ids": [ids]}, and optionally
-// "samples" (completions of that prompt, default 1) and "max_new_tokens" (at most --max-new-tokens).
+// "samples" (completions of that prompt, default 1) and "max_new_tokens" (that request's limit, up
+// to kMaxNewTokensLimit; without it, --max-new-tokens).
 std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, const std::optional<policy::Tokenizer>& tokenizer,
                                                        const std::filesystem::path& model_dir, bool raw) {
   constexpr size_t kMaxLines = 1 << 20;
@@ -121,8 +126,11 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
       r.samples = j["samples"].get<int64_t>();
     }
     if (j.contains("max_new_tokens")) {
-      if (!j["max_new_tokens"].is_number_integer()) throw InputError(fmt::format("{}: field \"max_new_tokens\": expected an integer", where));
-      r.max_new_tokens = j["max_new_tokens"].get<int64_t>();
+      const auto& limit = j["max_new_tokens"];
+      if (!limit.is_number_integer() || limit.get<int64_t>() < 1 || limit.get<int64_t>() > kMaxNewTokensLimit) {
+        throw InputError(fmt::format("{}: field \"max_new_tokens\": expected an integer in [1, {}]", where, kMaxNewTokensLimit));
+      }
+      r.max_new_tokens = limit.get<int64_t>();
     }
     requests.push_back(std::move(r));
   }
@@ -167,11 +175,17 @@ int run_generate(const GenerateArgs& args) {
     for (auto& r : read_batch_file(args.batch_file, tokenizer, dir, args.raw)) requests.push_back(std::move(r));
   }
   if (requests.empty()) throw InputError("give at least one --prompt, --prompt-ids or --batch-file");
+  // Every request's limit stated (its own, or --max-new-tokens); the run's is the largest.
+  int64_t run_limit = args.max_new_tokens;
+  for (auto& r : requests) {
+    if (!r.max_new_tokens) r.max_new_tokens = args.max_new_tokens;
+    run_limit = std::max(run_limit, *r.max_new_tokens);
+  }
 
   const torch::Device device = parse_device(args.device);
   CausalLm model = load_causal_lm(dir, parse_dtype(args.dtype), device);
   GenerationOptions options;
-  options.max_new_tokens = args.max_new_tokens;
+  options.max_new_tokens = run_limit;
   options.sampling.temperature = args.temperature;
   options.sampling.top_p = args.top_p;
   options.sampling.top_k = args.top_k;
@@ -200,7 +214,7 @@ int run_generate(const GenerateArgs& args) {
     std::set<std::vector<int64_t>> distinct;
     int64_t blocks = 1;
     for (const auto& r : requests) {
-      const auto need = GenerationEngine::block_need(static_cast<int64_t>(r.prompt.size()), options.max_new_tokens, engine.block_size);
+      const auto need = GenerationEngine::block_need(static_cast<int64_t>(r.prompt.size()), *r.max_new_tokens, engine.block_size);
       if (distinct.insert(r.prompt).second) blocks += need.prompt_blocks;
       blocks += need.own_blocks * r.samples;
     }
@@ -270,13 +284,15 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--prompt", args.prompts, "Prompt text (repeat for a batch)");
   cmd->add_option("--prompt-ids", args.prompt_ids, "Prompt as comma-separated token ids (repeatable)");
   cmd->add_option("--batch-file", args.batch_file,
-                  "JSON Lines of requests: {\"prompt\": TEXT} or {\"prompt_ids\": [ids]}, optional \"samples\", \"max_new_tokens\"")
+                  fmt::format("JSON Lines of requests: {{\"prompt\": TEXT}} or {{\"prompt_ids\": [ids]}}, optional \"samples\" and "
+                              "\"max_new_tokens\" (that request's limit, up to {}; without it --max-new-tokens)", kMaxNewTokensLimit))
       ->check(existing_input(PathKind::file, "--batch-file"));
   cmd->add_option("--samples", args.samples, "Completions per --prompt / --prompt-ids (one shared prefill)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--kv-cache-gb", args.kv_cache_gb, "KV cache budget in GiB; 0 = sized for the requests")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-new-tokens", args.max_new_tokens, "Tokens to generate at most")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-new-tokens", args.max_new_tokens, "Tokens to generate at most, per completion (a batch request's own \"max_new_tokens\" wins)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxNewTokensLimit));
   cmd->add_option("--temperature", args.temperature, "Sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", args.top_p, "Nucleus sampling mass in (0, 1]; 1 = off")->capture_default_str();
   cmd->add_option("--top-k", args.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str()->check(CLI::NonNegativeNumber);
