@@ -14,7 +14,7 @@
 set -euo pipefail
 
 CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-die() { echo "slurm/submit.sh: $*" >&2; exit "${2:-3}"; }
+die() { echo "slurm/submit.sh: $1" >&2; exit "${2:-3}"; }
 
 # The sbatch options before the script: the ones that place the logs.
 output="" error="" chdir="" script=""
@@ -53,7 +53,7 @@ directive() {
 }
 [ -n "$output" ] || output=${SBATCH_OUTPUT:-$(directive output o)}
 [ -n "$error" ] || error=${SBATCH_ERROR:-$(directive error e)}
-[ -n "$chdir" ] || chdir=${SBATCH_CHDIR:-$(directive chdir D)}
+[ -n "$chdir" ] || chdir=$(directive chdir D)
 base=${chdir:-$PWD}
 [ -d "$base" ] || die "the job's folder '$base' (--chdir) does not exist"
 
