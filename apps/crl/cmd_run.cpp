@@ -29,9 +29,9 @@
 #include "policy/model.h"
 #include "policy/tokenizer.h"
 #include "results/results_reader.h"
+#include "rl/chat_template.h"
 #include "rl/job.h"
 #include "rl/job_config.h"
-#include "rl/chat_template.h"
 #include "rl/job_tables.h"
 #include "rl/sft_data.h"
 
