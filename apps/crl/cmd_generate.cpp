@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/read_file.h"
+#include "policy/checkpoint.h"
 #include "policy/engine.h"
 #include "policy/generate.h"
 #include "policy/model.h"
@@ -25,6 +26,10 @@
 namespace crl::cli {
 namespace {
 
+// The most tokens one completion may ask for (--max-new-tokens, a batch request's "max_new_tokens"):
+// the KV cache is sized from it before anything is generated.
+constexpr int64_t kMaxNewTokensLimit = 65536;
+
 struct GenerateArgs {
   std::string model_dir;
   std::vector<std::string> prompts;
@@ -32,7 +37,7 @@ struct GenerateArgs {
   std::string batch_file;               // JSON Lines: one request per line (see read_batch_file)
   int64_t samples = 1;                  // completions per --prompt / --prompt-ids
   double kv_cache_gb = 0;               // 0: sized for the requests
-  int64_t max_new_tokens = 128;
+  int64_t max_new_tokens = 128;         // per --prompt / --prompt-ids, and per batch request without its own
   double temperature = 1.0;
   double top_p = 1.0;
   int64_t top_k = 0;
@@ -63,10 +68,27 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// Why a model folder's tokenizer is missing, for the error of a prompt given as text: a crl
+// checkpoint written before checkpoints carried their model's tokenizer files names that model.
+std::string missing_tokenizer(const std::filesystem::path& dir) {
+  std::string hint = "use --prompt-ids or prompt_ids, or copy tokenizer.json and tokenizer_config.json from the model it was made from";
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "trainer_state.json", ec)) {
+    const nlohmann::json job = policy::read_checkpoint_state(dir).user_state.value("job_config", nlohmann::json::object());
+    if (job.is_object() && job.contains("model") && job["model"].is_string()) {
+      hint = fmt::format("a crl checkpoint from before checkpoints carried their tokenizer: copy tokenizer.json and "
+                         "tokenizer_config.json from the job's model folder '{}' into it, or use --prompt-ids",
+                         job["model"].get<std::string>());
+    }
+  }
+  return fmt::format("{}: no tokenizer.json, so a prompt given as text cannot be encoded ({})", dir.string(), hint);
+}
+
 // A batch file: one JSON object per line, {"prompt": TEXT} or {"prompt_ids": [ids]}, and optionally
-// "samples" (completions of that prompt, default 1) and "max_new_tokens" (at most --max-new-tokens).
+// "samples" (completions of that prompt, default 1) and "max_new_tokens" (that request's limit, up
+// to kMaxNewTokensLimit; without it, --max-new-tokens).
 std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, const std::optional<policy::Tokenizer>& tokenizer,
-                                                       bool raw) {
+                                                       const std::filesystem::path& model_dir, bool raw) {
   constexpr size_t kMaxLines = 1 << 20;
   constexpr int64_t kMaxSamples = 4096;
   std::ifstream in(path);
@@ -87,7 +109,7 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
     }
     if (j.contains("prompt")) {
       if (!j["prompt"].is_string()) throw InputError(fmt::format("{}: field \"prompt\": expected a string", where));
-      if (!tokenizer) throw InputError(fmt::format("{}: field \"prompt\" needs the model's tokenizer.json (use \"prompt_ids\")", where));
+      if (!tokenizer) throw InputError(fmt::format("{}: field \"prompt\": {}", where, missing_tokenizer(model_dir)));
       const auto ids = tokenizer->encode(j["prompt"].get<std::string>(), /*add_special_tokens=*/!raw);
       r.prompt.assign(ids.begin(), ids.end());
     } else {
@@ -104,8 +126,11 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
       r.samples = j["samples"].get<int64_t>();
     }
     if (j.contains("max_new_tokens")) {
-      if (!j["max_new_tokens"].is_number_integer()) throw InputError(fmt::format("{}: field \"max_new_tokens\": expected an integer", where));
-      r.max_new_tokens = j["max_new_tokens"].get<int64_t>();
+      const auto& limit = j["max_new_tokens"];
+      if (!limit.is_number_integer() || limit.get<int64_t>() < 1 || limit.get<int64_t>() > kMaxNewTokensLimit) {
+        throw InputError(fmt::format("{}: field \"max_new_tokens\": expected an integer in [1, {}]", where, kMaxNewTokensLimit));
+      }
+      r.max_new_tokens = limit.get<int64_t>();
     }
     requests.push_back(std::move(r));
   }
@@ -139,9 +164,7 @@ int run_generate(const GenerateArgs& args) {
   const bool have_tokenizer = std::filesystem::exists(dir / "tokenizer.json");
   std::optional<Tokenizer> tokenizer;
   if (have_tokenizer) tokenizer = Tokenizer::from_file(dir / "tokenizer.json");
-  if (!args.prompts.empty() && !tokenizer) {
-    throw InputError(fmt::format("{}: no tokenizer.json, so --prompt cannot be encoded (use --prompt-ids)", dir.string()));
-  }
+  if (!args.prompts.empty() && !tokenizer) throw InputError(fmt::format("--prompt: {}", missing_tokenizer(dir)));
   std::vector<GenerationRequest> requests;
   for (const auto& text : args.prompts) {
     const auto ids = tokenizer->encode(text, /*add_special_tokens=*/!args.raw);
@@ -149,14 +172,20 @@ int run_generate(const GenerateArgs& args) {
   }
   for (const auto& text : args.prompt_ids) requests.push_back({parse_ids(text), args.samples, std::nullopt, std::nullopt});
   if (!args.batch_file.empty()) {
-    for (auto& r : read_batch_file(args.batch_file, tokenizer, args.raw)) requests.push_back(std::move(r));
+    for (auto& r : read_batch_file(args.batch_file, tokenizer, dir, args.raw)) requests.push_back(std::move(r));
   }
   if (requests.empty()) throw InputError("give at least one --prompt, --prompt-ids or --batch-file");
+  // Every request's limit stated (its own, or --max-new-tokens); the run's is the largest.
+  int64_t run_limit = args.max_new_tokens;
+  for (auto& r : requests) {
+    if (!r.max_new_tokens) r.max_new_tokens = args.max_new_tokens;
+    run_limit = std::max(run_limit, *r.max_new_tokens);
+  }
 
   const torch::Device device = parse_device(args.device);
   CausalLm model = load_causal_lm(dir, parse_dtype(args.dtype), device);
   GenerationOptions options;
-  options.max_new_tokens = args.max_new_tokens;
+  options.max_new_tokens = run_limit;
   options.sampling.temperature = args.temperature;
   options.sampling.top_p = args.top_p;
   options.sampling.top_k = args.top_k;
@@ -185,7 +214,7 @@ int run_generate(const GenerateArgs& args) {
     std::set<std::vector<int64_t>> distinct;
     int64_t blocks = 1;
     for (const auto& r : requests) {
-      const auto need = GenerationEngine::block_need(static_cast<int64_t>(r.prompt.size()), options.max_new_tokens, engine.block_size);
+      const auto need = GenerationEngine::block_need(static_cast<int64_t>(r.prompt.size()), *r.max_new_tokens, engine.block_size);
       if (distinct.insert(r.prompt).second) blocks += need.prompt_blocks;
       blocks += need.own_blocks * r.samples;
     }
@@ -251,17 +280,19 @@ int run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("generate", "Sample completions from a Hugging Face-format model (Qwen2 / Llama)");
   static GenerateArgs args;
-  cmd->add_option("--model", args.model_dir, "Model folder: config.json, *.safetensors, tokenizer.json")->required()->check(existing_input(PathKind::directory, "--model"));
+  cmd->add_option("--model", args.model_dir, "Model folder (config.json, *.safetensors, tokenizer.json), or a checkpoint of crl run (RUN/checkpoints/step-N)")->required()->check(existing_input(PathKind::directory, "--model"));
   cmd->add_option("--prompt", args.prompts, "Prompt text (repeat for a batch)");
   cmd->add_option("--prompt-ids", args.prompt_ids, "Prompt as comma-separated token ids (repeatable)");
   cmd->add_option("--batch-file", args.batch_file,
-                  "JSON Lines of requests: {\"prompt\": TEXT} or {\"prompt_ids\": [ids]}, optional \"samples\", \"max_new_tokens\"")
+                  fmt::format("JSON Lines of requests: {{\"prompt\": TEXT}} or {{\"prompt_ids\": [ids]}}, optional \"samples\" and "
+                              "\"max_new_tokens\" (that request's limit, up to {}; without it --max-new-tokens)", kMaxNewTokensLimit))
       ->check(existing_input(PathKind::file, "--batch-file"));
   cmd->add_option("--samples", args.samples, "Completions per --prompt / --prompt-ids (one shared prefill)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--kv-cache-gb", args.kv_cache_gb, "KV cache budget in GiB; 0 = sized for the requests")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-new-tokens", args.max_new_tokens, "Tokens to generate at most")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-new-tokens", args.max_new_tokens, "Tokens to generate at most, per completion (a batch request's own \"max_new_tokens\" wins)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxNewTokensLimit));
   cmd->add_option("--temperature", args.temperature, "Sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", args.top_p, "Nucleus sampling mass in (0, 1]; 1 = off")->capture_default_str();
   cmd->add_option("--top-k", args.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str()->check(CLI::NonNegativeNumber);

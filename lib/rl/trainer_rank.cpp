@@ -200,6 +200,7 @@ void TrainerRank::save_checkpoint(Trainer& trainer, const CheckpointAt& at) {
     contents.model = &*model_;
     contents.lora = lora_.get();  // LoRA: the PEFT adapter (in adapter/) beside the merged model
     contents.base_model = job().model;
+    contents.tokenizer_from = job().model;  // transformers and crl generate load the checkpoint whole
     contents.optimizer = &trainer.optimizer();
     contents.schedule = trainer.options().schedule.to_json();
     contents.step = job_step_;
