@@ -164,6 +164,20 @@ TEST(Suite, MetadataJsonHasShapesCostAndToleranceAtEveryScale) {
   EXPECT_EQ(conv["init_args"], nlohmann::json({"in_channels", "out_channels", "kernel_size", "(out_channels, 1, 1)"}));
   EXPECT_EQ(conv["scales"]["full"]["init_args"], "[64, 128, 3, (128, 1, 1)]");  // KernelBench's get_init_inputs()
   EXPECT_EQ(conv["scales"]["small"]["init_args"], "[8, 16, 3, (16, 1, 1)]");
+  // KernelBench's tensors in its order: its extra bias first, held by the spec's last param.
+  EXPECT_EQ(j["kernelbench_params"]["parameters"], nlohmann::json::array());
+  const auto& bias = conv["kernelbench_params"]["parameters"][0];
+  EXPECT_EQ(bias["name"], "bias");
+  EXPECT_EQ(bias["param"], "bias");
+  EXPECT_EQ(bias["shape"], nlohmann::json({"out_channels", "1", "1"}));
+  EXPECT_EQ(bias["shape_at"]["small"], (std::vector<int64_t>{16, 1, 1}));
+  EXPECT_TRUE(bias["transform"].is_null());
+  EXPECT_TRUE(bias["unmatched"].is_null());
+  const auto bn = task_metadata_json(source_suite().find("level1/033_batch_norm"))["kernelbench_params"]["buffers"];
+  ASSERT_EQ(bn.size(), 3u);
+  EXPECT_EQ(bn[2]["name"], "bn.num_batches_tracked");
+  EXPECT_TRUE(bn[2]["param"].is_null());
+  EXPECT_EQ(bn[2]["unmatched"], "BatchNorm call counter, read by no output");
 }
 
 // Every task records its KernelBench module's constructor arguments (tools/suite/add_init_args.py
