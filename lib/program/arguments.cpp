@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -155,6 +156,26 @@ std::vector<at::Tensor> make_arguments(const TaskSpec& spec, const std::string& 
     args.push_back(make_argument(spec, spec.arg(i), scale, argument_stream_seed(spec, seed, i), device));
   }
   return args;
+}
+
+at::Tensor kernelbench_value(const TaskSpec& spec, const KernelBenchTensor& tensor, const at::Tensor& value,
+                             const std::string& scale) {
+  const std::vector<int64_t> shape = spec.kernelbench_shape_at(tensor, scale);
+  if (!tensor.param || value.sizes() != at::IntArrayRef(spec.shape_at(spec.params.at(*tensor.param), scale))) {
+    const std::string what = tensor.param
+                                 ? fmt::format("a value of shape [{}] is not its param's", fmt::join(value.sizes(), ", "))
+                                 : std::string("no param holds it");
+    throw Error(fmt::format("{}: KernelBench tensor '{}' at scale '{}': {}", tensor.where, tensor.name, scale, what));
+  }
+  switch (tensor.transform) {
+    case KernelBenchTransform::identity:
+      return value;
+    case KernelBenchTransform::reshape:
+      return value.reshape(shape);
+    case KernelBenchTransform::transpose:
+      return value.transpose(tensor.dim0, tensor.dim1).contiguous();
+  }
+  return value;
 }
 
 }  // namespace crl

@@ -40,6 +40,12 @@ void fill_arguments(const TaskSpec& spec, const std::string& scale, uint64_t see
 // sample nearly the same result. Params are left alone. Returns how many inputs it scaled.
 size_t spread_samples(const TaskSpec& spec, std::vector<at::Tensor>& args);
 
+// The value of a KernelBench tensor (one of spec.kernelbench_params' entries) at `scale`, made from the value
+// of the param that holds it: the same tensor, or reshaped, or a contiguous copy with two dimensions swapped
+// (as a module's own parameter would be). Throws Error when `value` is not the param's shape at `scale`.
+at::Tensor kernelbench_value(const TaskSpec& spec, const KernelBenchTensor& tensor, const at::Tensor& value,
+                             const std::string& scale);
+
 // A generator for `device` (cpu or cuda; InputError otherwise) seeded with `stream_seed`.
 at::Generator make_argument_generator(const at::Device& device, uint64_t stream_seed);
 

@@ -12,6 +12,7 @@
 
 #include "program/expression.h"
 #include "program/init_args.h"
+#include "program/kernelbench_params.h"
 #include "program/program_text.h"
 #include "program/tolerance.h"
 
@@ -70,6 +71,9 @@ struct TaskSpec {
   // `init_args`: the constructor arguments of the task's KernelBench module, in its order; absent when
   // the spec does not record them (every suite task does; `[]`: a constructor without arguments).
   std::optional<std::vector<InitArg>> init_args;
+  // `kernelbench_params`: the module's parameters and buffers in its declaration order, each with the crl
+  // param that holds its value; absent when the spec does not record them (every suite task does).
+  std::optional<KernelBenchParams> kernelbench_params;
 
   // Throws InputError naming the task when `scale` is not one of its scales.
   const ScaleVariables& scale_variables(const std::string& scale) const;
@@ -83,6 +87,8 @@ struct TaskSpec {
   Tolerance tolerance_for(at::ScalarType output_dtype) const;
   // The constructor arguments at `scale`; throws InputError naming the task when it records none.
   std::vector<InitValue> init_args_at(const std::string& scale) const;
+  // A KernelBench tensor's shape at `scale` (one of kernelbench_params' entries).
+  std::vector<int64_t> kernelbench_shape_at(const KernelBenchTensor& tensor, const std::string& scale) const;
   // forward's arity: inputs, then params.
   size_t num_args() const { return inputs.size() + params.size(); }
   // The i-th argument of forward (inputs first, then params).
