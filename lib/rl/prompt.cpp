@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string_view>
+
 namespace crl::rl {
 namespace {
 
@@ -14,12 +17,32 @@ std::string one_newline(std::string text) {
 
 }  // namespace
 
+// The reference as the policy sees it: the spec's `kernelbench_params` (which KernelBench tensor is
+// which param: judge metadata, up to 622 lines for a level-3 network) left out.
+std::string reference_for_prompt(const std::string& text) {
+  std::string out;
+  bool skipping = false;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view line(text.data() + start, end - start);
+    if (line.starts_with("kernelbench_params:")) {
+      skipping = true;
+    } else if (skipping && !(line.starts_with(" ") || line.starts_with("-"))) {
+      skipping = false;
+    }
+    if (!skipping) out.append(text, start, end - start + (end < text.size() ? 1 : 0));
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string build_prompt(const PromptInputs& in) {
   std::string out;
   out += "You write programs that compute exactly what a reference program computes, faster. "
          "The rules of the program format follow.\n\n";
   out += one_newline(in.instructions);
-  out += fmt::format("\n# Task {}\n\nThe reference program:\n\n```\n{}```\n", in.task_id, one_newline(in.reference));
+  out += fmt::format("\n# Task {}\n\nThe reference program:\n\n```\n{}```\n", in.task_id, one_newline(reference_for_prompt(in.reference)));
   if (in.exemplars.empty()) {
     out += "\nThere are no earlier correct programs for this task yet.\n";
   } else {
