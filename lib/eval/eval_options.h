@@ -45,9 +45,7 @@ struct EvalOptions {
   int gpu = 0;
   // One budget of the GPU's memory for the evaluation's three processes, shares of the card (its
   // input arena counted in a worker's share): the three together at most 0.95, the rest left to
-  // their CUDA contexts. On an 80 GB H100 at full scale: 16 ReLU candidates in a row (6 GiB in,
-  // 6 GiB out) need 30 GiB in the candidate's worker (arena and the guards' held outputs), 13 in
-  // the reference's, and the judge's cache takes what its share allows.
+  // their CUDA contexts (docs/evaluation.md: what fits on an 80 GB H100).
   double gpu_memory_fraction = 0.45;            // the candidate's worker
   double reference_gpu_memory_fraction = 0.25;  // the reference's timing worker
   double judge_gpu_memory_fraction = 0.25;      // the judge (its cached outputs are let go when a request needs more)
