@@ -19,6 +19,7 @@
 #include "core/text_table.h"
 #include "machine/machine_probe.h"
 #include "eval/reference_check.h"
+#include "rl/prompt.h"
 #include "suite/suite.h"
 
 namespace crl::cli {
@@ -105,7 +106,7 @@ void run_show(const TasksOptions& o, int& exit_code) {
     std::cout << fmt::format("tolerance: atol {} rtol {}{}\n", tol.atol, tol.rtol,
                              s.tolerance ? "" : " (the float32 default)");
     if (!s.notes.empty()) std::cout << "notes: " << s.notes << "\n";
-    std::cout << fmt::format("\n--- {} (as the policy sees it) ---\n{}", task.path, task.text);
+    std::cout << fmt::format("\n--- {} (as the policy sees it) ---\n{}", task.path, rl::reference_for_prompt(task.text));
   }
   exit_code = kExitOk;
 }
