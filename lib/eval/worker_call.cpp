@@ -29,7 +29,7 @@ Result<nlohmann::json> call_raw(WorkerProcess& worker, worker::Op op, const nloh
                               "(crl's limit, not the program's): {}",
                               during, error->error);
     } else if (error->out_of_memory) {
-      f.message = fmt::format("{}: out of its share of the GPU's memory (--gpu-memory-fraction): {}", during, error->error);
+      f.message = fmt::format("{}: out of its share of the GPU's memory: {}", during, error->error);
     }
     if (error->sticky) {
       // A sticky CUDA error: the worker exits after this reply (crl-worker's main), and the next

@@ -72,6 +72,7 @@ TEST_F(PipelineTest, AnHonestRunIsOkWithEveryStageInOrder) {
   for (const auto& s : v.steps) names.push_back(s.name);
   const std::vector<std::string> expected = {"judge", "compile", "guard: symbols", "static scan (report only)", "load", "trial 1",
                                              "trial 2", "guard: aliasing", "guard: first call, free memory poisoned",
+                                             "guard: same values, new addresses", "guard: free memory poisoned",
                                              "guard: timed outputs", "timing"};
   EXPECT_EQ(names, expected) << explain(v);
   EXPECT_EQ(v.trials_passed, 2);
