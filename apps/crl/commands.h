@@ -25,5 +25,6 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_data_command(CLI::App& app, int& exit_code);
 void add_report_command(CLI::App& app, int& exit_code);
 void add_results_command(CLI::App& app, int& exit_code);
+void add_prompt_command(CLI::App& app, int& exit_code);
 
 }  // namespace crl::cli

@@ -34,17 +34,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) {
-  for (const std::string& id : job.tasks.ids) suite.find(id);  // unknown ids: InputError naming the suite
-  std::vector<const Task*> out;
-  for (const Task& t : suite.tasks()) {
-    const auto in = [](const auto& list, const auto& v) { return list.empty() || std::find(list.begin(), list.end(), v) != list.end(); };
-    if (in(job.tasks.ids, t.id) && in(job.tasks.levels, t.level) && in(job.tasks.categories, t.spec.category)) out.push_back(&t);
-  }
-  if (out.empty()) throw InputError(fmt::format("{}: 'tasks' selects no task of the suite in {}", job.path, suite.dir()));
-  return out;
-}
-
 // Planted completions (tests of the job) name one of the job's tasks and a file crl can read:
 // checked at start, so that a mistyped one is bad input, not a warning in the stage's first step.
 void check_planted(const JobConfig& job, const std::vector<const Task*>& tasks) {
@@ -120,9 +109,7 @@ void Job::start() {
                                                         world.size() - job_.trainers, std::nullopt});
   context_->tasks = select_tasks(context_->suite, job_);
   check_planted(job_, context_->tasks);
-  context_->instructions =
-      read_input_file(job_.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job_.instructions,
-                      "prompt instructions");
+  context_->instructions = read_instructions(job_);
   find_resume_point();
 }
 
@@ -228,6 +215,22 @@ JobOutcome Job::run() {
 }
 
 }  // namespace
+
+std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) {
+  for (const std::string& id : job.tasks.ids) suite.find(id);  // unknown ids: InputError naming the suite
+  std::vector<const Task*> out;
+  for (const Task& t : suite.tasks()) {
+    const auto in = [](const auto& list, const auto& v) { return list.empty() || std::find(list.begin(), list.end(), v) != list.end(); };
+    if (in(job.tasks.ids, t.id) && in(job.tasks.levels, t.level) && in(job.tasks.categories, t.spec.category)) out.push_back(&t);
+  }
+  if (out.empty()) throw InputError(fmt::format("{}: 'tasks' selects no task of the suite in {}", job.path, suite.dir()));
+  return out;
+}
+
+std::string read_instructions(const JobConfig& job) {
+  return read_input_file(job.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job.instructions,
+                         "prompt instructions");
+}
 
 JobOutcome run_job(const JobConfig& job, const RunOptions& options) { return Job(job, options).run(); }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rl/job_config.h"
+#include "suite/suite.h"
 
 namespace crl::rl {
 
@@ -33,5 +34,11 @@ struct JobOutcome {
 // the job does not fit the world (trainer count, missing evaluators, unknown tasks) or changed
 // since its checkpoint, and Error for crl's own failures.
 JobOutcome run_job(const JobConfig& job, const RunOptions& options);
+
+// The job's tasks in the suite (its `tasks` key: ids, levels, categories); InputError naming the
+// job file when an id is unknown or nothing is selected.
+std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job);
+// The prompt's instructions: the job's `instructions` file, else docs/program-format.md.
+std::string read_instructions(const JobConfig& job);
 
 }  // namespace crl::rl
