@@ -151,6 +151,12 @@ TEST_F(ReportTest, GoldenNumbersFromVerdictsMatchHandComputation) {
   EXPECT_NEAR(l1["fast_p"]["1.5"].get<double>(), 2.0 / 100, 1e-12);
   EXPECT_NEAR(l1["fast_p"]["2"].get<double>(), 1.0 / 100, 1e-12);
   EXPECT_EQ(l1["fast_p_denominator"], "the level's 100 tasks");
+  // pass@k per task is 1 - C(n-c, k) / C(n, k): level 1's tasks have n/c 2/2, 1/1, 1/0, 1/0, 1/0,
+  // 1/1, 1/1, so pass@1 = 4/7; no task has 5 samples, so pass@5 is null over 0 tasks.
+  EXPECT_NEAR(l1["pass_at_k"]["1"].get<double>(), 4.0 / 7, 1e-12);
+  EXPECT_EQ(l1["pass_at_k_tasks"]["1"], 7);
+  EXPECT_TRUE(l1["pass_at_k"]["5"].is_null());
+  EXPECT_EQ(l1["pass_at_k_tasks"]["5"], 0);
   EXPECT_EQ(l1["attempts"], 8);  // the internal error is left out
   EXPECT_NEAR(l1["compile_rate"].get<double>(), 7.0 / 8, 1e-12);
   EXPECT_NEAR(l1["correct_rate"].get<double>(), 5.0 / 8, 1e-12);
@@ -163,6 +169,8 @@ TEST_F(ReportTest, GoldenNumbersFromVerdictsMatchHandComputation) {
   EXPECT_NEAR(l2["geomean"].get<double>(), std::sqrt(1.2 * 4.0), 1e-12);
   EXPECT_NEAR(l2["fast_p"]["2"].get<double>(), 1.0 / 100, 1e-12);
   EXPECT_NEAR(l2["correct_rate"].get<double>(), 2.0 / 3, 1e-12);
+  EXPECT_NEAR(l2["pass_at_k"]["1"].get<double>(), (1.0 + 0.5) / 2, 1e-12);  // g 1/1, h 2 samples, 1 correct
+
 
   const auto& all = levels["all"];
   EXPECT_EQ(all["tasks"], 9);

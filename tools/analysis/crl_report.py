@@ -196,7 +196,7 @@ def _levels_frame(levels_by_source: dict) -> tuple[pd.DataFrame, pd.DataFrame, p
                                 "speedup>1.01": s["tasks_faster"], "mean": s["mean"], "max": s["max"],
                                 "75%": s["q75"], "50%": s["median"], "25%": s["q25"]})
                 fast_p.append({**key, **{f"fast_{p}": v for p, v in s["fast_p"].items()}, "over": s["fast_p_denominator"],
-                               "geomean": s["geomean"]})
+                               "geomean": s["geomean"], **{f"pass@{k}": v for k, v in s["pass_at_k"].items()}})
                 rates.append({**key, "attempts": s["attempts"], "compile rate": s["compile_rate"],
                               "correct rate": s["correct_rate"], "hack rate": s["hack_rate"],
                               "statuses": ", ".join(f"{k} {v}" for k, v in s["status_counts"].items())})
@@ -313,7 +313,8 @@ def build(args) -> dict:
         page.heading("fast_p (KernelBench)", "Share of the level's tasks (KernelBench's denominator: every task of "
                      "the level in the suite, attempted or not; without the suite, the attempted tasks; column "
                      "'over') whose best correct program is faster than p times the baseline; geomean: geometric "
-                     "mean speedup over tasks with a correct program.")
+                     "mean speedup over tasks with a correct program; pass@k: the chance that k of a task's "
+                     "samples hold a correct program (unbiased estimator), over the tasks with at least k.")
         page.table("fast_p", fast_p)
         page.heading("Compile and correctness rates", "Shares of attempts (internal errors, crl's own, left out).")
         page.table("rates", rates)

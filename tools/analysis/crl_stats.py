@@ -15,6 +15,9 @@ Definitions (docs/report.md says the same, for readers of the page):
   attempted tasks (`fast_p_denominator` says which). fast_0 is the share of tasks with a correct
   program. geomean: the geometric mean of the best speedups of
   the tasks with a correct program.
+- pass@k (Chen et al.'s unbiased estimator, as KernelBench's eval reports it): per task with n
+  counted attempts of which c are correct, 1 - C(n-c, k) / C(n, k), averaged over the tasks with at
+  least k attempts (null where none has; `pass_at_k_tasks` says how many were averaged).
 - compile / correct / hack rates: shares of attempts.
 """
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+PASS_AT_K = (1, 5, 10)
 FASTER_THAN = 1.01  # CUDA-L1 counts a task as sped up above this
 NOT_COMPILED = ("compile_error", "format_error")
 
@@ -86,6 +90,16 @@ def geomean(values) -> float:
     return float(math.exp(np.log(v).mean())) if len(v) else float("nan")
 
 
+def pass_at_k(best: pd.DataFrame, k: int) -> tuple[float | None, int]:
+    """(mean pass@k over the tasks with at least k attempts, None when there is none; how many)."""
+    values = []
+    for n, c in zip(best["attempts"], best["correct"]) if len(best) else []:
+        n, c = int(n), int(c)
+        if n >= k:
+            values.append(1.0 - math.comb(n - c, k) / math.comb(n, k))
+    return (float(np.mean(values)) if values else None), len(values)
+
+
 def level_summary(best: pd.DataFrame, attempts: pd.DataFrame, suite_tasks: int = 0) -> dict:
     """CUDA-L1's row, fast_p, geomean and the rates for one group of tasks (see the module's doc);
     suite_tasks: how many tasks the group has in the suite (0: not known)."""
@@ -108,6 +122,8 @@ def level_summary(best: pd.DataFrame, attempts: pd.DataFrame, suite_tasks: int =
         "geomean": geomean(speedups),
         "fast_p": {f"{p:g}": (float((speedups > p).sum()) / over if over else float("nan")) for p in FAST_P},
         "fast_p_denominator": f"the level's {over} tasks" if suite_tasks else f"the {tasks} attempted tasks",
+        "pass_at_k": {str(k): pass_at_k(best, k)[0] for k in PASS_AT_K},
+        "pass_at_k_tasks": {str(k): pass_at_k(best, k)[1] for k in PASS_AT_K},
         "attempts": n_attempts,
         "compile_rate": share(int(a["compiled"].sum())),
         "correct_rate": share(int(a["correct"].sum())),
