@@ -320,7 +320,7 @@ def build(args) -> dict:
         page.table("rates", rates)
         page.plot("speedup_distribution", crl_plots.speedup_distribution(best_by_source),
                   "Best speedup per task, per level")
-        page.plot("fast_p", crl_plots.fast_p_curves(best_by_source, crl_stats.FAST_P), "fast_p against p")
+        page.plot("fast_p", crl_plots.fast_p_curves(best_by_source, crl_stats.FAST_P, per_level), "fast_p against p")
         page.plot("per_task_speedup", crl_plots.per_task_speedups(best_by_source), "Best speedup per task")
 
     roofline_points = {}
