@@ -27,8 +27,9 @@ enum class ChatTemplateKind { kQwen2ChatMl, kLlama3 };
 
 class ChatTemplate {
  public:
-  // Reads MODEL_DIR/tokenizer_config.json's chat_template (and bos_token for Llama 3). Throws
-  // InputError naming the file when it is missing or holds a template crl does not know.
+  // Reads MODEL_DIR/tokenizer_config.json's chat_template, or, where the config has none, the
+  // chat_template.jinja beside it (newer transformers save it so), and bos_token for Llama 3.
+  // Throws InputError naming the file when it is missing or holds a template crl does not know.
   static ChatTemplate from_model_dir(const std::filesystem::path& model_dir);
   // From tokenizer_config.json's fields directly; `origin` names them in errors.
   static ChatTemplate from_text(const std::string& chat_template, const std::string& bos_token, const std::string& origin);
