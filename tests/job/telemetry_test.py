@@ -14,6 +14,7 @@ Usage: telemetry_test.py --crl build/apps/crl/crl --work DIR
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
 
@@ -52,6 +53,54 @@ stages:
 """
 COLUMNS = ("entropy", "kl", "clip_fraction", "completion_tokens_mean", "completion_tokens_max", "advantage_mean",
            "advantage_std", "zero_advantage_fraction")
+
+
+def event_scalars(logdir):
+    """(tag, step) -> value of every scalar in the event files under logdir, later files winning, and
+    the purge steps they start with. TFRecord framing read here only to check what the writer wrote."""
+    from tensorboardX.proto import event_pb2
+    values, purges = {}, []
+    for name in sorted(os.listdir(logdir)):
+        with open(os.path.join(logdir, name), "rb") as f:
+            data = f.read()
+        offset = 0
+        while offset < len(data):
+            length = struct.unpack("<Q", data[offset:offset + 8])[0]
+            event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+            offset += 12 + length + 4
+            if event.HasField("session_log") and event.session_log.status == event_pb2.SessionLog.START:
+                purges.append(event.step)
+            for v in event.summary.value:
+                values[(v.tag, event.step)] = v.simple_value
+    return values, purges
+
+
+def check_tensorboard(args, run_dir, rows):
+    """tools/analysis/crl_tensorboard.py: the file's steps as TensorBoard scalars; a second start
+    purges what the first wrote."""
+    try:
+        import tensorboardX  # noqa: F401
+    except ImportError:
+        print("tensorboardX is not installed: crl_tensorboard not checked (tools/setup.sh installs it)")
+        return
+    logdir = os.path.join(args.work, "tensorboard")
+    tool = [sys.executable, os.path.join(REPO, "tools", "analysis", "crl_tensorboard.py"),
+            os.path.join(run_dir, "results.h5"), "--logdir", logdir]
+    for _ in range(2):
+        r = subprocess.run(tool, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        if r.returncode != 0 or "6 step(s) written" not in r.stdout:
+            fail(f"crl_tensorboard: exit {r.returncode}: {r.stdout}")
+    values, purges = event_scalars(logdir)
+    if purges != [0, 0]:
+        fail(f"each start of crl_tensorboard should purge from step 0: {purges}")
+    for step in range(6):
+        got = values.get(("policy/entropy", step))
+        if got is None or abs(got - rows["entropy"][step]) > 1e-4 * abs(rows["entropy"][step]):
+            fail(f"policy/entropy at step {step}: {got}, /steps has {rows['entropy'][step]}")
+    if ("policy/kl", 0) not in values or ("policy/kl", 1) in values:
+        fail("policy/kl should be at step 0 (grpo.kl 0.05) and not at step 1 (NaN: not measured)")
+    if ("train/loss", 3) not in values or ("advantages/zero_advantage_groups", 3) not in values:
+        fail(f"train/loss or advantages at step 3 missing: {sorted({t for t, _ in values})}")
 
 
 def main():
@@ -124,6 +173,8 @@ def main():
         name = f"results_{kind}"
         if not any(p.endswith(name) and os.path.exists(os.path.join(report, "plots", p + ".png")) for p in plots):
             fail(f"crl report drew no {kind} plot: {plots}")
+
+    check_tensorboard(args, run_dir, rows)
 
     # A results file of an older crl (its /steps without these columns) in a run folder without a
     # checkpoint: the job starts over on it, adding the columns; the old rows read NaN there.
