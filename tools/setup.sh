@@ -53,6 +53,11 @@ if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import h5py, matplotlib, pandas' 2>/d
   "$CRL_HOME/venv/bin/pip" install -q h5py matplotlib pandas
 fi
 
+# tensorboardX: tools/analysis/crl_tensorboard.py writes a run's curves for TensorBoard with it.
+if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import tensorboardX' 2>/dev/null; then
+  "$CRL_HOME/venv/bin/pip" install -q tensorboardX || echo "setup: tensorboardX did not install: crl_tensorboard.py will say so"
+fi
+
 # Hugging Face's own libraries, for the tests that check crl against them (transformers loads crl's
 # checkpoints, peft its adapters, safetensors reads its files, tokenizers makes golden data).
 if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import transformers, peft, safetensors, tokenizers' 2>/dev/null; then

@@ -79,7 +79,10 @@ void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
   const std::string results = run_dir + "/results.h5";
   if (std::filesystem::exists(results, ec)) {
     const results::ResultsReader reader(results);
-    reader.validate({.tables = {{.table = "steps", .columns = rl::steps_schema()},
+    // A file of an older crl lacks the telemetry columns; the job adds them.
+    const results::TableSchema& telemetry = rl::steps_telemetry_columns();
+    const results::TableSchema steps(rl::steps_schema().begin(), rl::steps_schema().end() - static_cast<std::ptrdiff_t>(telemetry.size()));
+    reader.validate({.tables = {{.table = "steps", .columns = steps, .optional = telemetry},
                                 {.table = "rollouts", .columns = rl::rollouts_schema()}},
                      .meta = {{.key = "job_config", .shape = results::MetaShape::json_object}}});
   }

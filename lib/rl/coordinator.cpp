@@ -65,7 +65,7 @@ void Coordinator::open_results_file() {
                                  context_.run_dir, path));
   }
   writer_ = std::make_unique<results::ResultsWriter>(path);
-  const int64_t steps_rows = writer_->declare_table("steps", steps_schema());
+  const int64_t steps_rows = writer_->declare_table("steps", steps_schema(), steps_telemetry_columns());
   const int64_t rollouts_rows = writer_->declare_table("rollouts", rollouts_schema());
   const int64_t keep_steps = resume ? resume->state.steps_rows : 0, keep_rollouts = resume ? resume->state.rollouts_rows : 0;
   if (keep_steps > steps_rows || keep_rollouts > rollouts_rows) {
@@ -124,6 +124,7 @@ void Coordinator::begin_generating_stage(const StageConfig& stage, const ResumeP
   exemplars_->set_bucket_width(stage.bucket_width);
   stage_statuses_ = {};
   stage_resumed_ = resume != nullptr;
+  zero_advantage_watch_.reset();
 }
 
 StepPlan Coordinator::plan_step(const StageConfig& stage, int64_t job_step) const {
@@ -167,6 +168,10 @@ void Coordinator::record_step(const StepBatch& batch, const UpdateStats& update,
   for (const RolloutRecord& r : batch.rollouts) statuses.add(r.verdict.status_text());
   stage_statuses_.add(statuses);
   log_step(row, done, total, true, statuses.text());
+  if (std::string warning = zero_advantage_watch_.add(stage_name, row.step, row.zero_advantage_fraction); !warning.empty()) {
+    spdlog::warn("{}", warning);
+    warnings_.push_back(std::move(warning));
+  }
   // A stage that never saw a correct program ended without learning: said, not a silent "done".
   if (done == total) {
     if (std::string warning = stage_warning(stage_name, row.step, stage_statuses_, stage_resumed_); !warning.empty()) {
@@ -200,6 +205,17 @@ std::string duration_text(double seconds) {
   return fmt::format("{}s", s);
 }
 
+// ", entropy 1.234, kl 0.0012, zero-advantage groups 50%": the figures of the row that were measured.
+std::string telemetry_text(const StepRow& row) {
+  std::string text;
+  if (std::isfinite(row.entropy)) text += fmt::format(", entropy {:.3f}", row.entropy);
+  if (std::isfinite(row.kl)) text += fmt::format(", kl {:.4f}", row.kl);
+  if (std::isfinite(row.zero_advantage_fraction)) {
+    text += fmt::format(", zero-advantage groups {:.0f}%", 100 * row.zero_advantage_fraction);
+  }
+  return text;
+}
+
 }  // namespace
 
 void Coordinator::log_step(const StepRow& row, int64_t done, int64_t total, bool rewards, const std::string& statuses) const {
@@ -217,9 +233,9 @@ void Coordinator::log_step(const StepRow& row, int64_t done, int64_t total, bool
       rewards ? fmt::format(" | rollouts {}: {} | evaluators busy {:.0f}%, trainers waited {:.1f} s", rollouts, statuses,
                             100 * row.evaluator_busy_fraction, row.trainer_wait_seconds)
               : "";
-  spdlog::info("[{}] step {} ({}/{}){}, loss {:.4f}{}, {:.1f} steps/min, ETA {} | grad_norm {:.3f}, lr {:.2e}{}", row.stage,
+  spdlog::info("[{}] step {} ({}/{}){}, loss {:.4f}{}, {:.1f} steps/min, ETA {} | grad_norm {:.3f}, lr {:.2e}{}{}", row.stage,
                row.step, done, total, reward, row.loss, row.skipped ? " (skipped)" : "", per_minute, duration_text(eta_seconds),
-               row.grad_norm, row.lr, detail);
+               row.grad_norm, row.lr, telemetry_text(row), detail);
 }
 
 void Coordinator::write_checkpoint(policy::CheckpointContents contents, RunState state, int64_t keep) {

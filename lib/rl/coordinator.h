@@ -19,6 +19,7 @@
 #include "rl/failing_evaluation.h"
 #include "rl/job_context.h"
 #include "rl/job_tables.h"
+#include "rl/learning_watch.h"
 #include "rl/reward_shaping.h"
 #include "rl/run_state.h"
 #include "rl/step.h"
@@ -118,6 +119,7 @@ class Coordinator {
   std::optional<RewardNormalizer> normalizer_;  // the running generating stage's
   StatusTally stage_statuses_;                  // the running generating stage's rollouts (since it resumed)
   bool stage_resumed_ = false;
+  ZeroAdvantageWatch zero_advantage_watch_;     // the running crl stage's steps that learnt nothing
   std::vector<std::string> warnings_;           // the stages' warnings, for the job's last line and /meta
   // The checkpoint the running stage started from (the previous stage's end; "" for the first
   // stage), recorded in every checkpoint so that a resumed stage finds the same KL reference.

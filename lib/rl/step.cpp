@@ -233,6 +233,52 @@ void count_status(StepRow& row, eval::VerdictStatus status) {
 
 }  // namespace
 
+namespace {
+
+// Mean and longest completion of the step's rollouts, in tokens.
+void add_completion_lengths(StepRow& row, const StepBatch& batch) {
+  if (batch.rollouts.empty()) return;
+  double sum = 0, longest = 0;
+  for (const RolloutRecord& r : batch.rollouts) {
+    sum += static_cast<double>(r.completion_tokens);
+    longest = std::max(longest, static_cast<double>(r.completion_tokens));
+  }
+  row.completion_tokens_mean = sum / static_cast<double>(batch.rollouts.size());
+  row.completion_tokens_max = longest;
+}
+
+// GRPO's advantages over the counted rollouts (mean, std without Bessel's correction), and the share
+// of groups that teach nothing: their counted rewards are all equal (or fewer than two are counted),
+// so every advantage in them is 0.
+void add_advantage_stats(StepRow& row, const StepBatch& batch) {
+  std::vector<double> advantages;
+  const int64_t group_size = batch.group_size;
+  if (group_size <= 0 || batch.rollouts.empty()) return;
+  const int64_t groups = static_cast<int64_t>(batch.rollouts.size()) / group_size;
+  int64_t flat = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    std::vector<double> rewards;
+    for (int64_t k = 0; k < group_size; ++k) {
+      const RolloutRecord& r = batch.rollouts[static_cast<size_t>(g * group_size + k)];
+      if (!r.included) continue;
+      rewards.push_back(r.reward);
+      advantages.push_back(r.advantage);
+    }
+    const bool all_equal = rewards.size() < 2 || std::all_of(rewards.begin(), rewards.end(),
+                                                             [&](double x) { return x == rewards.front(); });
+    if (all_equal) ++flat;
+  }
+  if (groups > 0) row.zero_advantage_fraction = static_cast<double>(flat) / static_cast<double>(groups);
+  if (advantages.empty()) return;
+  const double mean = std::accumulate(advantages.begin(), advantages.end(), 0.0) / static_cast<double>(advantages.size());
+  double squares = 0;
+  for (double a : advantages) squares += (a - mean) * (a - mean);
+  row.advantage_mean = mean;
+  row.advantage_std = std::sqrt(squares / static_cast<double>(advantages.size()));
+}
+
+}  // namespace
+
 StepRow step_row_of(const StepBatch& batch, const UpdateStats& update, const std::string& stage_name, int evaluators,
                     int64_t restart) {
   StepRow row;
@@ -264,6 +310,11 @@ StepRow step_row_of(const StepBatch& batch, const UpdateStats& update, const std
   row.seconds_train = t.seconds_train;
   row.trainer_wait_seconds = t.trainer_wait_seconds;
   row.restart = restart;
+  row.entropy = update.entropy;
+  row.kl = update.kl;
+  row.clip_fraction = update.clip_fraction;
+  add_completion_lengths(row, batch);
+  if (stage_name == stage_kind_name(StageKind::kCrl)) add_advantage_stats(row, batch);
   return row;
 }
 

@@ -5,6 +5,7 @@
 // The MPI-bound stages call these; tests call them directly (tests/rl/step_test.cpp).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -61,6 +62,9 @@ struct UpdateStats {
   double loss = 0, grad_norm = 0, lr = 0;
   int64_t tokens_trained = 0;
   bool skipped = true;  // no update (nothing to train, no loss tokens, or a non-finite gradient)
+  // Means over the (last) update's loss tokens on all trainers; NaN when not measured: no update,
+  // no KL reference (grpo.kl 0, selftrain), no clipping (selftrain's loss).
+  double entropy = std::nan(""), kl = std::nan(""), clip_fraction = std::nan("");
 };
 
 // The step's /rollouts rows. `scale`: the job's eval.scale, for verdicts that name none.

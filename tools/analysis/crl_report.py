@@ -234,9 +234,27 @@ def _run_sections(page: Page, source: crl_sources.Source, best: pd.DataFrame):
     safe = "".join(ch if ch.isalnum() else "_" for ch in label)
     page.heading(f"Run {label}: per step", f"{len(steps)} steps flushed; stages: "
                  f"{', '.join(map(str, steps['stage'].unique())) if 'stage' in steps else '-'}")
-    page.plot(f"{safe}_reward", crl_plots.step_lines(steps, "step", {"reward_mean": "mean", "reward_median": "median",
-                                                                       "reward_max": "max"},
-                                                      "Reward per step", "reward"), "Reward mean / median / max per step")
+    page.plot(f"{safe}_reward", crl_plots.step_lines(crl_stats.rewarded_steps(steps), "step",
+                                                      {"reward_mean": "mean", "reward_median": "median", "reward_max": "max"},
+                                                      "Reward per step", "reward"),
+              "Reward mean / median / max per step (steps of stages with rollouts; sft steps have no reward)")
+    page.plot(f"{safe}_loss", crl_plots.step_lines(steps, "step", {"loss": "loss", "grad_norm": "grad norm (before clipping)"},
+                                                    "Loss and gradient norm per step", "loss / norm"),
+              "Loss and gradient norm of each step's update")
+    page.plot(f"{safe}_lr", crl_plots.step_lines(steps, "step", {"lr": "learning rate"}, "Learning rate per step", "lr"),
+              "Learning rate of each step's update")
+    page.plot(f"{safe}_policy", crl_plots.step_lines(steps, "step", {"entropy": "entropy (nats)", "kl": "KL to reference",
+                                                                       "clip_fraction": "clip fraction"},
+                                                      "Policy per step", "nats / share"),
+              "Mean token entropy, KL to the reference policy (crl stages with grpo.kl > 0) and clipped share of tokens")
+    page.plot(f"{safe}_advantages", crl_plots.step_lines(steps, "step", {"zero_advantage_fraction": "zero-advantage groups",
+                                                                           "advantage_std": "advantage std"},
+                                                          "Advantages per step", "share / std"),
+              "Share of groups whose rewards were all equal (they teach nothing) and the advantages' spread")
+    page.plot(f"{safe}_lengths", crl_plots.step_lines(steps, "step", {"completion_tokens_mean": "mean",
+                                                                        "completion_tokens_max": "max"},
+                                                       "Completion length per step", "tokens"),
+              "Completion length in tokens per step")
     shares = crl_stats.step_status_shares(steps)
     page.plot(f"{safe}_status", crl_plots.step_lines(shares, "step", {c: c for c in shares.columns if c != "step"},
                                                       "Status shares per step", "share of rollouts", stacked=True),

@@ -70,7 +70,13 @@ STEP_COLUMNS = {
     "tokens_generated": "int64", "tokens_trained": "int64", "seconds_generate": "float64",
     "seconds_evaluate": "float64", "seconds_train": "float64", "evaluator_busy_fraction": "float64",
     "trainer_wait_seconds": "float64", "seconds_step": "float64", "restart": "int64", "superseded": "bool",
+    "entropy": "float64", "kl": "float64", "clip_fraction": "float64", "completion_tokens_mean": "float64",
+    "completion_tokens_max": "float64", "advantage_mean": "float64", "advantage_std": "float64",
+    "zero_advantage_fraction": "float64",
 }
+# /steps columns added after files were written without them (NaN there: not measured).
+STEP_TELEMETRY_COLUMNS = ("entropy", "kl", "clip_fraction", "completion_tokens_mean", "completion_tokens_max",
+                          "advantage_mean", "advantage_std", "zero_advantage_fraction")
 ROLLOUT_COLUMNS = {
     "rollout_id": "int64", "step": "int64", "stage": "string", "task": "string", "group": "int64",
     "sample": "int64", "status": "string", "speedup": "float64", "speedup_ci_low": "float64",
@@ -300,8 +306,9 @@ class ResultsFile:
         return self._known("verdicts")
 
     def steps(self) -> pd.DataFrame:
-        """/steps (`crl run`): one row per training step."""
-        return self._known("steps")
+        """/steps (`crl run`): one row per training step. A file written before the telemetry
+        columns existed gets them as NaN (not measured)."""
+        return with_added_columns("steps", self._known("steps"))
 
     def rollouts(self) -> pd.DataFrame:
         """/rollouts (`crl run`): one row per evaluated completion."""
@@ -376,6 +383,16 @@ class Results:
             return None
 
 
+def with_added_columns(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with the columns crl added to it after files were written without them, as NaN
+    where the file lacks them (/steps' telemetry)."""
+    if table == "steps":
+        for name in STEP_TELEMETRY_COLUMNS:
+            if name not in frame:
+                frame[name] = np.full(len(frame), np.nan)
+    return frame
+
+
 def load(path: str, texts: bool = False, superseded: bool = False) -> Results:
     """Reads a whole results file; texts=True also reads every text store (can be large).
 
@@ -384,7 +401,7 @@ def load(path: str, texts: bool = False, superseded: bool = False) -> Results:
     done twice would count twice. superseded=True keeps them (the column says which they are). The
     tables keep the file's row numbers as their index either way; texts keep every id."""
     with open_results(path) as f:
-        tables = {name: f.table(name) for name in f.tables()}
+        tables = {name: with_added_columns(name, f.table(name)) for name in f.tables()}
         for name, columns in KNOWN_TABLES.items():
             tables.setdefault(name, empty_frame(columns))
         if not superseded:

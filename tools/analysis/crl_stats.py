@@ -237,14 +237,30 @@ def hack_kinds_per_step(rollouts: pd.DataFrame) -> pd.DataFrame:
     return table.div(r.groupby("step").size(), axis=0).fillna(0).reset_index()
 
 
+def rewarded_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """/steps with the reward columns NaN on sft steps: they have no rollouts, so no reward (the
+    file holds 0 there), and a plot must not draw them as a reward of 0."""
+    if steps.empty or "stage" not in steps:
+        return steps
+    out = steps.copy()
+    sft = out["stage"] == "sft"
+    for column in ("reward_mean", "reward_median", "reward_max"):
+        if column in out:
+            out.loc[sft, column] = np.nan
+    return out
+
+
 def best_over_steps(attempts: pd.DataFrame) -> pd.DataFrame:
-    """Per step: tasks with a correct program so far, and the geomean over them of each one's best so far."""
+    """Per step with rollouts: tasks with a correct program so far, and the geomean over them of each
+    one's best so far, carried forward over the steps where it wrote no correct program."""
     a = counted(attempts)
+    all_steps = sorted(a["step"].dropna().unique()) if "step" in a else []
     a = a[a["correct"] & a["step"].notna()]
     if a.empty:
         return pd.DataFrame()
     per = a.groupby(["step", "task"])["speedup"].max().unstack()
-    best_so_far = per.sort_index().cummax()
+    # cummax leaves a step without a correct program NaN; the best so far stands there.
+    best_so_far = per.reindex(sorted(set(all_steps) | set(per.index))).cummax().ffill().dropna(how="all")
     rows = [{"step": int(step), "tasks_correct": int(row.notna().sum()), "geomean_best": geomean(row.values),
              "max_best": float(np.nanmax(row.values))} for step, row in best_so_far.iterrows()]
     return pd.DataFrame(rows)
