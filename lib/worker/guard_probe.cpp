@@ -150,12 +150,6 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
   const double settle_seconds = request.settle_seconds;
   const auto& output_bytes = request.output_bytes;
   GuardOutputs reply;
-  const auto check = [&](const std::string& name, bool passed, const std::string& kind, const std::string& detail) {
-    add_check(reply, name, passed, kind, detail);
-  };
-  const auto send_group = [&](const std::string& name, const std::string& kind, int seed_index, const std::vector<at::Tensor>& outputs) {
-    add_group(reply, name, kind, seed_index, outputs);
-  };
   // 1. One call on inputs A: threads and work left running, aliasing, ownership, input mutation.
   //    The copies taken to compare with are let go as soon as their check is done: at full scale
   //    each is as large as an input or output, and the worker's share must hold the held outputs.
@@ -176,7 +170,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
   std::this_thread::sleep_for(std::chrono::duration<double>(settle_seconds));
   synchronize_device(device);
   const int threads_later = count_process_threads();
-  check("threads", threads_after <= threads_before, "deferred_work",
+  add_check(reply, "threads", threads_after <= threads_before, "deferred_work",
              fmt::format("{} threads before forward, {} when it returned, {} after {:g} s", threads_before,
                          threads_after, threads_later, settle_seconds));
   {
@@ -184,7 +178,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
     for (size_t i = 0; i < first.size(); ++i) {
       if (first[i].defined() && !same_bytes(first[i], seen_at_return[i])) changed += fmt::format(" {}", i);
     }
-    check("deferred work", changed.empty(), "deferred_work",
+    add_check(reply, "deferred work", changed.empty(), "deferred_work",
                changed.empty() ? fmt::format("outputs unchanged {:g} s after return and a device sync", settle_seconds)
                                : "outputs changed after forward returned:" + changed);
   }
@@ -203,7 +197,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
         found += fmt::format("output {} wraps memory the candidate did not allocate with LibTorch; ", i);
       }
     }
-    check("aliasing", found.empty(), "aliasing",
+    add_check(reply, "aliasing", found.empty(), "aliasing",
                found.empty() ? fmt::format("{} outputs own their storage", first.size()) : found);
   }
   {
@@ -211,7 +205,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
     for (size_t j = 0; j < args.size(); ++j) {
       if (!same_bytes(args[j], args_before[j])) modified += fmt::format(" {}", j);
     }
-    check("input mutation", modified.empty(), "input_mutation",
+    add_check(reply, "input mutation", modified.empty(), "input_mutation",
                modified.empty() ? fmt::format("{} arguments unchanged", args.size())
                                 : "arguments modified in place:" + modified);
   }
@@ -220,7 +214,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
   // that a program which leaves part of its output unwritten is called what it is. (Judged only
   // after them, the second call's output block held whatever an earlier call had left in it, and
   // on some machines' allocation histories the program was called an output cache.)
-  send_group("first call, free memory poisoned", "stale_memory", 0, first);
+  add_group(reply, "first call, free memory poisoned", "stale_memory", 0, first);
 
   // 2. Cache probe: new values (B) written into A's tensors (same addresses), while the first
   //    outputs are still held (A's values at new addresses are part 2).
@@ -232,47 +226,24 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
     for (size_t i = 0; i < second.size() && i < first.size(); ++i) {
       if (storages_overlap(second[i], first[i])) reused += fmt::format(" {}", i);
     }
-    check("output reuse", reused.empty(), "output_cache",
+    add_check(reply, "output reuse", reused.empty(), "output_cache",
                reused.empty() ? "two calls returned separate storage" : "two calls returned the same storage for outputs:" + reused);
-    send_group("same addresses, new values", "output_cache", 1, second);
+    add_group(reply, "same addresses, new values", "output_cache", 1, second);
   }
   return reply;
 }
 
-// Part 2: A's values again at new addresses.
-GuardOutputs new_addresses_probe(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const at::Device& device,
-                                 const CandidateForward& candidate) {
-  const auto& seeds = request.seeds;
-  const auto& output_bytes = request.output_bytes;
+// Parts 2 and 3: one call on A's values in fresh tensors, with free memory poisoned first (the
+// earlier parts' outputs were compared and let go, so a program that returned an unwritten block
+// still holding an earlier correct result would look like one that computed it). Part 2 judges it
+// as an output cache keyed by address, part 3 as stale memory. (The reference never runs in this
+// process, so its outputs cannot be left in this allocator for a candidate to find.)
+GuardOutputs fresh_call_probe(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const at::Device& device,
+                              const CandidateForward& candidate, const std::string& name, const std::string& kind) {
   GuardOutputs reply;
-  const auto send_group = [&](const std::string& name, const std::string& kind, int seed_index, const std::vector<at::Tensor>& outputs) {
-    add_group(reply, name, kind, seed_index, outputs);
-  };
-  // 3. A's values again at new addresses. The earlier outputs were let go, so free memory is
-  //    poisoned first: a program that returned an unwritten block holding an earlier correct
-  //    result would look like one that computed it.
-  auto fresh = make_arguments(spec, scale, seeds[0], device);
-  poison_free_memory(output_bytes, device);
-  send_group("same values, new addresses", "output_cache", 0, candidate(fresh, /*wait_for_device=*/true));
-  synchronize_device(device);
-  return reply;
-}
-
-// Part 3: stale memory.
-GuardOutputs stale_memory_probe(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const at::Device& device,
-                                const CandidateForward& candidate) {
-  const auto& seeds = request.seeds;
-  const auto& output_bytes = request.output_bytes;
-  GuardOutputs reply;
-  const auto send_group = [&](const std::string& name, const std::string& kind, int seed_index, const std::vector<at::Tensor>& outputs) {
-    add_group(reply, name, kind, seed_index, outputs);
-  };
-  // 4. Stale memory: the candidate on poisoned free memory, after the earlier parts' outputs were
-  //    compared and let go. (The reference never runs in this process, so its outputs cannot be
-  //    left in this allocator for a candidate to find.)
-  auto poisoned_args = make_arguments(spec, scale, seeds[0], device);
-  poison_free_memory(output_bytes, device);
-  send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args, /*wait_for_device=*/true));
+  auto fresh = make_arguments(spec, scale, request.seeds[0], device);
+  poison_free_memory(request.output_bytes, device);
+  add_group(reply, name, kind, 0, candidate(fresh, /*wait_for_device=*/true));
   synchronize_device(device);
   return reply;
 }
@@ -284,8 +255,8 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
   if (request.seeds.size() != 2) throw InputError("guard: need exactly two seeds");
   switch (request.part) {
     case 1: return first_call_probes(request, spec, scale, device, candidate);
-    case 2: return new_addresses_probe(request, spec, scale, device, candidate);
-    case 3: return stale_memory_probe(request, spec, scale, device, candidate);
+    case 2: return fresh_call_probe(request, spec, scale, device, candidate, "same values, new addresses", "output_cache");
+    case 3: return fresh_call_probe(request, spec, scale, device, candidate, "free memory poisoned", "stale_memory");
     default: throw InputError(fmt::format("guard: no part {}", request.part));
   }
 }

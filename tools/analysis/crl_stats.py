@@ -107,6 +107,7 @@ def level_summary(best: pd.DataFrame, attempts: pd.DataFrame, suite_tasks: int =
     speedups = _finite(best["best_speedup"]) if len(best) else np.array([])
     tasks = int(len(best))
     over = max(suite_tasks, tasks) if suite_tasks else tasks
+    passes = {k: pass_at_k(best, k) for k in PASS_AT_K}
     quantile = (lambda q: float(np.quantile(speedups, q))) if len(speedups) else (lambda q: float("nan"))
     n_attempts = int(len(a))
     share = (lambda n: n / n_attempts) if n_attempts else (lambda n: float("nan"))
@@ -122,8 +123,8 @@ def level_summary(best: pd.DataFrame, attempts: pd.DataFrame, suite_tasks: int =
         "geomean": geomean(speedups),
         "fast_p": {f"{p:g}": (float((speedups > p).sum()) / over if over else float("nan")) for p in FAST_P},
         "fast_p_denominator": f"the level's {over} tasks" if suite_tasks else f"the {tasks} attempted tasks",
-        "pass_at_k": {str(k): pass_at_k(best, k)[0] for k in PASS_AT_K},
-        "pass_at_k_tasks": {str(k): pass_at_k(best, k)[1] for k in PASS_AT_K},
+        "pass_at_k": {str(k): passes[k][0] for k in PASS_AT_K},
+        "pass_at_k_tasks": {str(k): passes[k][1] for k in PASS_AT_K},
         "attempts": n_attempts,
         "compile_rate": share(int(a["compiled"].sum())),
         "correct_rate": share(int(a["correct"].sum())),
