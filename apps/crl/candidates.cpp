@@ -11,6 +11,7 @@
 #include "compile/compiler.h"
 #include "core/error.h"
 #include "core/read_file.h"
+#include "rl/completion.h"
 #include "rl/sft_data.h"
 
 namespace crl::cli {
@@ -91,6 +92,20 @@ std::vector<Candidate> read_candidates_jsonl(const std::string& path) {
     out.push_back(std::move(c));
   }
   return out;
+}
+
+Candidate candidate_of_completion(const std::string& task, const std::string& name, const std::string& completion,
+                                  const std::string& origin) {
+  rl::ParsedCompletion parsed = rl::parse_completion(completion, origin);
+  Candidate c{.task_id = task, .name = name, .completion = completion};
+  if (parsed.ok) {
+    c.text = std::move(parsed.program_text);
+    c.program = std::move(parsed.program);
+  } else {
+    c.text = completion;
+    c.format_problem = fmt::format("{}: {}", origin, parsed.problem);
+  }
+  return c;
 }
 
 std::vector<Candidate> read_candidates(const std::vector<std::string>& inputs, const std::string& task) {

@@ -39,6 +39,12 @@ std::vector<Candidate> read_candidates(const std::vector<std::string>& inputs, c
 // One JSONL file of {task, program or completion, id} lines (the SFT data's format, rl/sft_data.h).
 std::vector<Candidate> read_candidates_jsonl(const std::string& path);
 
+// The candidate of a policy's completion (its last fenced block, rl/completion.h) for `task`, named
+// `name`; `origin` names it in the parser's messages. A completion without a program is this
+// candidate's format_error, its text the completion.
+Candidate candidate_of_completion(const std::string& task, const std::string& name, const std::string& completion,
+                                  const std::string& origin);
+
 // Checks every candidate's task exists (InputError otherwise: before any work) and turns a spec
 // section other than its task's own into that candidate's format_error.
 void check_candidates_against(const Suite& suite, std::vector<Candidate>& candidates);

@@ -14,6 +14,7 @@
 
 #include "apps/crl/commands.h"
 #include "apps/crl/input_paths.h"
+#include "apps/crl/sampling_options.h"
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/read_file.h"
@@ -26,27 +27,13 @@
 namespace crl::cli {
 namespace {
 
-// The most tokens one completion may ask for (--max-new-tokens, a batch request's "max_new_tokens"):
-// the KV cache is sized from it before anything is generated.
-constexpr int64_t kMaxNewTokensLimit = 65536;
-
 struct GenerateArgs {
   std::string model_dir;
   std::vector<std::string> prompts;
   std::vector<std::string> prompt_ids;  // "1,2,3": token ids directly (models without a tokenizer)
   std::string batch_file;               // JSON Lines: one request per line (see read_batch_file)
   int64_t samples = 1;                  // completions per --prompt / --prompt-ids
-  double kv_cache_gb = 0;               // 0: sized for the requests
-  int64_t max_new_tokens = 128;         // per --prompt / --prompt-ids, and per batch request without its own
-  double temperature = 1.0;
-  double top_p = 1.0;
-  int64_t top_k = 0;
-  uint64_t seed = 0;
-  std::string device = "cpu";
-  std::string dtype = "fp32";
-  std::vector<std::string> stop;
-  bool ignore_eos = false;
-  bool no_cuda_graph = false;
+  SamplingArgs sampling;                // its max_new_tokens: per --prompt / --prompt-ids, and per batch request without its own
   bool raw = false;  // no special tokens added to the prompt
   bool json = false;
 };
@@ -138,26 +125,6 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
   return requests;
 }
 
-// eos ids from generation_config.json (what transformers' generate() stops on), when present.
-std::vector<int64_t> generation_config_eos(const std::filesystem::path& dir) {
-  std::vector<int64_t> ids;
-  const auto file = dir / "generation_config.json";
-  if (!std::filesystem::exists(file)) return ids;
-  const nlohmann::json j = parse_json_bounded(read_file(file, "generation config", uint64_t{1} << 20), file.string());
-  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
-  const auto& e = j["eos_token_id"];
-  if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
-  else if (e.is_array()) {
-    for (const auto& v : e) {
-      if (!v.is_number_integer()) throw InputError(fmt::format("{}: field \"eos_token_id\": expected integers", file.string()));
-      ids.push_back(v.get<int64_t>());
-    }
-  } else {
-    throw InputError(fmt::format("{}: field \"eos_token_id\": expected an integer or a list", file.string()));
-  }
-  return ids;
-}
-
 int run_generate(const GenerateArgs& args) {
   using namespace crl::policy;
   const std::filesystem::path dir = args.model_dir;
@@ -176,50 +143,20 @@ int run_generate(const GenerateArgs& args) {
   }
   if (requests.empty()) throw InputError("give at least one --prompt, --prompt-ids or --batch-file");
   // Every request's limit stated (its own, or --max-new-tokens); the run's is the largest.
-  int64_t run_limit = args.max_new_tokens;
+  int64_t run_limit = args.sampling.max_new_tokens;
   for (auto& r : requests) {
-    if (!r.max_new_tokens) r.max_new_tokens = args.max_new_tokens;
+    if (!r.max_new_tokens) r.max_new_tokens = args.sampling.max_new_tokens;
     run_limit = std::max(run_limit, *r.max_new_tokens);
   }
 
-  const torch::Device device = parse_device(args.device);
-  CausalLm model = load_causal_lm(dir, parse_dtype(args.dtype), device);
-  GenerationOptions options;
-  options.max_new_tokens = run_limit;
-  options.sampling.temperature = args.temperature;
-  options.sampling.top_p = args.top_p;
-  options.sampling.top_k = args.top_k;
-  options.sampling.seed = args.seed;
-  options.stop_strings = args.stop;
-  options.use_cuda_graph = !args.no_cuda_graph;
-  if (!args.ignore_eos) {
-    options.stop_token_ids = model->config().eos_token_ids;
-    for (int64_t id : generation_config_eos(dir)) {
-      if (std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), id) == options.stop_token_ids.end()) {
-        options.stop_token_ids.push_back(id);
-      }
-    }
-  }
-  if (model->config().pad_token_id) options.pad_token_id = *model->config().pad_token_id;
+  const torch::Device device = parse_device(args.sampling.device);
+  CausalLm model = load_causal_lm(dir, parse_dtype(args.sampling.dtype), device);
+  const GenerationOptions options = generation_options_of(args.sampling, model, dir, run_limit);
   TokenDecoder decode;
   if (tokenizer) {
     decode = [&tokenizer](const std::vector<int64_t>& ids) { return tokenizer->decode_sampled(ids); };
   }
-  // The KV budget: --kv-cache-gb, or every distinct prompt and every sample at its limit (the
-  // engine then runs everything at once, up to its max_running sequences).
-  EngineOptions engine;
-  if (args.kv_cache_gb > 0) {
-    engine.kv_cache_bytes = static_cast<int64_t>(args.kv_cache_gb * static_cast<double>(int64_t{1} << 30));
-  } else {
-    std::set<std::vector<int64_t>> distinct;
-    int64_t blocks = 1;
-    for (const auto& r : requests) {
-      const auto need = GenerationEngine::block_need(static_cast<int64_t>(r.prompt.size()), *r.max_new_tokens, engine.block_size);
-      if (distinct.insert(r.prompt).second) blocks += need.prompt_blocks;
-      blocks += need.own_blocks * r.samples;
-    }
-    engine.kv_cache_bytes = std::max<int64_t>(blocks, 2) * PagedKvCache::bytes_per_block(model->config(), engine.block_size, model->dtype());
-  }
+  const EngineOptions engine = engine_options_for(args.sampling, requests, model);
   GenerationEngine runner(model, engine);
   const GenerationResult result = runner.run(requests, options, decode);
   std::vector<std::vector<int64_t>> prompts;  // the prompt of each completion
@@ -230,9 +167,9 @@ int run_generate(const GenerateArgs& args) {
   if (args.json) {
     nlohmann::json out;
     out["model"] = dir.string();
-    out["device"] = args.device;
-    out["dtype"] = args.dtype;
-    out["seed"] = args.seed;
+    out["device"] = args.sampling.device;
+    out["dtype"] = args.sampling.dtype;
+    out["seed"] = args.sampling.seed;
     out["prefill_seconds"] = result.prefill_seconds;
     out["decode_seconds"] = result.decode_seconds;
     out["generated_tokens"] = generated;
@@ -269,8 +206,8 @@ int run_generate(const GenerateArgs& args) {
     }
     std::cerr << fmt::format("{} tokens in {:.3f} s decode ({:.1f} tokens/s, {} steps, up to {} sequences at once), "
                              "prefill {:.3f} s ({} tokens), {} {}{}\n", generated, result.decode_seconds, tokens_per_second,
-                             result.decode_steps, result.peak_running, result.prefill_seconds, result.prefill_tokens, args.device,
-                             args.dtype, result.used_cuda_graph ? ", CUDA graph" : "");
+                             result.decode_steps, result.peak_running, result.prefill_seconds, result.prefill_tokens, args.sampling.device,
+                             args.sampling.dtype, result.used_cuda_graph ? ", CUDA graph" : "");
   }
   return kExitOk;
 }
@@ -289,19 +226,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
       ->check(existing_input(PathKind::file, "--batch-file"));
   cmd->add_option("--samples", args.samples, "Completions per --prompt / --prompt-ids (one shared prefill)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--kv-cache-gb", args.kv_cache_gb, "KV cache budget in GiB; 0 = sized for the requests")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-new-tokens", args.max_new_tokens, "Tokens to generate at most, per completion (a batch request's own \"max_new_tokens\" wins)")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, kMaxNewTokensLimit));
-  cmd->add_option("--temperature", args.temperature, "Sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", args.top_p, "Nucleus sampling mass in (0, 1]; 1 = off")->capture_default_str();
-  cmd->add_option("--top-k", args.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", args.seed, "Seed: the same seed gives the same tokens")->capture_default_str();
-  cmd->add_option("--device", args.device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--dtype", args.dtype, "fp32 or bf16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  cmd->add_option("--stop", args.stop, "Stop string (repeatable); the completion ends after it");
-  cmd->add_flag("--ignore-eos", args.ignore_eos, "Do not stop at the model's end-of-sequence tokens");
-  cmd->add_flag("--no-cuda-graph", args.no_cuda_graph, "Run the decode step eagerly on CUDA");
+  add_sampling_options(cmd, args.sampling);
   cmd->add_flag("--raw", args.raw, "Do not add the tokenizer's special tokens to prompts");
   cmd->add_flag("--json", args.json, "Print tokens, log-probabilities and timings as JSON");
   cmd->callback([&exit_code] { exit_code = run_generate(args); });

@@ -34,6 +34,7 @@
 #include "rl/job_config.h"
 #include "rl/job_tables.h"
 #include "rl/sft_data.h"
+#include "suite/suite.h"
 
 namespace crl::cli {
 namespace {
@@ -66,7 +67,8 @@ void check_model_folder(const rl::JobConfig& job) {
 
 // What the job will read from outside, checked before any rank starts work, so that a bad one is
 // exit 3 naming it (these readers live in lib/rl, which trusts them): the run folder, an earlier
-// run's results.h5 (its tables' columns and types, /meta's JSON), the model folder (config.json,
+// run's results.h5 (its tables' columns and types, /meta's JSON), the tasks and held-out tasks
+// (one in both is refused), the model folder (config.json,
 // weights, tokenizer), and the SFT data (read whole as the sft stage reads it, so that a bad line is
 // found before the models load, not when its stage begins).
 void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
@@ -83,9 +85,14 @@ void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
     const results::TableSchema& telemetry = rl::steps_telemetry_columns();
     const results::TableSchema steps(rl::steps_schema().begin(), rl::steps_schema().end() - static_cast<std::ptrdiff_t>(telemetry.size()));
     reader.validate({.tables = {{.table = "steps", .columns = steps, .optional = telemetry},
-                                {.table = "rollouts", .columns = rl::rollouts_schema()}},
+                                {.table = "rollouts", .columns = rl::rollouts_schema()},
+                                {.table = "validation", .columns = rl::rollouts_schema()}},
                      .meta = {{.key = "job_config", .shape = results::MetaShape::json_object}}});
   }
+  // The tasks as the ranks select them: an unknown id, or a held-out task that is also trained on,
+  // is bad input before any rank starts.
+  const Suite suite = Suite::load(resolve_suite_dir(job.suite));
+  rl::select_validation_tasks(suite, job, rl::select_tasks(suite, job));
   check_model_folder(job);
   for (const auto& stage : job.stages) {
     if (!stage.data.empty()) rl::read_sft_jsonl(stage.data);

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add_report_command(app, exit_code);
   add_results_command(app, exit_code);
   add_prompt_command(app, exit_code);
+  add_eval_model_command(app, exit_code);
 
   if (argc == 3 && std::strcmp(argv[1], kWriteHelpPagesFlag) == 0) {  // the build's step (apps/crl/CMakeLists.txt)
     try {

@@ -124,4 +124,9 @@ std::vector<int32_t> raw_prompt_ids(const policy::Tokenizer& tokenizer, const st
   return tokenizer.encode(text, /*add_special_tokens=*/true, /*parse_special_tokens=*/false);
 }
 
+std::vector<int64_t> policy_prompt_ids(const policy::Tokenizer& tokenizer, const ChatTemplate* chat, const std::string& prompt) {
+  const std::vector<int32_t> ids = chat != nullptr ? chat->apply(tokenizer, {{"user", prompt}}) : raw_prompt_ids(tokenizer, prompt);
+  return {ids.begin(), ids.end()};
+}
+
 }  // namespace crl::rl

@@ -50,4 +50,8 @@ class ChatTemplate {
 // leading <|begin_of_text|>); text that looks like a special token stays text.
 std::vector<int32_t> raw_prompt_ids(const policy::Tokenizer& tokenizer, const std::string& text);
 
+// The policy's prompt as token ids, as every stage and `crl eval-model` give it to the model: the
+// user's message through `chat` (prompt_format chat), or raw_prompt_ids without one (prompt_format raw).
+std::vector<int64_t> policy_prompt_ids(const policy::Tokenizer& tokenizer, const ChatTemplate* chat, const std::string& prompt);
+
 }  // namespace crl::rl

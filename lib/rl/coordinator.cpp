@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -79,6 +80,20 @@ void Coordinator::open_results_file() {
                  steps_rows - keep_steps, rollouts_rows - keep_rollouts);
   }
   next_rollout_id_ = rollouts_rows;
+  if (job.validation.enabled) open_validation_table();
+}
+
+// /validation has /rollouts' columns (its rows are rollouts no update sees) and its own ids; rows a
+// resumed run re-does are marked superseded as theirs are.
+void Coordinator::open_validation_table() {
+  const int64_t rows = writer_->declare_table("validation", rollouts_schema());
+  const int64_t keep = context_.resume ? context_.resume->state.validation_rows : 0;
+  if (keep > rows) {
+    throw InputError(fmt::format("{}: the checkpoint {} covers {} /validation rows, but the file holds only {}", writer_->path(),
+                                 context_.resume->dir, keep, rows));
+  }
+  writer_->set_flag("validation", "superseded", keep, rows, true);
+  next_validation_id_ = rows;
 }
 
 void Coordinator::write_meta(const std::vector<RankInfo>& ranks) {
@@ -181,6 +196,30 @@ void Coordinator::record_step(const StepBatch& batch, const UpdateStats& update,
   }
 }
 
+void Coordinator::validate(const StepPlan& plan, int64_t policy_version, const std::vector<std::vector<CompletionMessage>>& per_trainer,
+                           const std::string& stage_name) {
+  StepBatch batch;
+  batch.group_size = context_.job.validation.group;
+  batch.rollouts = records_from(plan, batch.group_size, per_trainer, next_validation_id_);
+  next_validation_id_ += static_cast<int64_t>(batch.rollouts.size());
+  batch.plan = plan;
+  batch.policy_version = policy_version;
+  extract_programs(batch);
+  judge_programs(batch, [this](const std::vector<WorkItem>& work) { return dispatcher_->evaluate(work); }, nullptr);
+  StatusTally statuses;
+  for (RolloutRecord& r : batch.rollouts) {
+    // The verdict's reward, for the record only: no normaliser, no advantage, no update.
+    r.reward = r.verdict.status == eval::VerdictStatus::kInternalError ? 0.0 : r.verdict.reward;
+    r.train = false;
+    statuses.add(r.verdict.status_text());
+  }
+  writer_->append("validation", rollout_rows(rollout_rows_of(batch, stage_name, context_.job.eval.scale, restart_)));
+  for (const StepText& t : texts_of(batch, "validation_")) writer_->put_text(t.store, t.id, t.text);
+  note_restart_of_rows();
+  writer_->flush();
+  log_validation(batch, stage_name, statuses.text());
+}
+
 void Coordinator::record_sft_step(StepRow row, int64_t done, int64_t total) {
   row.restart = restart_;
   writer_->append("steps", step_rows({row}));
@@ -197,14 +236,6 @@ void Coordinator::start_stage_clock(int64_t first_step) {
 
 namespace {
 
-std::string duration_text(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
-
 // ", entropy 1.234, kl 0.0012, zero-advantage groups 50%": the figures of the row that were measured.
 std::string telemetry_text(const StepRow& row) {
   std::string text;
@@ -217,6 +248,23 @@ std::string telemetry_text(const StepRow& row) {
 }
 
 }  // namespace
+
+void Coordinator::log_validation(const StepBatch& batch, const std::string& stage_name, const std::string& statuses) const {
+  std::set<std::string> solved;
+  int64_t correct = 0;
+  double reward_sum = 0;
+  for (const RolloutRecord& r : batch.rollouts) {
+    reward_sum += r.reward;
+    if (!r.verdict.ok()) continue;
+    ++correct;
+    solved.insert(r.task);
+  }
+  const size_t n = batch.rollouts.size();
+  spdlog::info("[validation] after {} step {}: {} held-out task(s) x G {}: correct {} of {}, tasks with a correct program {} of {}, "
+               "reward mean {:.3f} | {}",
+               stage_name, batch.plan.job_step, batch.plan.groups.size(), batch.group_size, correct, n, solved.size(),
+               batch.plan.groups.size(), n > 0 ? reward_sum / static_cast<double>(n) : 0.0, statuses);
+}
 
 void Coordinator::log_step(const StepRow& row, int64_t done, int64_t total, bool rewards, const std::string& statuses) const {
   // The rate over this process's steps of the stage (a resumed stage counts from its resume).
@@ -243,6 +291,7 @@ void Coordinator::write_checkpoint(policy::CheckpointContents contents, RunState
   writer_->flush();  // the rows the checkpoint counts are on disk before it exists
   state.steps_rows = writer_->rows("steps");
   state.rollouts_rows = writer_->rows("rollouts");
+  state.validation_rows = context_.job.validation.enabled ? writer_->rows("validation") : 0;
   state.restart = restart_;
   state.stage_start = stage_start_dir_.empty() ? "" : fs::path(stage_start_dir_).filename().string();
   contents.user_state = user_state_json(state, context_.job.as_json);

@@ -105,9 +105,10 @@ void Job::start() {
   check_world_size(job_, world.size());
   roles_ = dist::split_roles(world.comm(), job_.trainers);
   context_ = std::unique_ptr<JobContext>(new JobContext{job_, options_, options_.run_dir.empty() ? "runs/" + job_.name : options_.run_dir,
-                                                        Suite::load(resolve_suite_dir(job_.suite)), {}, {},
+                                                        Suite::load(resolve_suite_dir(job_.suite)), {}, {}, {},
                                                         world.size() - job_.trainers, std::nullopt});
   context_->tasks = select_tasks(context_->suite, job_);
+  context_->validation_tasks = select_validation_tasks(context_->suite, job_, context_->tasks);
   check_planted(job_, context_->tasks);
   context_->instructions = read_instructions(job_);
   find_resume_point();
@@ -216,20 +217,46 @@ JobOutcome Job::run() {
 
 }  // namespace
 
-std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) {
-  for (const std::string& id : job.tasks.ids) suite.find(id);  // unknown ids: InputError naming the suite
+std::vector<const Task*> select_tasks(const Suite& suite, const TaskSelectionConfig& selection, const std::string& where,
+                                      const std::string& key) {
+  for (const std::string& id : selection.ids) {
+    try {
+      suite.find(id);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: '{}.ids': {}", where, key, e.what()));
+    }
+  }
   std::vector<const Task*> out;
   for (const Task& t : suite.tasks()) {
     const auto in = [](const auto& list, const auto& v) { return list.empty() || std::find(list.begin(), list.end(), v) != list.end(); };
-    if (in(job.tasks.ids, t.id) && in(job.tasks.levels, t.level) && in(job.tasks.categories, t.spec.category)) out.push_back(&t);
+    if (in(selection.ids, t.id) && in(selection.levels, t.level) && in(selection.categories, t.spec.category)) out.push_back(&t);
   }
-  if (out.empty()) throw InputError(fmt::format("{}: 'tasks' selects no task of the suite in {}", job.path, suite.dir()));
+  if (out.empty()) throw InputError(fmt::format("{}: '{}' selects no task of the suite in {}", where, key, suite.dir()));
   return out;
+}
+
+std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) { return select_tasks(suite, job.tasks, job.path, "tasks"); }
+
+std::vector<const Task*> select_validation_tasks(const Suite& suite, const JobConfig& job, const std::vector<const Task*>& training) {
+  if (!job.validation.enabled) return {};
+  std::vector<const Task*> held_out = select_tasks(suite, job.validation.tasks, job.validation.where, "validation.tasks");
+  for (const Task* t : held_out) {
+    if (std::find(training.begin(), training.end(), t) != training.end()) {
+      throw InputError(fmt::format("{}: 'validation.tasks' selects {}, which the job's 'tasks' trains on too: a held-out task must "
+                                   "not be a training task; remove it from one of the two",
+                                   job.validation.where, t->id));
+    }
+  }
+  return held_out;
 }
 
 std::string read_instructions(const JobConfig& job) {
   return read_input_file(job.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job.instructions,
                          "prompt instructions");
+}
+
+std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars) {
+  return build_prompt({instructions, task.id, task.text, exemplars, true});
 }
 
 JobOutcome run_job(const JobConfig& job, const RunOptions& options) { return Job(job, options).run(); }

@@ -117,6 +117,20 @@ struct LoraJobConfig {
   std::vector<std::string> targets{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 };
 
+// Periodic validation on held-out tasks (job key `validation`, jobs/README.md): after every
+// `every` steps of a generating stage (selftrain, crl) and after its last, the policy samples G
+// completions of each held-out task's prompt (as `crl prompt` shows it: no exemplars) and the
+// evaluators judge them; the verdicts go to the results file's /validation table only, never to the
+// rewards, the exemplars or an update. A held-out task must not be one of the job's `tasks`.
+struct ValidationConfig {
+  bool enabled = false;
+  TaskSelectionConfig tasks;
+  int64_t every = 10;  // a generating stage's steps between validations
+  int64_t group = 4;   // G: completions per held-out task
+  SamplingConfig sampling;
+  std::string where;   // "FILE:LINE" of the `validation.tasks` key, for errors found once the suite is known
+};
+
 struct JobConfig {
   std::string path;   // the file it came from
   std::string name;
@@ -137,6 +151,7 @@ struct JobConfig {
   JobEvalConfig eval;
   GenerationConfig generation;
   LoraJobConfig lora;
+  ValidationConfig validation;
   nlohmann::json as_json;        // the whole file as JSON, for /meta
 };
 

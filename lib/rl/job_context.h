@@ -23,13 +23,14 @@ struct JobContext {
   std::string run_dir;             // results.h5 and checkpoints/
   Suite suite;
   std::vector<const Task*> tasks;  // the job's tasks (job key `tasks`), into `suite`
+  std::vector<const Task*> validation_tasks;  // held out (job key `validation.tasks`; none without it)
   std::string instructions;        // the prompt's instructions (job key `instructions`)
   int evaluators = 0;              // world ranks beyond the trainers
   std::optional<ResumePoint> resume;
 
   // The policy's prompt for `task` showing `exemplars`.
   std::string render_prompt(const Task& task, const std::vector<PromptExemplar>& exemplars) const {
-    return build_prompt({instructions, task.id, task.text, exemplars, true});
+    return render_task_prompt(instructions, task, exemplars);
   }
   // The resume point when stage `index` is the one to continue (nullptr otherwise).
   const ResumePoint* resuming_stage(size_t index) const {

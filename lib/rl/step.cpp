@@ -52,6 +52,13 @@ StepPlan plan_step(const StageConfig& stage, const std::vector<const Task*>& tas
   return plan;
 }
 
+StepPlan plan_validation(const std::vector<const Task*>& held_out, int64_t job_step, const PromptRenderer& render) {
+  StepPlan plan;
+  plan.job_step = job_step;
+  for (const Task* task : held_out) plan.groups.push_back({task->id, render(*task, {}), ""});
+  return plan;
+}
+
 std::vector<RolloutRecord> records_from(const StepPlan& plan, int64_t group_size,
                                         const std::vector<std::vector<CompletionMessage>>& per_trainer, int64_t first_id) {
   const int64_t n = static_cast<int64_t>(plan.groups.size()) * group_size;
@@ -318,20 +325,20 @@ StepRow step_row_of(const StepBatch& batch, const UpdateStats& update, const std
   return row;
 }
 
-std::vector<StepText> texts_of(const StepBatch& batch) {
+std::vector<StepText> texts_of(const StepBatch& batch, const std::string& store_prefix) {
   std::vector<StepText> texts;
   for (const RolloutRecord& r : batch.rollouts) {
     const eval::Verdict& v = r.verdict;
-    texts.push_back({"prompts", r.id, batch.plan.groups[static_cast<size_t>(r.group)].prompt});
-    texts.push_back({"completions", r.id, r.completion});
-    if (!r.program.empty()) texts.push_back({"programs", r.id, r.program});
+    texts.push_back({store_prefix + "prompts", r.id, batch.plan.groups[static_cast<size_t>(r.group)].prompt});
+    texts.push_back({store_prefix + "completions", r.id, r.completion});
+    if (!r.program.empty()) texts.push_back({store_prefix + "programs", r.id, r.program});
     std::string log = v.message;
     for (const auto& s : v.steps) {
       if (s.name == "judge") log += "\n--- judge\n" + s.detail;  // its secret replays the task's inputs
     }
     if (!v.compile_log.empty()) log += "\n--- compile log\n" + v.compile_log;
     if (!v.worker_log.empty()) log += "\n--- worker log\n" + v.worker_log;
-    texts.push_back({"logs", r.id, std::move(log)});
+    texts.push_back({store_prefix + "logs", r.id, std::move(log)});
   }
   return texts;
 }

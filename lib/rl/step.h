@@ -35,6 +35,10 @@ using PromptRenderer = std::function<std::string(const Task& task, const std::ve
 StepPlan plan_step(const StageConfig& stage, const std::vector<const Task*>& tasks, const ExemplarDatabase& exemplars,
                    uint64_t seed, int64_t job_step, const PromptRenderer& render);
 
+// The plan of a held-out validation after job step `job_step` (job key `validation`): one group per
+// held-out task, its prompt without exemplars. Deterministic: every trainer makes the same.
+StepPlan plan_validation(const std::vector<const Task*>& held_out, int64_t job_step, const PromptRenderer& render);
+
 // Rank 0's records of the step from every trainer's completions (in any order): rollout index
 // group * G + sample gets rollout id first_id + index and its group's task. Throws Error for an
 // index outside the plan or a rollout sent twice or never.
@@ -77,13 +81,14 @@ StepRow step_row_of(const StepBatch& batch, const UpdateStats& update, const std
 
 // The step's texts, keyed by rollout id: prompts, completions, programs (those that have one) and
 // logs (the verdict's message, its judge step's detail, which names the secret that replays the
-// inputs, and its compile and worker logs), in rollout order.
+// inputs, and its compile and worker logs), in rollout order. `store_prefix` goes before each
+// store's name ("validation_": the held-out validation's own stores, keyed by its own ids).
 struct StepText {
-  const char* store;
+  std::string store;
   int64_t id;
   std::string text;
 };
-std::vector<StepText> texts_of(const StepBatch& batch);
+std::vector<StepText> texts_of(const StepBatch& batch, const std::string& store_prefix = "");
 
 // The step's correct programs with a measured speedup: the exemplar database's new entries.
 std::vector<Exemplar> exemplars_of(const StepBatch& batch);

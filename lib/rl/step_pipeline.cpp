@@ -76,6 +76,10 @@ class GeneratingStage {
   StepOutcome run_step_overlapped(GeneratedStep& current, std::optional<GeneratedStep>& next);
 
   Collected collect(const GeneratedStep& current);
+  // Held-out validation (job key `validation`) after `steps_done` of the stage's steps, when due:
+  // every `every` steps and after the stage's last. Every trainer samples its share of the held-out
+  // tasks from the policy as it is now; rank 0 judges and records them. No update follows.
+  void validate_if_due(int64_t steps_done);
   // Rank 0's judged outcome (its argument) to every trainer.
   StepOutcome share(const StepOutcome& outcome);
   UpdateStats update_policy(const GeneratedStep& current, const StepOutcome& outcome);
@@ -163,6 +167,7 @@ void GeneratingStage::run() {
         stale_ && local_step + 1 < stage_.steps ? run_step_overlapped(*current, next) : run_step(*current);
     ++rank_.job_step();
     current = std::move(next);
+    validate_if_due(local_step + 1);
     if (stops_after(local_step, current ? &*current : nullptr, outcome)) return;
     if (!current && local_step + 1 < stage_.steps) current = generate(local_step + 1);
   }
@@ -197,13 +202,29 @@ StepOutcome GeneratingStage::run_step_overlapped(GeneratedStep& current, std::op
   return outcome;
 }
 
+// This trainer's rollouts as rank 0 receives them.
+std::vector<CompletionMessage> completion_messages(const GeneratedStep& step) {
+  std::vector<CompletionMessage> mine;
+  for (const RolloutRecord& r : step.mine) mine.push_back({r.group, r.sample, r.completion, static_cast<int64_t>(r.tokens.size())});
+  return mine;
+}
+
+void GeneratingStage::validate_if_due(int64_t steps_done) {
+  const ValidationConfig& validation = rank_.job().validation;
+  if (!validation.enabled || (steps_done % validation.every != 0 && steps_done != stage_.steps)) return;
+  const JobContext& context = rank_.context();
+  // Labelled with the step just trained: a checkpoint after it covers these rows.
+  const StepPlan plan = plan_validation(context.validation_tasks, rank_.job_step() - 1,
+                                        [&](const Task& task, const std::vector<PromptExemplar>& shown) { return context.render_prompt(task, shown); });
+  const GeneratedStep generated = rank_.generate_validation(plan);
+  const auto per_trainer = rank_.trainers().gather(completion_messages(generated), 0, "a trainer's validation completions");
+  if (coordinator_ != nullptr) coordinator_->validate(generated.plan, generated.policy_version, per_trainer, stage_name_);
+}
+
 Collected GeneratingStage::collect(const GeneratedStep& current) {
   int64_t my_tokens = 0;
-  std::vector<CompletionMessage> mine;
-  for (const RolloutRecord& r : current.mine) {
-    my_tokens += static_cast<int64_t>(r.tokens.size());
-    mine.push_back({r.group, r.sample, r.completion, static_cast<int64_t>(r.tokens.size())});
-  }
+  for (const RolloutRecord& r : current.mine) my_tokens += static_cast<int64_t>(r.tokens.size());
+  const std::vector<CompletionMessage> mine = completion_messages(current);
   const double tokens_generated = rank_.comm().all_reduce_scalar(static_cast<double>(my_tokens));
   const double seconds_generate = rank_.comm().all_reduce_scalar(current.seconds) / rank_.trainers().size();
   Collected out;

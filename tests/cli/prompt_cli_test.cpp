@@ -1,6 +1,6 @@
 // `crl prompt` as a user types it (issue 43, item 4): the prompt a job shows the policy for a task,
 // its instructions and the task's reference (without kernelbench_params), as text or JSON; the
-// job file's instructions and tasks when given; bad input is exit 3 naming what.
+// job file's instructions and tasks when given, or a level's; bad input is exit 3 naming what.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +53,20 @@ TEST(PromptCli, AJobFileGivesItsInstructionsAndTasks) {
   const std::string prompt = j[0]["prompt"].get<std::string>();
   EXPECT_LT(prompt.size(), 4000u) << prompt;
   EXPECT_EQ(prompt.find("## The spec section (references)"), std::string::npos) << prompt;
+}
+
+TEST(PromptCli, ALevelGivesEveryTaskOfIt) {
+  // Every prompt's header counted by grep: the 50 prompts are more text than run_command keeps.
+  const auto r = run_command({"bash", "-c", std::string(CRL_FRONT_EXE) + " prompt --level 3 | grep -c '^=== level3/'"},
+                             {.timeout = std::chrono::seconds(60)});
+  EXPECT_EQ(r.output, "50\n");  // the suite's level 3 (README: 50 level-3 models)
+  // With --job: the job's tasks of that level (jobs/ci.yaml's three are of level 1).
+  const auto job = crl({"prompt", "--job", std::string(CRL_SOURCE_DIR) + "/jobs/ci.yaml", "--level", "1", "--json"});
+  ASSERT_EQ(job.exit_code, 0) << job.output;
+  EXPECT_EQ(json_in(job).size(), 3u);
+  const auto none = crl({"prompt", "--level", "9"});
+  EXPECT_EQ(none.exit_code, 3) << none.output;
+  EXPECT_NE(none.output.find("--level 9: 'tasks' selects no task"), std::string::npos) << none.output;
 }
 
 TEST(PromptCli, NoTaskOrAnUnknownOneIsBadInput) {

@@ -9,6 +9,7 @@ For notebooks and for `crl report` (tools/analysis/crl_report.py). Needs h5py, n
                                                     # superseded=True keeps them), /meta, optionally every text
     run.steps.plot(x="step", y="reward_mean")      # /steps: one row per training step
     run.rollouts.groupby("task").speedup.max()     # /rollouts: one row per evaluated completion
+    run.validation                                  # /validation: held-out tasks (job key `validation`)
     run.verdicts                                    # /verdicts: what `crl eval --h5` writes
     run.meta["git_commit"], run.job_config          # /meta attributes; job_config parsed from JSON
 
@@ -27,7 +28,7 @@ naming the file and the field, never allocates what it claims), as crl's C++ rea
   starting with a digit), column lists hold no duplicates and list every dataset of their group;
 - every column is a 1-D int64, float64, bool or UTF-8 string dataset, and its row count fits in
   the bytes the file (and the dataset's own storage) actually holds;
-- the columns of a documented table (/verdicts, /steps, /rollouts) have their documented types (a
+- the columns of a documented table (/verdicts, /steps, /rollouts, /validation, /samples) have their documented types (a
   string speedup column is an error, not a column of NaN);
 - all columns of a table have one length; a text store is (id int64, text string), ids unique.
 An HDF5 error while reading (a damaged heap or chunk) is a ResultsFileError naming the file too.
@@ -86,9 +87,17 @@ ROLLOUT_COLUMNS = {
     "candidate_median_us": "float64", "reference_median_us": "float64", "scale": "string",
     "speedup_ci_half_width": "float64",
 }
-KNOWN_TABLES = {"verdicts": VERDICT_COLUMNS, "steps": STEP_COLUMNS, "rollouts": ROLLOUT_COLUMNS}
+# `crl eval-model`'s samples (their verdicts are /verdicts rows, candidate "sample S").
+SAMPLE_COLUMNS = {
+    "sample_id": "int64", "task": "string", "sample": "int64", "prompt_tokens": "int64", "completion_tokens": "int64",
+    "finish_reason": "string",
+}
+# /validation (a job's held-out tasks, job key `validation`) has /rollouts' columns, its ids its own.
+KNOWN_TABLES = {"verdicts": VERDICT_COLUMNS, "steps": STEP_COLUMNS, "rollouts": ROLLOUT_COLUMNS,
+                "validation": ROLLOUT_COLUMNS, "samples": SAMPLE_COLUMNS}
 TEXT_COLUMNS = {"id": "int64", "text": "string"}
 RUN_TEXT_STORES = ("prompts", "completions", "programs", "logs")  # keyed by rollout_id
+VALIDATION_TEXT_STORES = tuple("validation_" + s for s in RUN_TEXT_STORES)  # keyed by /validation's rollout_id
 VERDICT_TEXT_STORES = ("verdict_compile_log", "verdict_worker_log", "verdict_steps", "verdict_program")  # keyed by row
 
 _NUMPY_TYPES = {"int64": np.int64, "float64": np.float64, "bool": np.bool_, "string": object}
@@ -314,6 +323,10 @@ class ResultsFile:
         """/rollouts (`crl run`): one row per evaluated completion."""
         return self._known("rollouts")
 
+    def validation(self) -> pd.DataFrame:
+        """/validation (`crl run` with `validation:`): one row per completion of a held-out task."""
+        return self._known("validation")
+
     # --- text stores ---------------------------------------------------------------------------
     def texts(self, store: str, ids=None) -> pd.Series:
         """Text store /text/<store> as a Series id -> text (empty when absent). With `ids`, only those
@@ -371,8 +384,13 @@ class Results:
     verdicts: pd.DataFrame
     steps: pd.DataFrame
     rollouts: pd.DataFrame
-    tables: dict          # every table by name (the three above included)
+    tables: dict          # every table by name (the three above included, and /validation)
     texts: dict           # store -> Series id -> text (empty unless load(..., texts=True))
+
+    @property
+    def validation(self) -> pd.DataFrame:
+        """/validation: the held-out tasks' completions (never trained on), /rollouts' columns."""
+        return self.tables["validation"]
 
     @property
     def job_config(self):

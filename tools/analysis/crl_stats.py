@@ -19,6 +19,8 @@ Definitions (docs/report.md says the same, for readers of the page):
   counted attempts of which c are correct, 1 - C(n-c, k) / C(n, k), averaged over the tasks with at
   least k attempts (null where none has; `pass_at_k_tasks` says how many were averaged).
 - compile / correct / hack rates: shares of attempts.
+- splits: a run's held-out tasks (its /validation, job key `validation`) and the tasks it trains on are
+  counted apart in every table (by_split); files without held-out tasks have one split, "".
 """
 from __future__ import annotations
 
@@ -308,6 +310,29 @@ def _descent(rid: int, by_id: pd.DataFrame, limit: int = 8) -> list[int]:
             break
         line.append(max(parents, key=lambda p: (str(by_id.at[p, "status"]) == "ok", float(by_id.at[p, "speedup"]))))
     return line
+
+
+def by_split(attempts: pd.DataFrame) -> dict:
+    """{split: its attempts} (split: "trained-on", "held-out", or "" where the input has none), so that a
+    run's held-out tasks (job key `validation`) are never averaged with the tasks it trains on."""
+    if attempts.empty or "split" not in attempts:
+        return {"": attempts}
+    groups = {str(split): group for split, group in attempts.groupby("split", sort=True)}
+    return dict(sorted(groups.items(), key=lambda item: item[0] == "held-out"))  # the trained-on tasks first
+
+
+def validation_over_steps(attempts: pd.DataFrame) -> pd.DataFrame:
+    """Per validation (the step it followed) of a run's held-out attempts: completions, the share that is
+    correct, tasks with a correct program, and the geomean of those tasks' best speedups."""
+    a = counted(attempts)
+    a = a[a["step"].notna()] if "step" in a else a.iloc[0:0]
+    rows = []
+    for step, group in a.groupby("step"):
+        best = group[group["correct"]].groupby("task")["speedup"].max()
+        rows.append({"step": int(step), "tasks": int(group["task"].nunique()), "completions": int(len(group)),
+                     "correct_share": float(group["correct"].mean()), "tasks_correct": int(len(best)),
+                     "geomean_best": geomean(best.values)})
+    return pd.DataFrame(rows)
 
 
 def roofline_levels(points: pd.DataFrame) -> list[dict]:
