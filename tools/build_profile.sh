@@ -31,10 +31,13 @@ export CRL_BUILD_PROFILE_OUT="$build_dir/build_profile.tsv"
 export CCACHE_DISABLE=1
 # The recorder stands in for ccache: cmake/CrlCompilerCache.cmake launches every compile through
 # whatever CRL_CCACHE names; links get it as CMake's linker launcher.
-cmake -S "$source_dir" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# The compilers setup.sh would choose (CRL_CXX/CRL_CC choose others).
+# shellcheck disable=SC2046  # two words: the compiler options
+cmake -S "$source_dir" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $("$here/choose_compilers.sh") \
   -DCRL_CCACHE="$here/build_profile_record.sh" -DCMAKE_CXX_LINKER_LAUNCHER="$here/build_profile_record.sh" >"$build_dir/configure.log"
 start=$(date +%s.%N)
 cmake --build "$build_dir" -j"$jobs" --target "${targets[@]}" >"$build_dir/build.log"
 end=$(date +%s.%N)
 wall=$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.1f", e - s }')
-python3 "$here/build_profile_report.py" $json --wall "$wall" --jobs "$jobs" --targets "${targets[*]}" "$CRL_BUILD_PROFILE_OUT"
+compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
+python3 "$here/build_profile_report.py" $json --wall "$wall" --jobs "$jobs" --targets "${targets[*]}" --compiler "$compiler" "$CRL_BUILD_PROFILE_OUT"

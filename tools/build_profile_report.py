@@ -47,6 +47,7 @@ def main():
     p.add_argument("--wall", type=float, required=True)
     p.add_argument("--jobs", type=int, required=True)
     p.add_argument("--targets", default="all")
+    p.add_argument("--compiler", default="")
     p.add_argument("--top", type=int, default=15)
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
@@ -55,11 +56,12 @@ def main():
     total = sum(r["cpu_s"] for r in table.values())
     costliest = sorted(steps, key=lambda s: -s["cpu_s"])[: a.top]
     if a.json:
-        json.dump({"targets": a.targets, "jobs": a.jobs, "wall_s": a.wall, "cpu_s": total, "steps": len(steps),
+        json.dump({"targets": a.targets, "compiler": a.compiler, "jobs": a.jobs, "wall_s": a.wall, "cpu_s": total, "steps": len(steps),
                    "groups": table, "costliest": costliest}, sys.stdout, indent=1)
         print()
         return
-    print(f"build of {a.targets} with {a.jobs} jobs: {a.wall:.0f} s wall, {total:.0f} CPU s in {len(steps)} steps")
+    print(f"build of {a.targets} by {a.compiler or 'the default compiler'} with {a.jobs} jobs: {a.wall:.0f} s wall, "
+          f"{total:.0f} CPU s in {len(steps)} steps")
     print(f"{'group':<7}{'compiles':>9}{'CPU s':>9}{'links':>7}{'CPU s':>8}{'total':>9}")
     for g, r in table.items():
         if r["compiles"] or r["links"]:

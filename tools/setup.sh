@@ -5,6 +5,7 @@
 #        (idempotent; quick when everything is already there)
 # Env:   CRL_HOME (default ~/.local/share/crl) holds the torch==2.11.0 venv shared by every clone.
 #        CRL_BUILD_DIR (default build), CRL_SKIP_BUILD=1 to stop after installing.
+#        CRL_CXX / CRL_CC: the compilers of a new build folder (default clang++/clang where they work).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGETS=(crl crl-worker)  # crl pulls in crl_exec, the static front (apps/crl/CMakeLists.txt)
@@ -76,7 +77,9 @@ fi
 
 [ "${CRL_SKIP_BUILD:-0}" = 1 ] && exit 0
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  # The compilers (tools/choose_compilers.sh): clang where it works, else the system's c++.
+  # shellcheck disable=SC2046  # two words: the compiler options
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(tools/choose_compilers.sh)
 fi
 # Only what is asked for: the tests and benchmarks are ~270 of the tree's ~310 targets and most of
 # its compile time (issue 44: 28 minutes of a fresh 2-core machine's 31 were theirs).
