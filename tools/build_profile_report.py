@@ -26,7 +26,7 @@ def read_steps(path):
                 sys.exit(f"build_profile_report: {path}:{n}: not 'cpu<TAB>wall<TAB>output': {line!r}")
             cpu, wall, output = float(parts[0]), float(parts[1]), parts[2]
             steps.append({"output": output, "cpu_s": cpu, "wall_s": wall,
-                          "kind": "compile" if output.endswith((".o", ".gch")) else "link"})
+                          "kind": "compile" if output.endswith((".o", ".gch", ".pch")) else "link"})
     return steps
 
 
