@@ -127,11 +127,32 @@ target_include_directories(crl_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 # target: each is about 0.9 GB on disk and half a minute of a CI core.
 # GCC accepts a precompiled header only under the same -fPIC/-fPIE setting, so executables that
 # use it compile as -fPIC too (their objects still link into position-independent executables).
+# crl_use_torch_pch(target [FROM pch_target]): another header target (the tests' is built at -O0).
 function(crl_use_torch_pch target)
+  cmake_parse_arguments(P "" "FROM" "" ${ARGN})
+  set(from crl_torch_pch)
+  if(P_FROM)
+    set(from ${P_FROM})
+  endif()
   get_target_property(type ${target} TYPE)
   if(type STREQUAL "EXECUTABLE")
     set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
     target_compile_options(${target} PRIVATE -fPIC)
   endif()
-  target_precompile_headers(${target} REUSE_FROM crl_torch_pch)
+  target_precompile_headers(${target} REUSE_FROM ${from})
+endfunction()
+
+# crl_add_torch_pch(name [OPTIONS flags...]): a target holding the precompiled <torch/torch.h>.
+# It links crl_core so that it is built with the same definitions as the targets reusing it.
+function(crl_add_torch_pch name)
+  cmake_parse_arguments(P "" "" "OPTIONS" ${ARGN})
+  add_library(${name} STATIC ${PROJECT_SOURCE_DIR}/cmake/torch_pch.cpp)
+  target_link_libraries(${name} PUBLIC crl_core crl_torch)
+  target_compile_options(${name} PRIVATE ${P_OPTIONS})
+  target_precompile_headers(${name} PRIVATE <torch/torch.h>)
+  # Clang can keep the header's instantiated templates in the PCH (g++ redoes them in every
+  # file): a LibTorch file here compiled in 11.5 CPU s against g++'s 19.2, both with the PCH.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(${name} PRIVATE -fpch-instantiate-templates)
+  endif()
 endfunction()
