@@ -19,17 +19,9 @@ import subprocess
 import sys
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO, fail
+from job_test_setup import MPIRUN_ENV, REPO, fail, job_head
 
-JOB = f"""name: hf-checkpoint
-seed: 1
-model: unused                    # replaced by --model
-prompt_format: raw
-backend: cpu
-roles: {{trainers: 1}}
-instructions: {REPO}/jobs/data/ci_instructions.md
-tasks: {{ids: [level1/019_relu, level1/021_sigmoid]}}
-stages:
+JOB = job_head("hf-checkpoint", "level1/019_relu, level1/021_sigmoid", None) + f"""stages:
   - kind: sft
     data: {REPO}/jobs/data/ci_sft.jsonl
     epochs: 1

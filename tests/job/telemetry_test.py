@@ -19,18 +19,9 @@ import subprocess
 import sys
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO, fail
+from job_test_setup import MPIRUN_ENV, REPO, fail, job_head
 
-JOB = f"""name: telemetry
-seed: 1
-model: unused                    # replaced by --model
-prompt_format: raw
-backend: cpu
-roles: {{trainers: 1}}
-instructions: {REPO}/jobs/data/ci_instructions.md
-tasks: {{ids: [level1/019_relu]}}
-eval: {{scale: small, trials: 1, time_budget: 0.1, call_timeout: 10, max_relative_ci: 10}}
-stages:
+JOB = job_head("telemetry", "level1/019_relu", 'scale: small, trials: 1, time_budget: 0.1, call_timeout: 10, max_relative_ci: 10') + f"""stages:
   - kind: crl
     steps: 1
     batch: 1

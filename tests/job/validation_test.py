@@ -19,22 +19,13 @@ import sys
 import time
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO, fail
+from job_test_setup import MPIRUN_ENV, REPO, fail, job_head
 
 TRAIN, HELD_OUT = "level1/019_relu", "level1/021_sigmoid"
 
 
 def job_text(validation):
-    return f"""name: validation
-seed: 1
-model: unused                    # replaced by --model
-prompt_format: raw
-backend: cpu
-roles: {{trainers: 1}}
-instructions: {REPO}/jobs/data/ci_instructions.md
-tasks: {{ids: [{TRAIN}]}}
-eval: {{scale: small, trials: 1, time_budget: 0.1, call_timeout: 10, max_relative_ci: 10}}
-stages:
+    return job_head("validation", TRAIN, 'scale: small, trials: 1, time_budget: 0.1, call_timeout: 10, max_relative_ci: 10') + f"""stages:
   - kind: crl
     steps: 3
     batch: 1
