@@ -1,8 +1,9 @@
 # Finds crl's dependencies the standard way; CUDA and NCCL are optional (on when nvcc is found).
 include_guard(GLOBAL)
 
-# --- LibTorch: honour CMAKE_PREFIX_PATH / Torch_DIR; otherwise ask a python that has torch.
-if(NOT Torch_DIR)
+# --- LibTorch: honour CMAKE_PREFIX_PATH / Torch_DIR; otherwise ask a python that has torch. That
+# python is also the one KernelBench-format candidates embed (lib/pyprogram): CRL_TORCH_PYTHON.
+if(NOT Torch_DIR OR NOT CRL_TORCH_PYTHON)
   set(_crl_pythons "$ENV{CRL_HOME}/venv/bin/python3" "$ENV{HOME}/.local/share/crl/venv/bin/python3" python3)
   foreach(_py IN LISTS _crl_pythons)
     find_program(_crl_py NAMES ${_py} NO_CACHE)
@@ -11,8 +12,13 @@ if(NOT Torch_DIR)
                       OUTPUT_VARIABLE _torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
                       RESULT_VARIABLE _rc ERROR_QUIET)
       if(_rc EQUAL 0 AND _torch_prefix)
-        list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
-        message(STATUS "crl: LibTorch from ${_crl_py}: ${_torch_prefix}")
+        if(NOT Torch_DIR)
+          list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+          message(STATUS "crl: LibTorch from ${_crl_py}: ${_torch_prefix}")
+        endif()
+        if(NOT CRL_TORCH_PYTHON)
+          set(CRL_TORCH_PYTHON ${_crl_py} CACHE FILEPATH "the python3 whose torch crl links")
+        endif()
         break()
       endif()
     endif()

@@ -105,7 +105,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& program, const 
   Evaluation e{task, options_, **judge, client, trace};
   const auto compiled = compile_candidate(compiler_, task, program, options_, trace);
   if (!compiled) return finish(trace, worker, compiled.failure());
-  if (auto f = load_candidate(e, *pool_, compiled->library_path, worker)) return finish(trace, worker, *f);
+  if (auto f = load_candidate(e, *pool_, *compiled, worker)) return finish(trace, worker, *f);
   if (auto f = run_trials(e, worker)) return finish(trace, worker, *f);
   if (options_.hack_guards) {
     if (auto f = run_guards(e, worker)) return finish(trace, worker, *f);
@@ -122,7 +122,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& program, const 
     if (auto f = roofline_gate(e, worker, trace.verdict().candidate_time.median_us)) return finish(trace, worker, *f);
   }
   if (options_.hack_guards && timed->estimate.speedup > options_.remeasure_above_speedup) {
-    if (auto f = remeasure(e, *pool_, compiled->library_path, worker, *timed)) return finish(trace, worker, *f);
+    if (auto f = remeasure(e, *pool_, *compiled, worker, *timed)) return finish(trace, worker, *f);
   }
   return finish_ok(trace, worker, "");
 }
@@ -187,6 +187,7 @@ Verdict Evaluator::close(Trace& trace, CandidateWorker& worker) {
 }
 
 void Evaluator::compile_ahead(const Task& task, const ProgramText& candidate) {
+  if (candidate.kind == ProgramKind::kernelbench) return;  // nothing to compile
   // The future is dropped: the result lands in the cache (or reaches whoever joins the compile).
   (void)compiler_.submit({candidate, task.spec.num_args(), options_.backend, ""});
 }

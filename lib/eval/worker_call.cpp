@@ -19,7 +19,10 @@ Result<nlohmann::json> call_raw(WorkerProcess& worker, worker::Op op, const nloh
     if (seconds != nullptr) *seconds = seconds_since(start);
     const auto error = worker::reply_error(reply, op);
     if (!error) return reply;
-    Failure f = Failure::of(VerdictStatus::kRuntimeError, fmt::format("{}: {}", during, error->error), kill);
+    const VerdictStatus status = error->status == "format_error"    ? VerdictStatus::kFormatError
+                                 : error->status == "compile_error" ? VerdictStatus::kCompileError
+                                                                    : VerdictStatus::kRuntimeError;
+    Failure f = Failure::of(status, fmt::format("{}: {}", during, error->error), kill);
     f.out_of_memory = error->out_of_memory;
     if (error->device_short) {
       // The GPU ran out while this worker was within its share: the evaluation's processes

@@ -67,8 +67,9 @@ std::string build_prompt(const PromptInputs& in) {
   return out;
 }
 
-std::string completion_from_program(const std::string& program) {
-  return fmt::format("1. Performance analysis:\n\n2. Plan:\n\n3. The program:\n\n```\n{}```\n", one_newline(program));
+std::string completion_from_program(const std::string& program, ProgramKind kind) {
+  return fmt::format("1. Performance analysis:\n\n2. Plan:\n\n3. The program:\n\n```{}\n{}```\n",
+                     kind == ProgramKind::kernelbench ? "python" : "", one_newline(program));
 }
 
 }  // namespace crl::rl

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "program/program_text.h"
+
 namespace crl::rl {
 
 struct PromptExemplar {
@@ -30,6 +32,6 @@ std::string reference_for_prompt(const std::string& text);
 
 // A completion made from a program alone (SFT data of {task, program}): an empty analysis and
 // plan, then the program in the fenced block the prompt asks for.
-std::string completion_from_program(const std::string& program);
+std::string completion_from_program(const std::string& program, ProgramKind kind = ProgramKind::crl);
 
 }  // namespace crl::rl

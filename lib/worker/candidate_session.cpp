@@ -63,6 +63,15 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
   replay_as_graph_ = request.replay_as_graph;
   if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
   const std::string& library = request.library;
+  const bool python = request.program_kind == "kernelbench";
+  if (!python && request.program_kind != "crl") throw InputError(fmt::format("unknown program kind '{}'", request.program_kind));
+  if (python) {
+    // The interpreter and torch start before the file rules (they read hundreds of files); the
+    // rules then keep only its module folders readable, for what the candidate imports later.
+    for (const auto& folder : pyprogram::start_python()) {
+      if (file_rules_) file_rules_->readable_paths.push_back(folder);
+    }
+  }
   if (file_rules_) {
     // Of the GPUs' device files: none for a CPU program; on the GPU the driver's and this GPU's own
     // node, not the other GPUs' (a program could reach them with a second copy of the driver's
@@ -77,7 +86,13 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
     std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
   }
   // "reference" when this worker times the reference (the judge's arena, the same requests).
-  candidate_ = std::make_unique<NamedProgram>(request.program_name, library);
+  if (python) {
+    candidate_ = std::make_unique<NamedProgram>(
+        request.program_name,
+        std::make_shared<pyprogram::PythonProgram>(request.python_source, request.origin, *spec_, scale_, device_.device()));
+  } else {
+    candidate_ = std::make_unique<NamedProgram>(request.program_name, library);
+  }
   // Its intra-op threads: for the reference's timing worker, the cores a candidate may use on the
   // CPU (a candidate's own answer is never used: its static initialisers ran by now).
   LoadReply reply;

@@ -186,7 +186,9 @@ nlohmann::json LoadRequest::to_json() const {
           {"scale", scale},                         {"device", device.device},
           {"gpu_memory_fraction", device.gpu_memory_fraction},
           {"cpu_threads", device.cpu_threads},      {"cache_bytes", cache_bytes},
-          {"program_name", program_name},           {"replay_as_graph", replay_as_graph}};
+          {"program_name", program_name},           {"replay_as_graph", replay_as_graph},
+          {"program_kind", program_kind},           {"python_source", python_source},
+          {"origin", origin}};
 }
 
 LoadRequest LoadRequest::from(const Fields& f) {
@@ -200,6 +202,9 @@ LoadRequest LoadRequest::from(const Fields& f) {
   r.cache_bytes = f.integer("cache_bytes");
   r.program_name = f.text("program_name");
   r.replay_as_graph = f.flag("replay_as_graph");
+  r.program_kind = f.text("program_kind");
+  r.python_source = f.text("python_source");
+  r.origin = f.text("origin");
   return r;
 }
 
@@ -447,13 +452,19 @@ nlohmann::json encode_error(const ErrorReply& error) {
           {"error", error.error},
           {"sticky", error.sticky},
           {"out_of_memory", error.out_of_memory},
-          {"device_short", error.device_short}};
+          {"device_short", error.device_short},
+          {"status", error.status}};
 }
 
 std::optional<ErrorReply> reply_error(const nlohmann::json& reply, Op op) {
   const Fields f(reply, "reply to '" + std::string(op_name(op)) + "'");
   if (f.flag("ok")) return std::nullopt;
-  return ErrorReply{f.text("error"), f.flag("sticky"), f.flag("out_of_memory"), f.has("device_short") && f.flag("device_short")};
+  ErrorReply error{f.text("error"), f.flag("sticky"), f.flag("out_of_memory"), f.has("device_short") && f.flag("device_short")};
+  if (f.has("status")) error.status = f.text("status");
+  if (!error.status.empty() && error.status != "format_error" && error.status != "compile_error") {
+    throw InputError(fmt::format("reply to '{}': status '{}' is none a worker may give", op_name(op), error.status));
+  }
+  return error;
 }
 
 }  // namespace crl::worker

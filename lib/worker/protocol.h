@@ -103,6 +103,9 @@ struct LoadRequest {
   using Reply = LoadReply;
   std::string reference_program;  // the task's .crl file (its spec)
   std::string library;            // the program to load: the reference's (judge) or the worker's program
+  std::string program_kind = "crl";  // "kernelbench": no library; python_source is the candidate's module
+  std::string python_source;
+  std::string origin;              // the candidate's name in messages (its file or JSONL line)
   std::string scale;
   DeviceSettings device;
   int64_t cache_bytes = 0;         // judge: reference outputs it keeps
@@ -382,12 +385,16 @@ Request decode_request(const nlohmann::json& request) {
 }
 
 // A reply: {"ok": true, fields...}, or the failure {"ok": false, "error", "sticky", "out_of_memory",
-// "device_short"}.
+// "device_short", "status"}.
 struct ErrorReply {
   std::string error;
   bool sticky = false;         // a sticky CUDA error: the worker exits after this reply
   bool out_of_memory = false;  // the device ran out of memory (the judge's own, when it says so)
   bool device_short = false;   // ... while the worker was within its share: the others took too much
+  // The candidate's fault in verdict terms, where the worker knows it ("format_error", "compile_error":
+  // a KernelBench-format module that is no ModelNew crl can judge, or does not import); "" otherwise.
+  // Both end in a verdict of reward 0, as a runtime error does: a program that forges one gains nothing.
+  std::string status;
 };
 template <typename Reply>
 nlohmann::json encode_reply(const Reply& reply) {

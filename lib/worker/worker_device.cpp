@@ -231,9 +231,20 @@ void WorkerDevice::check(const std::string& after) {
 #endif
 }
 
+NamedProgram::NamedProgram(std::string which, const std::string& path) : which_(std::move(which)) {
+  auto library = std::make_shared<LoadedProgram>(path);
+  forward_ = [p = library.get()](const std::vector<at::Tensor>& args) { return p->forward(args); };
+  program_ = std::move(library);
+}
+
+NamedProgram::NamedProgram(std::string which, std::shared_ptr<pyprogram::PythonProgram> program) : which_(std::move(which)) {
+  forward_ = [p = program.get()](const std::vector<at::Tensor>& args) { return p->forward(args); };
+  program_ = std::move(program);
+}
+
 std::vector<at::Tensor> NamedProgram::operator()(const std::vector<at::Tensor>& args) const {
   try {
-    return program_.forward(args);
+    return forward_(args);
   } catch (const Error& e) {
     throw Error("the " + which_ + "'s forward failed: " + e.what());
   }

@@ -7,12 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "compile/loaded_program.h"
+#include "pyprogram/python_program.h"
 #include "worker/exchange.h"
 #include "worker/protocol.h"
 #include "program/task_spec.h"
@@ -71,17 +73,21 @@ class WorkerDevice {
   uint64_t outside_allocator_ = 0; // bytes of the share held outside the caching allocator
 };
 
-// A program library (lib/compile checks its ABI) and its role in messages.
+// A program and its role in messages: a compiled library (lib/compile checks its ABI) or a
+// KernelBench-format module in the embedded Python (lib/pyprogram).
 class NamedProgram {
  public:
-  NamedProgram(std::string which, const std::string& path) : which_(std::move(which)), program_(path) {}
+  using Forward = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+  NamedProgram(std::string which, const std::string& path);
+  NamedProgram(std::string which, std::shared_ptr<pyprogram::PythonProgram> program);
   // Never unloaded before the worker exits: a program's static destructors or threads could still run.
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
   const std::string& which() const { return which_; }
 
  private:
   std::string which_;
-  LoadedProgram program_;
+  std::shared_ptr<void> program_;  // what forward_ calls
+  Forward forward_;
 };
 
 // CUDA events made ahead of the timed requests that record into them (none on the CPU).

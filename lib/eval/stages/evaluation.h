@@ -10,6 +10,7 @@
 #include "eval/task_judge.h"
 #include "eval/trace.h"
 #include "eval/worker_process.h"
+#include "program/program_text.h"
 #include "suite/suite.h"
 
 namespace crl::eval {
@@ -21,6 +22,15 @@ struct Evaluation {
   JudgeClient& judge;
   Trace& trace;
   bool cuda() const { return options.backend == Backend::cuda; }
+};
+
+// What the candidate's worker loads: its compiled library, or a KernelBench-format module's text
+// (which only the worker's embedded Python runs).
+struct CandidateCode {
+  ProgramKind kind = ProgramKind::crl;
+  std::string library;        // crl: the compiled library in the cache
+  std::string python_source;  // kernelbench
+  std::string origin;         // kernelbench: its name in the worker's messages and tracebacks
 };
 
 // The candidate's worker through its evaluation: the process now, and the logs of the ones it

@@ -1,0 +1,277 @@
+// The embedded Python behind python_program.h: built where crl found the headers and library of the
+// Python whose torch it links, so that `import torch` there finds this process's own LibTorch (one
+// libtorch, tensors passed to Python and back without copies).
+#include <torch/csrc/autograd/python_variable.h>  // Python.h first, as Python asks
+#include <torch/csrc/utils/pybind.h>
+#include <pybind11/eval.h>
+
+#include "pyprogram/python_program.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+
+#include "program/init_args.h"
+
+namespace py = pybind11;
+
+namespace crl::pyprogram {
+namespace {
+
+// What a Python exception says, with its traceback, its end kept when long (a deep recursion's
+// traceback runs to thousands of lines; its last frames say where).
+std::string describe(py::error_already_set& e) {
+  constexpr size_t kMaxBytes = 4000;
+  std::string text;
+  try {
+    const py::list lines = py::module_::import("traceback").attr("format_exception")(e.type(), e.value(), e.trace());
+    for (const auto& line : lines) text += line.cast<std::string>();
+  } catch (...) {
+    text = e.what();
+  }
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (text.size() > kMaxBytes) text = "..." + text.substr(text.size() - kMaxBytes);
+  return text;
+}
+
+// A KernelBench tensor's name, kind and shape for messages: "conv.weight [64, 3, 3, 3] float32".
+std::string describe_tensor(const std::string& name, const at::Tensor& tensor) {
+  return fmt::format("{} {} {}", name, fmt::format("[{}]", fmt::join(tensor.sizes(), ", ")), dtype_name(tensor.scalar_type()));
+}
+
+// The source of torch.utils.cpp_extension's builders until crl compiles them (they start a compiler:
+// the sandboxed worker cannot): a clear refusal instead of a failed process start.
+constexpr const char* kBootstrap = R"(
+import torch, torch.nn, torch.nn.functional, math
+class CrlUnsupported(Exception):
+    """A candidate uses what crl's judge does not serve yet."""
+def _crl_refuse(name):
+    def refuse(*args, **kwargs):
+        raise CrlUnsupported("torch.utils.cpp_extension." + name + " starts a compiler, which a candidate's sandboxed "
+                             "worker cannot do, and crl does not compile it for the worker yet")
+    return refuse
+import logging
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # its "No CUDA runtime" note on the CPU
+import torch.utils.cpp_extension as _cpp_extension
+for _name in ("load", "load_inline"):
+    setattr(_cpp_extension, _name, _crl_refuse(_name))
+)";
+
+py::object& unsupported_class() {
+  static py::object* cls = nullptr;
+  if (cls == nullptr) cls = new py::object(py::module_::import("__main__").attr("CrlUnsupported"));  // lives as long as Python
+  return *cls;
+}
+
+}  // namespace
+
+bool python_available() { return true; }
+
+std::string python_description() { return fmt::format("embedded Python from {}", CRL_PYTHON_EXECUTABLE); }
+
+std::vector<std::string> start_python() {
+  static std::vector<std::string> folders;
+  static bool started = false;
+  if (started) return folders;
+  PyConfig config;
+  // Isolated: PYTHON* variables, the user's site folder and the current folder play no part.
+  PyConfig_InitIsolatedConfig(&config);
+  config.write_bytecode = 0;           // nothing written into site-packages (the file rules forbid it anyway)
+  config.install_signal_handlers = 0;  // the worker's signals stay the worker's
+  // The executable whose torch crl links: Python finds its venv (pyvenv.cfg) and site-packages from it.
+  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, CRL_PYTHON_EXECUTABLE);
+  if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(status)) {
+    throw Error(fmt::format("embedded Python ({}) did not start: {}", CRL_PYTHON_EXECUTABLE,
+                            status.err_msg != nullptr ? status.err_msg : "no reason given"));
+  }
+  started = true;
+  try {
+    py::exec(kBootstrap, py::module_::import("__main__").attr("__dict__"));
+    for (const auto& entry : py::list(py::module_::import("sys").attr("path"))) {
+      const auto folder = entry.cast<std::string>();
+      std::error_code error;
+      if (!folder.empty() && std::filesystem::exists(folder, error)) folders.push_back(folder);
+    }
+  } catch (py::error_already_set& e) {
+    throw Error(fmt::format("embedded Python ({}) could not import torch: {}", CRL_PYTHON_EXECUTABLE, describe(e)));
+  }
+  return folders;
+}
+
+struct PythonProgramState {
+  // A crl param's value given to one of the module's tensors before each call.
+  struct Binding {
+    at::Tensor target;  // the module's parameter or buffer (its TensorImpl is the Python object's)
+    size_t arg = 0;     // in forward's arguments (inputs, then params)
+    KernelBenchTransform transform = KernelBenchTransform::identity;
+    std::vector<int64_t> shape;  // the module tensor's
+    int64_t dim0 = 0, dim1 = 0;
+  };
+  std::string origin;
+  py::dict globals;
+  py::object model;
+  size_t num_inputs = 0, num_args = 0;
+  std::vector<Binding> bindings;
+};
+
+namespace {
+
+// The module's tensors of one kind against the spec's, by order and shape: a binding for each one a
+// crl param holds; FormatError naming the first difference.
+void match_tensors(const std::string& kind, const py::list& named, const std::vector<KernelBenchTensor>& expected,
+                   const TaskSpec& spec, const std::string& scale, PythonProgramState& state, const std::string& origin);
+
+}  // namespace
+
+PythonProgram::PythonProgram(const std::string& source, const std::string& origin, const TaskSpec& spec,
+                             const std::string& scale, at::Device device)
+    : state_(std::make_unique<PythonProgramState>()) {
+  (void)start_python();
+  PythonProgramState& s = *state_;
+  s.origin = origin;
+  s.num_inputs = spec.inputs.size();
+  s.num_args = spec.num_args();
+  const py::module_ builtins = py::module_::import("builtins");
+  try {
+    s.globals["__name__"] = "crl_candidate";
+    s.globals["__file__"] = origin;
+    s.globals["__builtins__"] = builtins;
+    builtins.attr("exec")(builtins.attr("compile")(source, origin, "exec"), s.globals);
+  } catch (py::error_already_set& e) {
+    if (e.matches(unsupported_class())) throw FormatError(fmt::format("{}: {}", origin, describe(e)));
+    throw ImportError(fmt::format("{}: the module raised while it was executed:\n{}", origin, describe(e)));
+  }
+  const py::object module_class = py::module_::import("torch.nn").attr("Module");
+  if (!s.globals.contains("ModelNew")) throw FormatError(fmt::format("{}: defines no ModelNew (KernelBench's format)", origin));
+  const py::object model_new = s.globals["ModelNew"];
+  if (!PyType_Check(model_new.ptr()) || PyObject_IsSubclass(model_new.ptr(), module_class.ptr()) != 1) {
+    PyErr_Clear();
+    throw FormatError(fmt::format("{}: ModelNew is {}, not a subclass of torch.nn.Module", origin,
+                                  py::str(py::type::of(model_new).attr("__name__")).cast<std::string>()));
+  }
+  if (!spec.init_args || !spec.kernelbench_params) {
+    throw FormatError(fmt::format("{}: task {} records no {} (docs/program-format.md), so a KernelBench-format candidate "
+                                  "cannot be built for it",
+                                  origin, spec.id, !spec.init_args ? "init_args" : "kernelbench_params"));
+  }
+  const std::string init_args = python_literal(spec.init_args_at(scale));
+  try {
+    const py::list args = py::module_::import("ast").attr("literal_eval")(init_args);
+    s.model = model_new(*args);
+    s.model = s.model.attr("to")(py::str(device.str()));
+  } catch (py::error_already_set& e) {
+    throw Error(fmt::format("{}: ModelNew(*{}) raised:\n{}", origin, init_args, describe(e)));
+  }
+  try {
+    match_tensors("parameter", py::list(s.model.attr("named_parameters")()), spec.kernelbench_params->parameters, spec, scale, s,
+                  origin);
+    match_tensors("buffer", py::list(s.model.attr("named_buffers")()), spec.kernelbench_params->buffers, spec, scale, s, origin);
+  } catch (py::error_already_set& e) {
+    throw Error(fmt::format("{}: listing ModelNew's parameters and buffers raised:\n{}", origin, describe(e)));
+  }
+}
+
+PythonProgram::~PythonProgram() = default;
+
+namespace {
+
+void match_tensors(const std::string& kind, const py::list& named, const std::vector<KernelBenchTensor>& expected,
+                   const TaskSpec& spec, const std::string& scale, PythonProgramState& state, const std::string& origin) {
+  std::vector<std::pair<std::string, at::Tensor>> found;
+  for (const auto& item : named) {
+    const auto pair = item.cast<py::tuple>();
+    found.emplace_back(pair[0].cast<std::string>(), pair[1].cast<at::Tensor>());
+  }
+  const auto listing = [&](size_t count) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < std::min(count, found.size()); ++i) names.push_back(describe_tensor(found[i].first, found[i].second));
+    return fmt::format("{}", fmt::join(names, "; "));
+  };
+  if (found.size() != expected.size()) {
+    throw FormatError(fmt::format("{}: ModelNew has {} {}s ({}), task {}'s KernelBench module {} (crl gives a KernelBench-format "
+                                  "candidate the task's values by order and shape)",
+                                  origin, found.size(), kind, found.empty() ? "none" : listing(8), spec.id,
+                                  expected.size() == 0 ? "none" : fmt::format("{}", expected.size())));
+  }
+  for (size_t i = 0; i < found.size(); ++i) {
+    const auto& [name, tensor] = found[i];
+    const KernelBenchTensor& want = expected[i];
+    const std::vector<int64_t> shape = spec.kernelbench_shape_at(want, scale);
+    if (tensor.sizes() != at::IntArrayRef(shape)) {
+      throw FormatError(fmt::format("{}: ModelNew's {} {} ({}) has shape [{}]; the task's {} {} ({}) has [{}] at scale {}", origin, kind,
+                                    i + 1, name, fmt::join(tensor.sizes(), ", "), kind, i + 1, want.name, fmt::join(shape, ", "),
+                                    scale));
+    }
+    if (!want.param) continue;  // a tensor crl does not model keeps the candidate's own value
+    const TensorSpec& param = spec.params[*want.param];
+    if (tensor.scalar_type() != param.dtype) {
+      throw FormatError(fmt::format("{}: ModelNew's {} {} ({}) is {}; the task's {} ({}) is {}", origin, kind, i + 1, name,
+                                    dtype_name(tensor.scalar_type()), want.name, param.name, dtype_name(param.dtype)));
+    }
+    state.bindings.push_back({tensor, spec.inputs.size() + *want.param, want.transform, shape, want.dim0, want.dim1});
+  }
+}
+
+// A param's value as the module's tensor holds it: the same tensor, a view of it in the tensor's
+// shape, or its transpose made contiguous (a kernel may read the tensor's memory as laid out; the
+// copy is part of the candidate's call, the price of a layout crl's reference does not share).
+at::Tensor bound_value(const PythonProgramState::Binding& b, const at::Tensor& value) {
+  switch (b.transform) {
+    case KernelBenchTransform::identity: return value;
+    case KernelBenchTransform::reshape: return value.view(b.shape);
+    case KernelBenchTransform::transpose: return value.transpose(b.dim0, b.dim1).contiguous();
+  }
+  return value;
+}
+
+// A returned object as a tensor: exactly torch.Tensor (not Parameter, not a subclass, whose methods
+// would run inside the judge's comparison), strided.
+at::Tensor plain_tensor(const py::handle& object, const std::string& what) {
+  const py::object tensor_class = py::module_::import("torch").attr("Tensor");
+  if (!py::isinstance(object, tensor_class)) {
+    throw Error(fmt::format("{} is a {}: expected a tensor or a tuple of tensors", what,
+                            py::str(py::type::of(object).attr("__name__")).cast<std::string>()));
+  }
+  if (!py::type::of(object).is(tensor_class)) {
+    throw Error(fmt::format("{} is a {}, a subclass of torch.Tensor: outputs must be plain tensors (a subclass's methods "
+                            "would run inside crl's comparison)",
+                            what, py::str(py::type::of(object).attr("__name__")).cast<std::string>()));
+  }
+  at::Tensor tensor = THPVariable_Unpack(object.ptr());
+  if (tensor.layout() != at::kStrided) {
+    throw Error(fmt::format("{} has layout {}: outputs must be dense (strided) tensors", what, c10::str(tensor.layout())));
+  }
+  return tensor;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>& args) const {
+  const PythonProgramState& s = *state_;
+  if (args.size() != s.num_args) throw Error(fmt::format("ModelNew called with {} arguments, the task has {}", args.size(), s.num_args));
+  for (const auto& b : s.bindings) b.target.set_data(bound_value(b, args[b.arg]));
+  const at::NoGradGuard no_grad;  // as KernelBench calls a candidate
+  py::tuple inputs(s.num_inputs);
+  for (size_t i = 0; i < s.num_inputs; ++i) inputs[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(args[i]));
+  py::object out;
+  try {
+    out = s.model(*inputs);
+  } catch (py::error_already_set& e) {
+    throw Error(fmt::format("ModelNew.forward raised:\n{}", describe(e)));
+  }
+  std::vector<at::Tensor> outputs;
+  if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
+    const auto items = py::reinterpret_borrow<py::sequence>(out);
+    for (size_t i = 0; i < items.size(); ++i) outputs.push_back(plain_tensor(items[i], fmt::format("forward's output {}", i + 1)));
+  } else {
+    outputs.push_back(plain_tensor(out, "forward's output"));
+  }
+  return outputs;
+}
+
+}  // namespace crl::pyprogram

@@ -1,0 +1,65 @@
+// A KernelBench-format candidate run in crl-worker's embedded Python: its module executed, its
+// `ModelNew` built with the task's init_args, given the task's parameter values and called with its
+// inputs (docs/evaluation.md, "KernelBench-format candidates"). No Python header leaks out of here.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "program/task_spec.h"
+
+namespace crl::pyprogram {
+
+// The candidate's fault, in the verdict's terms: it is not a KernelBench module crl can judge
+// (no ModelNew, parameters that do not match the task's), or its module does not import.
+class FormatError : public Error {
+ public:
+  using Error::Error;
+};
+class ImportError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Whether this build embeds Python (crl was configured with the headers and library of the Python
+// whose torch it links), and which Python that is (or why there is none).
+bool python_available();
+std::string python_description();
+
+// Starts the interpreter (isolated: no environment variables, no user site, no bytecode written)
+// and imports torch, torch.nn and torch.nn.functional, before the sandbox's file rules go on.
+// Returns the folders the interpreter reads modules from (its standard library and site-packages),
+// for the file rules to keep readable. Throws Error when Python or torch does not start; a second
+// call returns the same folders.
+std::vector<std::string> start_python();
+
+struct PythonProgramState;  // the interpreter's objects (python_program.cpp)
+
+class PythonProgram {
+ public:
+  // Executes `source` as a module named after `origin`, then builds ModelNew(*init_args) at `scale`
+  // on `device` and matches its parameters and buffers to the spec's kernelbench_params by order
+  // and shape (and dtype where a crl param holds the value). Throws ImportError when the module
+  // raises, FormatError when it defines no nn.Module ModelNew or its tensors do not match (the
+  // message names what differs), Error when the constructor raises.
+  PythonProgram(const std::string& source, const std::string& origin, const TaskSpec& spec, const std::string& scale,
+                at::Device device);
+  ~PythonProgram();
+  PythonProgram(const PythonProgram&) = delete;
+  PythonProgram& operator=(const PythonProgram&) = delete;
+
+  // Binds the params among `args` (inputs first, then params: the .crl calling convention) to the
+  // module's tensors, then calls forward(*inputs) under no_grad. Returns its tensor or the tensors of
+  // its tuple or list. Throws Error with Python's traceback when forward raises, and when it returns
+  // anything but plain tensors (a subclass could compute inside the judge's comparison).
+  std::vector<at::Tensor> forward(const std::vector<at::Tensor>& args) const;
+
+ private:
+  std::unique_ptr<PythonProgramState> state_;
+};
+
+}  // namespace crl::pyprogram
