@@ -8,7 +8,9 @@
 #include "pyprogram/python_program.h"
 
 #include <ATen/ATen.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,25 +23,51 @@ namespace py = pybind11;
 namespace crl::pyprogram {
 namespace {
 
-// What a Python exception says, with its traceback, its end kept when long (a deep recursion's
-// traceback runs to thousands of lines; its last frames say where).
+// What a Python exception says: its type and message first (the line a table shows), then its
+// traceback, whose end is kept when long (a deep recursion's runs to thousands of lines; the last
+// frames say where).
 std::string describe(py::error_already_set& e) {
-  constexpr size_t kMaxBytes = 4000;
-  std::string text;
+  constexpr size_t kMaxHeadline = 1000, kMaxTraceback = 3000;
+  std::string headline, traceback;
   try {
-    const py::list lines = py::module_::import("traceback").attr("format_exception")(e.type(), e.value(), e.trace());
-    for (const auto& line : lines) text += line.cast<std::string>();
+    const py::module_ tb = py::module_::import("traceback");
+    for (const auto& line : py::list(tb.attr("format_exception_only")(e.type(), e.value()))) headline += line.cast<std::string>();
+    for (const auto& line : py::list(tb.attr("format_tb")(e.trace()))) traceback += line.cast<std::string>();
   } catch (...) {
-    text = e.what();
+    headline = e.what();
   }
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  if (text.size() > kMaxBytes) text = "..." + text.substr(text.size() - kMaxBytes);
-  return text;
+  const auto trim = [](std::string& s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  };
+  trim(headline);
+  trim(traceback);
+  if (headline.size() > kMaxHeadline) headline = headline.substr(0, kMaxHeadline) + "...";
+  if (traceback.size() > kMaxTraceback) traceback = "..." + traceback.substr(traceback.size() - kMaxTraceback);
+  return traceback.empty() ? headline : headline + "\nTraceback (most recent call last):\n" + traceback;
+}
+
+// A dtype as PyTorch's Python spells it (float64, int8, ...), for any dtype a module may hold.
+std::string torch_dtype_name(at::ScalarType dtype) {
+  const auto empty = py::reinterpret_steal<py::object>(THPVariable_Wrap(at::empty({0}, at::TensorOptions().dtype(dtype))));
+  const auto name = py::str(empty.attr("dtype")).cast<std::string>();
+  return name.rfind("torch.", 0) == 0 ? name.substr(6) : name;
 }
 
 // A KernelBench tensor's name, kind and shape for messages: "conv.weight [64, 3, 3, 3] float32".
 std::string describe_tensor(const std::string& name, const at::Tensor& tensor) {
-  return fmt::format("{} {} {}", name, fmt::format("[{}]", fmt::join(tensor.sizes(), ", ")), dtype_name(tensor.scalar_type()));
+  return fmt::format("{} [{}] {}", name, fmt::join(tensor.sizes(), ", "), torch_dtype_name(tensor.scalar_type()));
+}
+
+// A __torch_function__ or dispatch mode the candidate left on: it would run inside this worker's own
+// operations after forward (describing, copying and guarding the outputs), where it could change
+// what the judge reads. Such a candidate is refused (modes used within forward and left are fine).
+void check_no_modes_left(const std::string& when) {
+  const int64_t function_modes = at::impl::PythonTorchFunctionTLS::stack_len();
+  const int64_t dispatch_modes = c10::impl::TorchDispatchModeTLS::stack_len();
+  if (function_modes == 0 && dispatch_modes == 0) return;
+  throw Error(fmt::format("{} left {} __torch_function__ and {} dispatch mode(s) active: they would run inside crl's own operations "
+                          "on the outputs; leave every mode before returning",
+                          when, function_modes, dispatch_modes));
 }
 
 // The source of torch.utils.cpp_extension's builders until crl compiles them (they start a compiler:
@@ -56,6 +84,8 @@ def _crl_refuse(name):
 import logging
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # its "No CUDA runtime" note on the CPU
 import torch.utils.cpp_extension as _cpp_extension
+import os
+os.environ.setdefault("USER", "crl-candidate")  # getpass.getuser() (torch._dynamo's import asks) without /etc/passwd
 for _name in ("load", "load_inline"):
     setattr(_cpp_extension, _name, _crl_refuse(_name))
 )";
@@ -149,10 +179,13 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
   const py::object module_class = py::module_::import("torch.nn").attr("Module");
   if (!s.globals.contains("ModelNew")) throw FormatError(fmt::format("{}: defines no ModelNew (KernelBench's format)", origin));
   const py::object model_new = s.globals["ModelNew"];
-  if (!PyType_Check(model_new.ptr()) || PyObject_IsSubclass(model_new.ptr(), module_class.ptr()) != 1) {
-    PyErr_Clear();
-    throw FormatError(fmt::format("{}: ModelNew is {}, not a subclass of torch.nn.Module", origin,
+  if (!PyType_Check(model_new.ptr())) {
+    throw FormatError(fmt::format("{}: ModelNew is a {}, not a class", origin,
                                   py::str(py::type::of(model_new).attr("__name__")).cast<std::string>()));
+  }
+  if (PyObject_IsSubclass(model_new.ptr(), module_class.ptr()) != 1) {
+    PyErr_Clear();
+    throw FormatError(fmt::format("{}: class ModelNew does not derive from torch.nn.Module", origin));
   }
   if (!spec.init_args || !spec.kernelbench_params) {
     throw FormatError(fmt::format("{}: task {} records no {} (docs/program-format.md), so a KernelBench-format candidate "
@@ -174,6 +207,7 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
   } catch (py::error_already_set& e) {
     throw Error(fmt::format("{}: listing ModelNew's parameters and buffers raised:\n{}", origin, describe(e)));
   }
+  check_no_modes_left(origin + ": the module or ModelNew's constructor");
 }
 
 PythonProgram::~PythonProgram() = default;
@@ -187,16 +221,25 @@ void match_tensors(const std::string& kind, const py::list& named, const std::ve
     const auto pair = item.cast<py::tuple>();
     found.emplace_back(pair[0].cast<std::string>(), pair[1].cast<at::Tensor>());
   }
-  const auto listing = [&](size_t count) {
+  constexpr size_t kListed = 8;  // a level-3 network has hundreds
+  const auto listing = [&] {
     std::vector<std::string> names;
-    for (size_t i = 0; i < std::min(count, found.size()); ++i) names.push_back(describe_tensor(found[i].first, found[i].second));
-    return fmt::format("{}", fmt::join(names, "; "));
+    for (size_t i = 0; i < std::min(kListed, found.size()); ++i) names.push_back(describe_tensor(found[i].first, found[i].second));
+    if (found.size() > kListed) names.push_back("...");
+    return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, "; "));
+  };
+  const auto wanted = [&] {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < std::min(kListed, expected.size()); ++i) {
+      names.push_back(fmt::format("{} [{}]", expected[i].name, fmt::join(spec.kernelbench_shape_at(expected[i], scale), ", ")));
+    }
+    if (expected.size() > kListed) names.push_back("...");
+    return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, "; "));
   };
   if (found.size() != expected.size()) {
-    throw FormatError(fmt::format("{}: ModelNew has {} {}s ({}), task {}'s KernelBench module {} (crl gives a KernelBench-format "
-                                  "candidate the task's values by order and shape)",
-                                  origin, found.size(), kind, found.empty() ? "none" : listing(8), spec.id,
-                                  expected.size() == 0 ? "none" : fmt::format("{}", expected.size())));
+    throw FormatError(fmt::format("{}: ModelNew has {} {}s ({}); task {}'s KernelBench module has {} ({}) at scale {} (crl gives a "
+                                  "KernelBench-format candidate the task's values by the order and shapes of its module's {}s)",
+                                  origin, found.size(), kind, listing(), spec.id, expected.size(), wanted(), scale, kind));
   }
   for (size_t i = 0; i < found.size(); ++i) {
     const auto& [name, tensor] = found[i];
@@ -211,7 +254,7 @@ void match_tensors(const std::string& kind, const py::list& named, const std::ve
     const TensorSpec& param = spec.params[*want.param];
     if (tensor.scalar_type() != param.dtype) {
       throw FormatError(fmt::format("{}: ModelNew's {} {} ({}) is {}; the task's {} ({}) is {}", origin, kind, i + 1, name,
-                                    dtype_name(tensor.scalar_type()), want.name, param.name, dtype_name(param.dtype)));
+                                    torch_dtype_name(tensor.scalar_type()), want.name, param.name, dtype_name(param.dtype)));
     }
     state.bindings.push_back({tensor, spec.inputs.size() + *want.param, want.transform, shape, want.dim0, want.dim1});
   }
@@ -262,8 +305,9 @@ std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>& ar
   try {
     out = s.model(*inputs);
   } catch (py::error_already_set& e) {
-    throw Error(fmt::format("ModelNew.forward raised:\n{}", describe(e)));
+    throw Error(fmt::format("ModelNew.forward raised {}", describe(e)));
   }
+  check_no_modes_left("ModelNew.forward");
   std::vector<at::Tensor> outputs;
   if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
     const auto items = py::reinterpret_borrow<py::sequence>(out);
