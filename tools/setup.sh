@@ -20,7 +20,7 @@ BUILD_DIR=${CRL_BUILD_DIR:-build}
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
+APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv python3-dev
   libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev
   clang libclang-rt-dev)  # clang: programs' host sections (2-4x faster compiles than g++), the fuzzers (tools/fuzz.sh)

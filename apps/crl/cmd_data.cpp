@@ -81,11 +81,14 @@ int run_validate(const ValidateOptions& o) {
     const bool keep = v.ok();
     if (keep) {
       ++n_kept;
-      kept += nlohmann::json{{"task", examples[i].task_id}, {"completion", examples[i].completion}, {"speedup", v.speedup},
-                             {"id", examples[i].name}}.dump() + "\n";
+      nlohmann::json line{{"task", examples[i].task_id}, {"completion", examples[i].completion}, {"speedup", v.speedup},
+                          {"id", examples[i].name}};
+      if (examples[i].kind != ProgramKind::crl) line["format"] = program_kind_name(examples[i].kind);
+      kept += line.dump() + "\n";
     }
-    report.push_back({{"line", examples[i].line}, {"id", examples[i].name}, {"task", examples[i].task_id}, {"status", v.status_text()},
-                      {"speedup", v.speedup}, {"kept", keep}, {"message", v.message}});
+    report.push_back({{"line", examples[i].line}, {"id", examples[i].name}, {"task", examples[i].task_id},
+                      {"format", program_kind_name(examples[i].kind)}, {"status", v.status_text()}, {"speedup", v.speedup},
+                      {"kept", keep}, {"message", v.message}});
     table.add_row({std::to_string(examples[i].line), examples[i].task_id, v.status_text(), fmt::format("{:.3f}", v.speedup), keep ? "yes" : "no"});
     if (v.status == eval::VerdictStatus::kFormatError) unparsed.push_back(v.message);
   }
