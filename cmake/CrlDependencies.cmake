@@ -57,6 +57,22 @@ else()
 endif()
 
 find_package(Torch 2.11 REQUIRED)
+# The Python whose torch crl links, embedded by the candidate worker for KernelBench-format
+# candidates (lib/pyprogram) and whose headers their torch extensions compile against (lib/compile):
+# CRL_PYTHON_MISSING says why not when it cannot be (then such candidates are refused, saying so).
+set(CRL_PYTHON_MISSING "")
+if(NOT CRL_TORCH_PYTHON)
+  set(CRL_PYTHON_MISSING "crl found no python3 with torch at configure time")
+else()
+  set(Python3_EXECUTABLE ${CRL_TORCH_PYTHON})
+  find_package(Python3 COMPONENTS Interpreter Development.Embed QUIET)
+  find_library(CRL_TORCH_PYTHON_LIBRARY torch_python HINTS ${TORCH_INSTALL_PREFIX}/lib NO_DEFAULT_PATH)
+  if(NOT Python3_Development.Embed_FOUND)
+    set(CRL_PYTHON_MISSING "no headers or library of ${CRL_TORCH_PYTHON}'s Python at configure time (Debian: python3-dev)")
+  elseif(NOT CRL_TORCH_PYTHON_LIBRARY)
+    set(CRL_PYTHON_MISSING "no libtorch_python in ${TORCH_INSTALL_PREFIX}/lib at configure time")
+  endif()
+endif()
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(yaml-cpp REQUIRED)

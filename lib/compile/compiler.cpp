@@ -353,6 +353,7 @@ struct Compiler::Impl {
     if (!toolchain.torch_include_dir.empty()) add(fs::path(toolchain.torch_include_dir).parent_path());
     if (!toolchain.torch_library_dir.empty()) add(toolchain.torch_library_dir);
     if (!toolchain.cuda_home.empty()) add(toolchain.cuda_home);
+    if (!toolchain.python_include_dir.empty()) add(toolchain.python_include_dir);  // torch extensions
     if (const char* paths = std::getenv("LD_LIBRARY_PATH"); paths != nullptr) {
       std::istringstream in(paths);
       for (std::string dir; std::getline(in, dir, ':');) {
@@ -435,7 +436,6 @@ struct Compiler::Impl {
   CompileResult compile_in(const std::string& dir, const CompileRequest& request, const std::string& pch, int ruleset,
                            bool* transient_out, bool* timed_out_out) {
     const Backend backend = request.backend;
-    CompileResult result;
     const std::string host_cpp = dir + "/host.cpp";
     write_text(host_cpp, host_source(request.program, request.num_args, program_abi_version()));
     const std::string device_text = device_source(request.program, backend);
@@ -450,13 +450,25 @@ struct Compiler::Impl {
       for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) host_argv.push_back(f);
     }
     for (const auto& f : {std::string("-c"), host_cpp, std::string("-o"), dir + "/host.o"}) host_argv.push_back(f);
-    std::future<CommandResult> device_run;
+    std::vector<std::string> device_argv;
     if (!device_text.empty()) {
-      std::vector<std::string> device_argv = {backend == Backend::cuda ? toolchain.nvcc : toolchain.cxx};
+      device_argv = {backend == Backend::cuda ? toolchain.nvcc : toolchain.cxx};
       for (auto& f : device_flags(backend, backend == Backend::cuda ? arch_of(request) : "")) device_argv.push_back(f);
-      for (const auto& f : {std::string("-c"), device_file, std::string("-o"), dir + "/device.o"}) {
-        device_argv.push_back(f);
-      }
+      for (const auto& f : {std::string("-c"), device_file, std::string("-o"), dir + "/device.o"}) device_argv.push_back(f);
+    }
+    std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
+    if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
+    for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
+    return run_build(dir, host_argv, device_argv, link_argv, ruleset, transient_out, timed_out_out);
+  }
+
+  // Runs the host and device compiles in parallel (no device compile when its argv is empty), then
+  // the link, each restricted to `ruleset`; the result's log and failing stage.
+  CompileResult run_build(const std::string& dir, const std::vector<std::string>& host_argv, const std::vector<std::string>& device_argv,
+                          const std::vector<std::string>& link_argv, int ruleset, bool* transient_out, bool* timed_out_out) {
+    CompileResult result;
+    std::future<CommandResult> device_run;
+    if (!device_argv.empty()) {
       device_run = std::async(std::launch::async, [this, device_argv, dir, ruleset] { return run_tool(device_argv, dir, 0, ruleset); });
     }
     const CommandResult host = run_tool(host_argv, dir, 0, ruleset);
@@ -482,9 +494,6 @@ struct Compiler::Impl {
       result.ok = false;
     } else {
       log = host.output + device.output;  // warnings, if any
-      std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
-      if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
-      for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
       const CommandResult link = run_tool(link_argv, dir, 0, ruleset);
       if (!link.ok()) {
         result.stage = "link";
@@ -529,6 +538,146 @@ struct Compiler::Impl {
     return cache->publish(dir, key, request.program.origin, result);
   }
 
+  std::string extension_key(const ExtensionRequest& r) {
+    const Backend backend = r.cuda ? Backend::cuda : Backend::cpu;
+    Sha256 h;
+    h.field("crl-extension/1").field(backend_name(backend)).field(r.name).field(r.cpp_source).field(r.cuda_source);
+    h.field(r.bindings ? "bindings" : "no bindings");
+    for (const auto* list : {&r.functions, &r.extra_cflags, &r.extra_cuda_cflags, &r.extra_ldflags}) h.field(join(*list)).field("|");
+    h.field(toolchain.cxx).field(cxx_version).field(toolchain.host_cxx).field(host_cxx_version);
+    h.field(toolchain.torch_version).field(toolchain.torch_include_dir).field(toolchain.python_include_dir);
+    h.field(join(extension_host_flags(r)));
+    if (r.cuda) {
+      require_nvcc();
+      const std::string arch = r.cuda_arch.empty() ? (options.cuda_arch.empty() ? local_cuda_arch() : options.cuda_arch) : r.cuda_arch;
+      h.field(toolchain.nvcc).field(nvcc_version).field(arch);
+    }
+    h.field(sandbox_on(backend) ? "sandboxed" : "unsandboxed");
+    return h.hex();
+  }
+
+  // As torch's own extension builds: C++17, its macros, its and the embedded Python's headers; the
+  // module's init function must stay visible (no -fvisibility=hidden).
+  std::vector<std::string> extension_defines(const ExtensionRequest& r) const {
+    std::vector<std::string> flags = {"-DTORCH_EXTENSION_NAME=" + r.name, "-DTORCH_API_INCLUDE_EXTENSION_H"};
+    for (auto& f : split_flags(toolchain.torch_cxx_flags)) flags.push_back(f);
+    for (const auto& dir : {toolchain.torch_include_dir, toolchain.torch_include_dir + "/torch/csrc/api/include", toolchain.python_include_dir}) {
+      flags.push_back("-isystem");
+      flags.push_back(dir);
+    }
+    if (r.cuda) {
+      flags.push_back("-isystem");
+      flags.push_back(toolchain.cuda_home + "/include");
+    }
+    return flags;
+  }
+
+  std::vector<std::string> extension_host_flags(const ExtensionRequest& r) const {
+    std::vector<std::string> flags = {"-std=c++17", "-O3", "-fPIC"};
+    for (auto& f : extension_defines(r)) flags.push_back(f);
+    for (const auto& f : r.extra_cflags) flags.push_back(f);
+    return flags;
+  }
+
+  CompileResult build_extension(const ExtensionRequest& r, const std::string& key) {
+    const Backend backend = r.cuda ? Backend::cuda : Backend::cpu;
+    const std::string pch = ensure_pch(backend);  // for the sandbox's probe and rules only
+    const std::string dir = cache->make_build_dir();
+    CompileResult result;
+    int ruleset = -1;
+    try {
+      ruleset = compile_ruleset(backend, dir, pch);
+      write_text(dir + "/main.cpp", extension_main_source(r));
+      std::vector<std::string> host_argv = {toolchain.host_cxx};
+      for (auto& f : extension_host_flags(r)) host_argv.push_back(f);
+      for (const auto& f : {std::string("-c"), dir + "/main.cpp", std::string("-o"), dir + "/host.o"}) host_argv.push_back(f);
+      std::vector<std::string> device_argv;
+      const std::string cuda_text = extension_cuda_source(r);
+      if (!cuda_text.empty()) {
+        write_text(dir + "/cuda.cu", cuda_text);
+        const std::string arch = r.cuda_arch.empty() ? (options.cuda_arch.empty() ? local_cuda_arch() : options.cuda_arch) : r.cuda_arch;
+        validate_cuda_arch(arch);
+        device_argv = {toolchain.nvcc, "-ccbin", toolchain.cxx, "-O3", "-std=c++17", "-gencode",
+                       "arch=compute_" + arch.substr(3) + ",code=" + arch, "-Xcompiler", "-fPIC",
+                       // torch's own nvcc flags for extensions (cpp_extension.COMMON_NVCC_FLAGS)
+                       "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                       "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"};
+        for (auto& f : extension_defines(r)) device_argv.push_back(f);
+        for (const auto& f : r.extra_cuda_cflags) device_argv.push_back(f);
+        for (const auto& f : {std::string("-c"), dir + "/cuda.cu", std::string("-o"), dir + "/device.o"}) device_argv.push_back(f);
+      }
+      std::vector<std::string> link_argv = {toolchain.cxx, "-shared", "-o", dir + "/program.so", dir + "/host.o"};
+      if (!device_argv.empty()) link_argv.push_back(dir + "/device.o");
+      for (const auto& f : {"-L" + toolchain.torch_library_dir, "-Wl,-rpath," + toolchain.torch_library_dir}) link_argv.push_back(f);
+      for (const auto& f : {"-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"}) link_argv.push_back(f);
+      if (r.cuda) {
+        const std::string cuda_lib = toolchain.cuda_home + "/lib64";
+        for (const auto& f : {std::string("-lc10_cuda"), std::string("-ltorch_cuda"), "-L" + cuda_lib, "-Wl,-rpath," + cuda_lib,
+                              std::string("-lcudart")}) {
+          link_argv.push_back(f);
+        }
+      }
+      for (const auto& f : r.extra_ldflags) link_argv.push_back(f);
+      bool transient = false, timed_out = false;
+      result = run_build(dir, host_argv, device_argv, link_argv, ruleset, &transient, &timed_out);
+      if (ruleset >= 0) close(ruleset);
+      ruleset = -1;
+      if (transient) {
+        remove_tree(dir);
+        result.key = key;
+        if (timed_out) cache->remember_timeout(key, r.origin, options.timeout_seconds, result);
+        return result;
+      }
+    } catch (...) {
+      if (ruleset >= 0) close(ruleset);
+      remove_tree(dir);
+      throw;
+    }
+    return cache->publish(dir, key, r.origin, result);
+  }
+
+  CompileResult compile_extension(const ExtensionRequest& r) {
+    const auto start = Clock::now();
+    const auto refused = [&start](std::string why) {
+      CompileResult c;
+      c.stage = "request";
+      c.log = std::move(why);
+      c.seconds = seconds_since(start);
+      return c;
+    };
+    if (toolchain.python_include_dir.empty()) return refused(r.origin + ": this crl was built without Python's headers, so it cannot build load_inline extensions");
+    if (std::string why = extension_request_problem(r); !why.empty()) return refused(why);
+    ProgramText sources;  // the C++ and CUDA sources, for the check of what they include
+    sources.origin = r.origin;
+    sources.host = {true, r.cpp_source, 1};
+    sources.device = {!r.cuda_source.empty(), r.cuda_source, 1};
+    if (std::string why = file_inclusion_outside_the_toolchain(sources); !why.empty()) return refused(why);
+    return cached(extension_key(r), r.origin, start, [&](const std::string& key) { return build_extension(r, key); });
+  }
+
+  // The cache's entry for `key`, else `build(key)` under the key's lock (another process may have
+  // published it, or timed out on it, meanwhile).
+  CompileResult cached(const std::string& key, const std::string& origin, Clock::time_point start,
+                       const std::function<CompileResult(const std::string&)>& build) {
+    if (auto hit = cache->lookup(key, origin)) {
+      hit->seconds = seconds_since(start);
+      return *hit;
+    }
+    FileLock lock(cache->lock_path(key));
+    if (auto hit = cache->lookup(key, origin)) {
+      hit->seconds = seconds_since(start);
+      return *hit;
+    }
+    if (auto timed_out = cache->lookup_timeout(key, origin, options.timeout_seconds)) {
+      timed_out->seconds = seconds_since(start);
+      return *timed_out;
+    }
+    CompileResult result = build(key);
+    result.seconds = seconds_since(start);
+    result.cache_hit = false;
+    return result;
+  }
+
   CompileResult compile(const CompileRequest& request) {
     const auto start = Clock::now();
     // A program may include the toolchain's headers, nothing else: a path of its own choosing
@@ -540,25 +689,7 @@ struct Compiler::Impl {
       refused.seconds = seconds_since(start);
       return refused;
     }
-    const std::string key = key_of(request);
-    if (auto hit = cache->lookup(key, request.program.origin)) {
-      hit->seconds = seconds_since(start);
-      return *hit;
-    }
-    FileLock lock(cache->lock_path(key));
-    // Whoever held the lock before us may have just published this key (or timed out on it).
-    if (auto hit = cache->lookup(key, request.program.origin)) {
-      hit->seconds = seconds_since(start);
-      return *hit;
-    }
-    if (auto timed_out = cache->lookup_timeout(key, request.program.origin, options.timeout_seconds)) {
-      timed_out->seconds = seconds_since(start);
-      return *timed_out;
-    }
-    CompileResult result = build(request, key);
-    result.seconds = seconds_since(start);
-    result.cache_hit = false;
-    return result;
+    return cached(key_of(request), request.program.origin, start, [&](const std::string& key) { return build(request, key); });
   }
 };
 
@@ -617,6 +748,8 @@ std::string Compiler::key_of(const CompileRequest& request) { return impl_->key_
 const CompilerOptions& Compiler::options() const { return impl_->options; }
 
 const std::string& Compiler::host_cxx() const { return impl_->toolchain.host_cxx; }
+
+CompileResult Compiler::compile_extension(const ExtensionRequest& request) { return impl_->compile_extension(request); }
 
 void Compiler::prepare(Backend backend) {
   if (backend == Backend::cuda) impl_->require_nvcc();

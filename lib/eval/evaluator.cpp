@@ -102,8 +102,8 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& program, const 
   const auto judge = judge_for(task, trace);
   if (!judge) return finish(trace, worker, judge.failure());
   JudgeClient client(*(*judge)->judge, options_.call_timeout_seconds * 4, options_.max_log_bytes, trace);
-  Evaluation e{task, options_, **judge, client, trace};
-  const auto compiled = compile_candidate(compiler_, task, program, options_, trace);
+  Evaluation e{task, options_, **judge, client, trace, compiler_};
+  auto compiled = compile_candidate(compiler_, task, program, options_, trace);
   if (!compiled) return finish(trace, worker, compiled.failure());
   if (auto f = load_candidate(e, *pool_, *compiled, worker)) return finish(trace, worker, *f);
   if (auto f = run_trials(e, worker)) return finish(trace, worker, *f);

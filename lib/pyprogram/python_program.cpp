@@ -70,30 +70,84 @@ void check_no_modes_left(const std::string& when) {
                           when, function_modes, dispatch_modes));
 }
 
-// The source of torch.utils.cpp_extension's builders until crl compiles them (they start a compiler:
-// the sandboxed worker cannot): a clear refusal instead of a failed process start.
-constexpr const char* kBootstrap = R"(
+// Run once in __main__ before any candidate: torch imported, and torch.utils.cpp_extension's builders
+// replaced (they start a compiler, which the sandboxed worker cannot): load_inline records its call
+// and, once crl's compiler has built it (_crl_builds: key -> library), imports the built module;
+// load (of source files) is refused.
+constexpr const char* kBootstrap = R"PY(
 import torch, torch.nn, torch.nn.functional, math
-class CrlUnsupported(Exception):
-    """A candidate uses what crl's judge does not serve yet."""
-def _crl_refuse(name):
-    def refuse(*args, **kwargs):
-        raise CrlUnsupported("torch.utils.cpp_extension." + name + " starts a compiler, which a candidate's sandboxed "
-                             "worker cannot do, and crl does not compile it for the worker yet")
-    return refuse
-import logging
+import hashlib, importlib.machinery, importlib.util, json, logging, os
+os.environ.setdefault("USER", "crl-candidate")  # getpass.getuser() (torch._dynamo's import asks) without /etc/passwd
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # its "No CUDA runtime" note on the CPU
 import torch.utils.cpp_extension as _cpp_extension
-import os
-os.environ.setdefault("USER", "crl-candidate")  # getpass.getuser() (torch._dynamo's import asks) without /etc/passwd
-for _name in ("load", "load_inline"):
-    setattr(_cpp_extension, _name, _crl_refuse(_name))
-)";
 
-py::object& unsupported_class() {
-  static py::object* cls = nullptr;
-  if (cls == nullptr) cls = new py::object(py::module_::import("__main__").attr("CrlUnsupported"));  // lives as long as Python
-  return *cls;
+class CrlUnsupported(Exception):
+    """A candidate uses what crl's judge does not serve."""
+
+class CrlNeedsBuild(Exception):
+    """A load_inline extension is used before crl's compiler has built it."""
+
+_crl_builds = {}
+_crl_pending = []
+
+def _crl_texts(value, what):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value)
+    if not all(isinstance(v, str) for v in value):
+        raise CrlUnsupported("load_inline's " + what + " must be strings")
+    return list(value)
+
+class _CrlUnbuilt:
+    def __init__(self, name):
+        self._crl_name = name
+    def __getattr__(self, attribute):
+        raise CrlNeedsBuild(self._crl_name)
+
+def _crl_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None, extra_cuda_cflags=None,
+                     extra_ldflags=None, extra_include_paths=None, build_directory=None, verbose=False, with_cuda=None,
+                     is_python_module=True, with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
+                     no_implicit_headers=False):
+    if extra_include_paths:
+        raise CrlUnsupported("load_inline's extra_include_paths name folders crl's compiler may not read (it reads the toolchain's headers only)")
+    if not is_python_module:
+        raise CrlUnsupported("load_inline with is_python_module=False (a library of torch ops) is not served by crl yet")
+    call = {"name": str(name), "cpp_sources": "\n".join(_crl_texts(cpp_sources, "cpp_sources")),
+            "cuda_sources": "\n".join(_crl_texts(cuda_sources, "cuda_sources")),
+            "functions": _crl_texts(functions, "functions"), "bindings": functions is not None,
+            "extra_cflags": _crl_texts(extra_cflags, "extra_cflags"),
+            "extra_cuda_cflags": _crl_texts(extra_cuda_cflags, "extra_cuda_cflags"),
+            "extra_ldflags": _crl_texts(extra_ldflags, "extra_ldflags")}
+    key = hashlib.sha256(json.dumps(call, sort_keys=True).encode()).hexdigest()
+    if key in _crl_builds:
+        loader = importlib.machinery.ExtensionFileLoader(call["name"], _crl_builds[key])
+        spec = importlib.util.spec_from_loader(call["name"], loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return module
+    call["key"] = key
+    _crl_pending.append(call)
+    return _CrlUnbuilt(call["name"])
+
+def _crl_refuse_load(*args, **kwargs):
+    raise CrlUnsupported("torch.utils.cpp_extension.load builds source files of the candidate's machine; crl builds "
+                         "load_inline's sources only")
+
+_cpp_extension.load_inline = _crl_load_inline
+_cpp_extension.load = _crl_refuse_load
+)PY";
+
+// The bootstrap's objects (in __main__, which lives as long as Python).
+py::object bootstrap(const char* name) { return py::module_::import("__main__").attr(name); }
+
+// NeedsBuild when the module's load_inline calls wait for crl's compiler.
+void throw_if_builds_pending() {
+  const py::list pending = bootstrap("_crl_pending");
+  if (pending.size() == 0) return;
+  throw NeedsBuild(py::module_::import("json").attr("dumps")(pending).cast<std::string>());
 }
 
 }  // namespace
@@ -158,10 +212,14 @@ void match_tensors(const std::string& kind, const py::list& named, const std::ve
 
 }  // namespace
 
-PythonProgram::PythonProgram(const std::string& source, const std::string& origin, const TaskSpec& spec,
-                             const std::string& scale, at::Device device)
+PythonProgram::PythonProgram(const std::string& source, const std::string& origin, const std::vector<ExtensionLibrary>& extensions,
+                             const TaskSpec& spec, const std::string& scale, at::Device device)
     : state_(std::make_unique<PythonProgramState>()) {
   (void)start_python();
+  {
+    py::dict builds = bootstrap("_crl_builds");
+    for (const auto& e : extensions) builds[py::str(e.key)] = e.library;
+  }
   PythonProgramState& s = *state_;
   s.origin = origin;
   s.num_inputs = spec.inputs.size();
@@ -173,9 +231,11 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
     s.globals["__builtins__"] = builtins;
     builtins.attr("exec")(builtins.attr("compile")(source, origin, "exec"), s.globals);
   } catch (py::error_already_set& e) {
-    if (e.matches(unsupported_class())) throw FormatError(fmt::format("{}: {}", origin, describe(e)));
+    if (e.matches(bootstrap("CrlNeedsBuild"))) throw_if_builds_pending();
+    if (e.matches(bootstrap("CrlUnsupported"))) throw FormatError(fmt::format("{}: {}", origin, describe(e)));
     throw ImportError(fmt::format("{}: the module raised while it was executed:\n{}", origin, describe(e)));
   }
+  throw_if_builds_pending();
   const py::object module_class = py::module_::import("torch.nn").attr("Module");
   if (!s.globals.contains("ModelNew")) throw FormatError(fmt::format("{}: defines no ModelNew (KernelBench's format)", origin));
   const py::object model_new = s.globals["ModelNew"];
@@ -198,8 +258,10 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
     s.model = model_new(*args);
     s.model = s.model.attr("to")(py::str(device.str()));
   } catch (py::error_already_set& e) {
+    if (e.matches(bootstrap("CrlNeedsBuild"))) throw_if_builds_pending();
     throw Error(fmt::format("{}: ModelNew(*{}) raised:\n{}", origin, init_args, describe(e)));
   }
+  throw_if_builds_pending();
   try {
     match_tensors("parameter", py::list(s.model.attr("named_parameters")()), spec.kernelbench_params->parameters, spec, scale, s,
                   origin);

@@ -24,6 +24,22 @@ class ImportError : public Error {
  public:
   using Error::Error;
 };
+// The module called torch.utils.cpp_extension.load_inline for extensions it was not given: `calls`
+// is their JSON array (each {key, name, cpp_sources, cuda_sources, functions, bindings, extra_cflags,
+// extra_cuda_cflags, extra_ldflags}), for crl's compiler to build before the candidate is loaded again.
+class NeedsBuild : public Error {
+ public:
+  NeedsBuild(std::string calls) : Error("the module's load_inline extensions are not built yet"), calls_(std::move(calls)) {}
+  const std::string& calls() const { return calls_; }
+
+ private:
+  std::string calls_;
+};
+
+// A load_inline call's key (as the worker computed it) and the built module's library.
+struct ExtensionLibrary {
+  std::string key, library;
+};
 
 // Whether this build embeds Python (crl was configured with the headers and library of the Python
 // whose torch it links), and which Python that is (or why there is none).
@@ -41,13 +57,14 @@ struct PythonProgramState;  // the interpreter's objects (python_program.cpp)
 
 class PythonProgram {
  public:
-  // Executes `source` as a module named after `origin`, then builds ModelNew(*init_args) at `scale`
+  // Executes `source` as a module named after `origin` (its load_inline calls import `extensions`
+  // where built, and throw NeedsBuild otherwise), then builds ModelNew(*init_args) at `scale`
   // on `device` and matches its parameters and buffers to the spec's kernelbench_params by order
   // and shape (and dtype where a crl param holds the value). Throws ImportError when the module
   // raises, FormatError when it defines no nn.Module ModelNew or its tensors do not match (the
   // message names what differs), Error when the constructor raises.
-  PythonProgram(const std::string& source, const std::string& origin, const TaskSpec& spec, const std::string& scale,
-                at::Device device);
+  PythonProgram(const std::string& source, const std::string& origin, const std::vector<ExtensionLibrary>& extensions,
+                const TaskSpec& spec, const std::string& scale, at::Device device);
   ~PythonProgram();
   PythonProgram(const PythonProgram&) = delete;
   PythonProgram& operator=(const PythonProgram&) = delete;

@@ -12,7 +12,8 @@ std::string python_description() { return "no embedded Python: " CRL_PYTHON_MISS
 
 std::vector<std::string> start_python() { throw FormatError("this crl-worker cannot judge KernelBench-format candidates: " + python_description()); }
 
-PythonProgram::PythonProgram(const std::string&, const std::string&, const TaskSpec&, const std::string&, at::Device) {
+PythonProgram::PythonProgram(const std::string&, const std::string&, const std::vector<ExtensionLibrary>&, const TaskSpec&,
+                             const std::string&, at::Device) {
   (void)start_python();
 }
 

@@ -87,9 +87,23 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
   }
   // "reference" when this worker times the reference (the judge's arena, the same requests).
   if (python) {
-    candidate_ = std::make_unique<NamedProgram>(
-        request.program_name,
-        std::make_shared<pyprogram::PythonProgram>(request.python_source, request.origin, *spec_, scale_, device_.device()));
+    std::vector<pyprogram::ExtensionLibrary> extensions;
+    for (const auto& e : request.extensions) extensions.push_back({e.key, e.library});
+    try {
+      candidate_ = std::make_unique<NamedProgram>(
+          request.program_name,
+          std::make_shared<pyprogram::PythonProgram>(request.python_source, request.origin, extensions, *spec_, scale_, device_.device()));
+    } catch (const pyprogram::NeedsBuild& needs) {
+      // Nothing is loaded: the evaluator builds these and asks a fresh worker (this one ran the module).
+      LoadReply reply;
+      const nlohmann::json calls = nlohmann::json::parse(needs.calls());
+      if (!calls.is_array() || calls.size() > kMaxExtensionBuilds) {
+        throw Error(fmt::format("{}: {} load_inline calls, more than the {} crl builds for one candidate", request.origin,
+                                calls.is_array() ? calls.size() : 0, kMaxExtensionBuilds));
+      }
+      for (const auto& call : calls) reply.needs_builds.push_back(ExtensionBuild::from(Fields(call, "load_inline call")));
+      return reply;
+    }
   } else {
     candidate_ = std::make_unique<NamedProgram>(request.program_name, library);
   }

@@ -100,6 +100,15 @@ std::string_view arena_owner_name(ArenaOwner owner) { return owner == ArenaOwner
 
 // ---- Fields ----
 
+std::vector<std::string> Fields::texts(const char* key) const {
+  std::vector<std::string> out;
+  for (const auto& item : array(key)) {
+    if (!item.is_string()) wrong(key, "an array of strings");
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
 Fields::Fields(const nlohmann::json& json, std::string what) : json_(json), what_(std::move(what)) {
   if (!json_.is_object()) throw InputError(what_ + ": not a JSON object");
 }
@@ -181,6 +190,12 @@ const nlohmann::json& Fields::object(const char* key) const {
 
 // ---- load ----
 
+static nlohmann::json extensions_json(const std::vector<BuiltExtension>& extensions) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : extensions) out.push_back(e.to_json());
+  return out;
+}
+
 nlohmann::json LoadRequest::to_json() const {
   return {{"reference_program", reference_program}, {"library", library},
           {"scale", scale},                         {"device", device.device},
@@ -188,7 +203,7 @@ nlohmann::json LoadRequest::to_json() const {
           {"cpu_threads", device.cpu_threads},      {"cache_bytes", cache_bytes},
           {"program_name", program_name},           {"replay_as_graph", replay_as_graph},
           {"program_kind", program_kind},           {"python_source", python_source},
-          {"origin", origin}};
+          {"origin", origin},                       {"extensions", extensions_json(extensions)}};
 }
 
 LoadRequest LoadRequest::from(const Fields& f) {
@@ -205,15 +220,41 @@ LoadRequest LoadRequest::from(const Fields& f) {
   r.program_kind = f.text("program_kind");
   r.python_source = f.text("python_source");
   r.origin = f.text("origin");
+  for (const auto& e : f.array("extensions")) r.extensions.push_back(BuiltExtension::from(Fields(e, f.what() + ": extensions")));
   return r;
 }
 
+nlohmann::json ExtensionBuild::to_json() const {
+  return {{"key", key},
+          {"name", name},
+          {"cpp_sources", cpp_sources},
+          {"cuda_sources", cuda_sources},
+          {"functions", functions},
+          {"bindings", bindings},
+          {"extra_cflags", extra_cflags},
+          {"extra_cuda_cflags", extra_cuda_cflags},
+          {"extra_ldflags", extra_ldflags}};
+}
+
+ExtensionBuild ExtensionBuild::from(const Fields& f) {
+  return {f.text("key"),        f.text("name"),     f.text("cpp_sources"),           f.text("cuda_sources"),
+          f.texts("functions"), f.flag("bindings"), f.texts("extra_cflags"), f.texts("extra_cuda_cflags"),
+          f.texts("extra_ldflags")};
+}
+
+nlohmann::json BuiltExtension::to_json() const { return {{"key", key}, {"library", library}}; }
+
+BuiltExtension BuiltExtension::from(const Fields& f) { return {f.text("key"), f.text("library")}; }
+
 nlohmann::json LoadReply::to_json() const {
+  nlohmann::json builds = nlohmann::json::array();
+  for (const auto& b : needs_builds) builds.push_back(b.to_json());
   return {{"num_args", num_args},
           {"arguments", metas_json(arguments)},
           {"probe_baseline_us", probe_baseline_us},
           {"device_name", device_name},
-          {"intra_op_threads", intra_op_threads}};
+          {"intra_op_threads", intra_op_threads},
+          {"needs_builds", builds}};
 }
 
 LoadReply LoadReply::from(const Fields& f) {
@@ -223,6 +264,12 @@ LoadReply LoadReply::from(const Fields& f) {
   r.probe_baseline_us = f.number("probe_baseline_us");
   r.device_name = f.text("device_name");
   r.intra_op_threads = f.int32("intra_op_threads");
+  const auto& builds = f.array("needs_builds");
+  if (builds.size() > kMaxExtensionBuilds) {
+    throw InputError(fmt::format("{}: {} extensions to build, more than the {} a load may ask for", f.what(), builds.size(),
+                                 kMaxExtensionBuilds));
+  }
+  for (const auto& b : builds) r.needs_builds.push_back(ExtensionBuild::from(Fields(b, f.what() + ": needs_builds")));
   return r;
 }
 

@@ -56,6 +56,7 @@ class Fields {
   int int32(const char* key) const;
   std::vector<int64_t> integers(const char* key) const;
   std::vector<uint64_t> unsigned_integers(const char* key) const;
+  std::vector<std::string> texts(const char* key) const;
   const nlohmann::json& array(const char* key) const;
   const nlohmann::json& object(const char* key) const;
   const std::string& what() const { return what_; }
@@ -89,12 +90,36 @@ struct DeviceSettings {
   int cpu_threads = 0;              // 0: LibTorch's default
 };
 
+// A KernelBench-format candidate's torch.utils.cpp_extension.load_inline call, as its worker recorded
+// it: the evaluator's compiler builds it (the worker cannot start a compiler) and the next worker
+// imports the result. `key` is the worker's name for the call (a hash of the rest); a worker that
+// lies about it only fails to find its own module.
+struct ExtensionBuild {
+  std::string key, name, cpp_sources, cuda_sources;
+  std::vector<std::string> functions;
+  bool bindings = true;  // false: load_inline got no `functions` (the sources bind their own)
+  std::vector<std::string> extra_cflags, extra_cuda_cflags, extra_ldflags;
+  nlohmann::json to_json() const;
+  static ExtensionBuild from(const Fields& f);
+};
+// A built extension given to a worker: the call's key and the module's library (in the worker's folder).
+struct BuiltExtension {
+  std::string key, library;
+  nlohmann::json to_json() const;
+  static BuiltExtension from(const Fields& f);
+};
+// At most this many load_inline calls in one load (CUDA-L1's modules make one or two).
+inline constexpr size_t kMaxExtensionBuilds = 16;
+
 struct LoadReply {
   int num_args = 0;
   std::vector<TensorMeta> arguments;  // judge: one slot's arguments (the arena's layout)
   double probe_baseline_us = 0;       // judge, GPU: the idle probe's time on an idle GPU
   std::string device_name;            // judge: the GPU's name ("" on the CPU)
   int intra_op_threads = 0;           // program worker: LibTorch's intra-op threads there
+  // A KernelBench-format candidate whose module called load_inline for extensions it was not given:
+  // nothing is loaded; the evaluator builds these and loads the candidate in a fresh worker.
+  std::vector<ExtensionBuild> needs_builds;
   nlohmann::json to_json() const;
   static LoadReply from(const Fields& f);
 };
@@ -106,6 +131,7 @@ struct LoadRequest {
   std::string program_kind = "crl";  // "kernelbench": no library; python_source is the candidate's module
   std::string python_source;
   std::string origin;              // the candidate's name in messages (its file or JSONL line)
+  std::vector<BuiltExtension> extensions;  // kernelbench: its load_inline calls built so far
   std::string scale;
   DeviceSettings device;
   int64_t cache_bytes = 0;         // judge: reference outputs it keeps

@@ -102,8 +102,35 @@ TEST_F(KernelBenchTest, TensorsThatDoNotMatchTheTasksModuleAreFormatErrors) {
 TEST_F(KernelBenchTest, WhatIsNoModuleToJudgeSaysWhy) {
   expect_status(judge(kRelu, "not_a_module"), VerdictStatus::kFormatError, "does not derive from torch.nn.Module");
   expect_status(judge(kRelu, "import_error"), VerdictStatus::kCompileError, "No module named 'crl_no_such_module'");
-  expect_status(judge(kRelu, "load_inline"), VerdictStatus::kFormatError, "load_inline starts a compiler");
+  expect_status(judge(kRelu, "load_sources"), VerdictStatus::kFormatError, "crl builds load_inline's sources only");
   expect_status(judge(kRelu, "init_raises"), VerdictStatus::kRuntimeError, "crl-test: no model today");
+}
+
+TEST_F(KernelBenchTest, LoadInlineIsBuiltByCrlsCompilerAndImportedByTheWorker) {
+  const Verdict v = judge(kRelu, "load_inline.legit");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  bool built = false;
+  for (const auto& step : v.steps) built = built || (step.name == "compile load_inline 'crl_test_relu'" && step.passed);
+  EXPECT_TRUE(built) << explain(v);
+  // Judged again: the extension comes from the cache.
+  const Verdict again = judge(kRelu, "load_inline.legit");
+  ASSERT_TRUE(again.ok()) << explain(again);
+  for (const auto& step : again.steps) {
+    if (step.name.rfind("compile load_inline", 0) == 0) EXPECT_EQ(step.detail, "cache hit") << explain(again);
+  }
+}
+
+TEST_F(KernelBenchTest, AnExtensionThatDoesNotCompileIsACompileErrorWithItsLog) {
+  const Verdict v = judge(kRelu, "load_inline_compile_error");
+  expect_status(v, VerdictStatus::kCompileError, "load_inline extension 'crl_test_broken' does not compile");
+  EXPECT_NE(v.compile_log.find("crl_no_such_method"), std::string::npos) << explain(v);
+}
+
+TEST_F(KernelBenchTest, AnExtensionsFlagsMayNotNameFiles) {
+  const Verdict v = judge(kRelu, "load_inline_reads_a_file");
+  expect_status(v, VerdictStatus::kCompileError, "does not compile (request stage)");
+  EXPECT_NE(v.compile_log.find("'-include' is not one crl passes"), std::string::npos) << explain(v);
+  EXPECT_EQ(v.compile_log.find("root:"), std::string::npos) << explain(v);
 }
 
 TEST_F(KernelBenchTest, TheSandboxHoldsForPython) {
