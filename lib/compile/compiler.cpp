@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -69,6 +70,9 @@ std::string join(const std::vector<std::string>& parts) {
 }
 
 void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text, /*durable=*/false); }
+
+// What load_inline's main.cpp includes first, precompiled once per node (ensure_extension_pch).
+constexpr const char* kExtensionPrelude = "#include <torch/extension.h>\n";
 
 // Empty when every #include, #include_next and #embed of the program names a header by a
 // relative path without "..", and it embeds no file with .incbin; else a message naming the line.
@@ -146,7 +150,7 @@ struct Compiler::Impl {
   std::string cxx_version, host_cxx_version, nvcc_version;
   bool host_is_clang = false;  // clang++ compiles the host sections (toolchain.h: clang_can_compile_host)
   std::mutex pch_mutex;
-  std::map<Backend, std::string> pch_header;  // backend -> prelude header path (its .gch or .pch beside it)
+  std::map<std::string, std::string> pch_header;  // PCH key -> prelude header path (its .gch or .pch beside it)
   std::mutex inflight_mutex;
   std::map<std::string, std::vector<std::promise<CompileResult>>> inflight;  // key -> waiting duplicates
   std::unique_ptr<ThreadPool> pool;
@@ -281,38 +285,57 @@ struct Compiler::Impl {
   // g++ finds header.gch beside the header it is told to include; clang++ is given its .pch.
   std::string pch_file(const std::string& header) const { return header + (host_is_clang ? ".pch" : ".gch"); }
 
-  // Builds the backend's precompiled prelude once per node: under a lock, into a temporary file
-  // renamed into place, so concurrent processes neither race nor read a half-written .gch.
+  // Builds the backend's precompiled prelude once per node (ensure_prelude).
   std::string ensure_pch(Backend backend) {
+    return ensure_prelude(pch_key(backend), "crl_prelude.h", prelude_header_source(backend), host_flags(backend),
+                          fmt::format("the {} precompiled prelude", backend_name(backend)));
+  }
+
+  // torch/extension.h precompiled for load_inline extensions (their host file's flags without the
+  // request's own; extension_uses_pch says when a request may use it).
+  std::string ensure_extension_pch(bool cuda) {
+    ExtensionRequest base;
+    base.cuda = cuda;
+    const std::vector<std::string> flags = extension_host_flags(base);
+    Sha256 h;
+    h.field("crl-extension-pch/1").field(kExtensionPrelude).field(join(flags));
+    h.field(toolchain.host_cxx).field(host_cxx_version).field(toolchain.torch_version);
+    return ensure_prelude(h.hex(), "crl_extension_prelude.h", kExtensionPrelude, flags,
+                          fmt::format("torch/extension.h precompiled for {} extensions", cuda ? "cuda" : "cpu"));
+  }
+
+  // Builds a precompiled header once per node: under a lock, into a temporary file renamed into
+  // place, so concurrent processes neither race nor read a half-written .gch.
+  std::string ensure_prelude(const std::string& key, const std::string& file_name, const std::string& source,
+                             const std::vector<std::string>& flags, const std::string& what) {
     std::lock_guard guard(pch_mutex);
-    if (const auto it = pch_header.find(backend); it != pch_header.end()) return it->second;
-    const std::string dir = cache->pch_dir(pch_key(backend));
-    const std::string header = dir + "/crl_prelude.h";
+    if (const auto it = pch_header.find(key); it != pch_header.end()) return it->second;
+    const std::string dir = cache->pch_dir(key);
+    const std::string header = dir + "/" + file_name;
     const std::string gch = pch_file(header);
     fs::create_directories(dir);
     if (!fs::exists(gch)) {
       FileLock lock(dir + "/build.lock");
       if (!fs::exists(gch)) {
-        write_text(header, prelude_header_source(backend));
+        write_text(header, source);
         const std::string tmp = fmt::format("{}.tmp{}", gch, static_cast<long>(getpid()));
         std::vector<std::string> argv = {toolchain.host_cxx};
-        for (auto& f : host_flags(backend)) argv.push_back(f);
+        for (auto& f : flags) argv.push_back(f);
         for (const auto& f : {"-x", "c++-header", header.c_str(), "-o", tmp.c_str()}) argv.push_back(f);
         if (host_is_clang) argv.push_back("-fpch-instantiate-templates");
-        // The prelude takes tens of seconds; a program's short timeout must not fail it.
+        // A prelude takes tens of seconds; a program's short timeout must not fail it.
         const CommandResult r = run_tool(argv, dir, std::max(options.timeout_seconds, 1800.0));
         if (!r.ok()) {
           std::error_code ec;
           fs::remove(tmp, ec);
-          throw Error(fmt::format("building the {} precompiled prelude failed ({}){}:\n{}\n{}", backend_name(backend),
-                                  r.timed_out ? "timed out" : fmt::format("exit {}", r.exit_code),
+          throw Error(fmt::format("building {} failed ({}){}:\n{}\n{}", what, r.timed_out ? "timed out" : fmt::format("exit {}", r.exit_code),
                                   host_is_clang ? " with clang++ (CRL_HOST_CXX=g++ compiles host sections with g++)" : "",
                                   join(argv), r.output.substr(0, 8000)));
         }
         fs::rename(tmp, gch);
       }
     }
-    pch_header[backend] = header;
+    pch_header[key] = header;
     return header;
   }
 
@@ -559,7 +582,9 @@ struct Compiler::Impl {
   // As torch's own extension builds: C++17, its macros, its and the embedded Python's headers; the
   // module's init function must stay visible (no -fvisibility=hidden).
   std::vector<std::string> extension_defines(const ExtensionRequest& r) const {
-    std::vector<std::string> flags = {"-DTORCH_EXTENSION_NAME=" + r.name, "-DTORCH_API_INCLUDE_EXTENSION_H"};
+    // TORCH_EXTENSION_NAME is main.cpp's first line (extension_main_source), not a flag: the
+    // precompiled torch/extension.h then serves every extension.
+    std::vector<std::string> flags = {"-DTORCH_API_INCLUDE_EXTENSION_H"};
     for (auto& f : split_flags(toolchain.torch_cxx_flags)) flags.push_back(f);
     for (const auto& dir : {toolchain.torch_include_dir, toolchain.torch_include_dir + "/torch/csrc/api/include", toolchain.python_include_dir}) {
       flags.push_back("-isystem");
@@ -581,7 +606,12 @@ struct Compiler::Impl {
 
   CompileResult build_extension(const ExtensionRequest& r, const std::string& key) {
     const Backend backend = r.cuda ? Backend::cuda : Backend::cpu;
-    const std::string pch = ensure_pch(backend);  // for the sandbox's probe and rules only
+    // The precompiled torch/extension.h where the request's flags are the prelude's own (a -O or -D
+    // of its own would not match it); else the program prelude's folder only serves the sandbox.
+    bool use_pch = true;
+    const std::vector<std::string> base = extension_host_flags(ExtensionRequest{.cuda = r.cuda});
+    for (const auto& f : r.extra_cflags) use_pch = use_pch && std::find(base.begin(), base.end(), f) != base.end();
+    const std::string pch = use_pch ? ensure_extension_pch(r.cuda) : ensure_pch(backend);
     const std::string dir = cache->make_build_dir();
     CompileResult result;
     int ruleset = -1;
@@ -590,6 +620,11 @@ struct Compiler::Impl {
       write_text(dir + "/main.cpp", extension_main_source(r));
       std::vector<std::string> host_argv = {toolchain.host_cxx};
       for (auto& f : extension_host_flags(r)) host_argv.push_back(f);
+      if (use_pch && host_is_clang) {
+        for (const auto& f : {std::string("-include-pch"), pch_file(pch)}) host_argv.push_back(f);
+      } else if (use_pch) {
+        for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) host_argv.push_back(f);
+      }
       for (const auto& f : {std::string("-c"), dir + "/main.cpp", std::string("-o"), dir + "/host.o"}) host_argv.push_back(f);
       std::vector<std::string> device_argv;
       const std::string cuda_text = extension_cuda_source(r);
@@ -603,10 +638,12 @@ struct Compiler::Impl {
                        "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
                        "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"};
         for (auto& f : extension_defines(r)) device_argv.push_back(f);
+        device_argv.push_back("-DTORCH_EXTENSION_NAME=" + r.name);
         for (const auto& f : r.extra_cuda_cflags) device_argv.push_back(f);
         for (const auto& f : {std::string("-c"), dir + "/cuda.cu", std::string("-o"), dir + "/device.o"}) device_argv.push_back(f);
       }
       std::vector<std::string> link_argv = {toolchain.cxx, "-shared", "-o", dir + "/program.so", dir + "/host.o"};
+      if (use_gold) link_argv.insert(link_argv.begin() + 1, "-fuse-ld=gold");
       if (!device_argv.empty()) link_argv.push_back(dir + "/device.o");
       for (const auto& f : {"-L" + toolchain.torch_library_dir, "-Wl,-rpath," + toolchain.torch_library_dir}) link_argv.push_back(f);
       for (const auto& f : {"-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"}) link_argv.push_back(f);

@@ -80,7 +80,9 @@ std::string extension_request_problem(const ExtensionRequest& r) {
 }
 
 std::string extension_main_source(const ExtensionRequest& r) {
-  std::string out = "#include <torch/extension.h>\n";
+  // The module's name as a macro of the file, not a flag: one precompiled torch/extension.h then
+  // serves every extension (compiler.cpp).
+  std::string out = fmt::format("#define TORCH_EXTENSION_NAME {}\n#include <torch/extension.h>\n", r.name);
   out += r.cpp_source;
   if (!r.bindings) return out + "\n";
   out += "\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n";

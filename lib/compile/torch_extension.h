@@ -28,7 +28,7 @@ struct ExtensionRequest {
 // -lineinfo, -Xptxas and --ptxas-options values, -maxrregcount; link flags -l of CUDA's libraries.
 std::string extension_request_problem(const ExtensionRequest& request);
 
-// main.cpp as load_inline writes it: <torch/extension.h>, the C++ sources, then (with bindings) a
+// main.cpp as load_inline writes it (the module's name defined first): <torch/extension.h>, the C++ sources, then (with bindings) a
 // PYBIND11_MODULE binding each function (wrapped for PyTorch's error handling).
 std::string extension_main_source(const ExtensionRequest& request);
 

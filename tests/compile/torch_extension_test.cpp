@@ -17,7 +17,8 @@ ExtensionRequest relu_request() {
 
 TEST(TorchExtension, MainSourceIsLoadInlinesWithItsBindings) {
   const std::string main = extension_main_source(relu_request());
-  EXPECT_EQ(main.rfind("#include <torch/extension.h>\ntorch::Tensor relu(torch::Tensor x);", 0), 0u) << main;
+  EXPECT_EQ(main.rfind("#define TORCH_EXTENSION_NAME relu_ext\n#include <torch/extension.h>\ntorch::Tensor relu(torch::Tensor x);", 0), 0u)
+      << main;
   EXPECT_NE(main.find("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\nm.def(\"relu\", torch::wrap_pybind_function(relu), \"relu\");\n}"),
             std::string::npos)
       << main;
