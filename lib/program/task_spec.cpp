@@ -297,6 +297,32 @@ std::vector<InitArg> parse_init_args(const SpecContext& ctx, const YAML::Node& n
   return args;
 }
 
+// `kernelbench_inputs`: input names (each input once) and values (as init_args writes them).
+std::vector<TaskSpec::KernelBenchInput> parse_kernelbench_inputs(const SpecContext& ctx, const YAML::Node& node, const TaskSpec& spec) {
+  if (!node.IsSequence()) ctx.fail(node, fmt::format("expected 'kernelbench_inputs' to be a list (found '{}')", dump(node)));
+  std::vector<TaskSpec::KernelBenchInput> out;
+  std::vector<bool> named(spec.inputs.size(), false);
+  size_t count = 0;
+  for (const auto& entry : node) {
+    if (!entry.IsScalar()) ctx.fail(entry, fmt::format("kernelbench_inputs: expected an input's name or a value (found '{}')", dump(entry)));
+    TaskSpec::KernelBenchInput in;
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      if (spec.inputs[i].name == entry.Scalar()) in.input = i;
+    }
+    if (in.input) {
+      if (named[*in.input]) ctx.fail(entry, fmt::format("kernelbench_inputs: input '{}' is named twice", entry.Scalar()));
+      named[*in.input] = true;
+    } else {
+      in.value = parse_init_arg(entry.Scalar(), ctx.where(entry) + ": kernelbench_inputs", count);
+    }
+    out.push_back(std::move(in));
+  }
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (!named[i]) ctx.fail(node, fmt::format("kernelbench_inputs: input '{}' is missing (name every input once)", spec.inputs[i].name));
+  }
+  return out;
+}
+
 // One entry of `kernelbench_params`' parameters or buffers (`list`): a tensor's qualified name and shape, and
 // either the crl param that holds its value (with a transform, where it is not the tensor as it is) or why
 // no param does.
@@ -512,13 +538,20 @@ void check_at_scales(const SpecContext& ctx, const TaskSpec& spec) {
     }
     spec.check_argument_bytes(scale, kMaxArgumentBytes);
     check_costs(spec, vars, in_scale(""));
+    std::vector<const InitArg*> values;  // init_args and kernelbench_inputs' values, evaluated at every scale
     if (spec.init_args) {
-      for (const InitArg& arg : *spec.init_args) {
-        try {
-          evaluate_init_arg(arg, vars);
-        } catch (const InputError& e) {
-          throw InputError(fmt::format("{} (scale '{}')", e.what(), scale));  // e names file, line and key
-        }
+      for (const InitArg& arg : *spec.init_args) values.push_back(&arg);
+    }
+    if (spec.kernelbench_inputs) {
+      for (const auto& in : *spec.kernelbench_inputs) {
+        if (!in.input) values.push_back(&in.value);
+      }
+    }
+    for (const InitArg* arg : values) {
+      try {
+        evaluate_init_arg(*arg, vars);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{} (scale '{}')", e.what(), scale));  // e names file, line and key
       }
     }
     if (spec.kernelbench_params) {
@@ -703,7 +736,7 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
   }
   reject_unknown_keys(ctx, root,
                       {"task", "name", "category", "description", "notes", "inputs", "params", "scales", "flops",
-                       "bytes", "floor", "tolerance", "init_args", "kernelbench_params"},
+                       "bytes", "floor", "tolerance", "init_args", "kernelbench_params", "kernelbench_inputs"},
                       "the spec");
   TaskSpec spec;
   spec.origin = origin;
@@ -795,6 +828,7 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
     spec.tolerance = t;
   }
   if (const YAML::Node init_args = root["init_args"]) spec.init_args = parse_init_args(ctx, init_args);
+  if (const YAML::Node inputs = root["kernelbench_inputs"]) spec.kernelbench_inputs = parse_kernelbench_inputs(ctx, inputs, spec);
   for (const auto& entry : root) {
     if (entry.first.Scalar() == "kernelbench_params") {
       spec.kernelbench_params = parse_kernelbench_params(ctx, entry.first, entry.second, spec);

@@ -74,6 +74,14 @@ struct TaskSpec {
   // `kernelbench_params`: the module's parameters and buffers in its declaration order, each with the crl
   // param that holds its value; absent when the spec does not record them (every suite task does).
   std::optional<KernelBenchParams> kernelbench_params;
+  // `kernelbench_inputs`: forward's arguments in the order KernelBench's module takes them, each an
+  // input (its index) or a value KernelBench passes where crl has no tensor (level1/005's Python
+  // float); absent: the inputs in their order.
+  struct KernelBenchInput {
+    std::optional<size_t> input;
+    InitArg value;  // when not an input
+  };
+  std::optional<std::vector<KernelBenchInput>> kernelbench_inputs;
 
   // Throws InputError naming the task when `scale` is not one of its scales.
   const ScaleVariables& scale_variables(const std::string& scale) const;

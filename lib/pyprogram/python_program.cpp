@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "program/init_args.h"
 
@@ -199,6 +200,12 @@ struct PythonProgramState {
   std::string origin;
   py::dict globals;
   py::object model;
+  // forward's arguments in KernelBench's order: an input's index, or a constant (spec's kernelbench_inputs).
+  struct CallArgument {
+    std::optional<size_t> input;
+    py::object constant;
+  };
+  std::vector<CallArgument> call;
   size_t num_inputs = 0, num_args = 0;
   std::vector<Binding> bindings;
 };
@@ -224,6 +231,18 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
   s.origin = origin;
   s.num_inputs = spec.inputs.size();
   s.num_args = spec.num_args();
+  if (spec.kernelbench_inputs) {
+    for (const auto& in : *spec.kernelbench_inputs) {
+      if (in.input) {
+        s.call.push_back({in.input, py::none()});
+      } else {
+        const std::string literal = python_literal(evaluate_init_arg(in.value, spec.scale_variables(scale)));
+        s.call.push_back({std::nullopt, py::module_::import("ast").attr("literal_eval")(literal)});
+      }
+    }
+  } else {
+    for (size_t i = 0; i < s.num_inputs; ++i) s.call.push_back({i, py::none()});
+  }
   const py::module_ builtins = py::module_::import("builtins");
   try {
     s.globals["__name__"] = "crl_candidate";
@@ -361,8 +380,11 @@ std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>& ar
   if (args.size() != s.num_args) throw Error(fmt::format("ModelNew called with {} arguments, the task has {}", args.size(), s.num_args));
   for (const auto& b : s.bindings) b.target.set_data(bound_value(b, args[b.arg]));
   const at::NoGradGuard no_grad;  // as KernelBench calls a candidate
-  py::tuple inputs(s.num_inputs);
-  for (size_t i = 0; i < s.num_inputs; ++i) inputs[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(args[i]));
+  py::tuple inputs(s.call.size());
+  for (size_t i = 0; i < s.call.size(); ++i) {
+    const auto& a = s.call[i];
+    inputs[i] = a.input ? py::reinterpret_steal<py::object>(THPVariable_Wrap(args[*a.input])) : a.constant;
+  }
   py::object out;
   try {
     out = s.model(*inputs);
