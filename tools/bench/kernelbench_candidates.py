@@ -18,6 +18,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eager_suite import SpecError, kernelbench_file  # noqa: E402  (the same task -> KernelBench file rule)
+
 
 def suite_tasks(suite, levels):
     tasks = []
@@ -25,16 +28,6 @@ def suite_tasks(suite, levels):
         for path in sorted(glob.glob(os.path.join(suite, f"level{level}", "*.crl"))):
             tasks.append(f"level{level}/{os.path.basename(path)[:-4]}")
     return tasks
-
-
-def kernelbench_file(root, task_id):
-    level, name = task_id.split("/")
-    number = int(name.split("_")[0])
-    for base in (os.path.join(root, "KernelBench"), root):
-        found = glob.glob(os.path.join(base, level, f"{number}_*.py"))
-        if len(found) == 1:
-            return found[0]
-    return None
 
 
 def as_candidate(text):
@@ -53,7 +46,10 @@ def main():
     for task in suite_tasks(args.suite, args.level or [1, 2, 3]):
         if args.task and not any(task.startswith(t) for t in args.task):
             continue
-        path = kernelbench_file(args.kernelbench, task)
+        try:
+            path = kernelbench_file(args.kernelbench, task)
+        except SpecError:
+            path = None
         if path is None:
             print(f"kernelbench_candidates: no KernelBench file for {task} under {args.kernelbench}", file=sys.stderr)
             missing += 1
