@@ -2,9 +2,12 @@
 // every line's program ({task, completion} or {task, program}) against its task and writes the
 // correct ones, each with its measured speedup, as SFT data for the job's sft stage. A line whose
 // completion holds no program is reported as format_error and not kept; the others are judged.
+// `crl data import IN --out OUT.jsonl`: the field's KernelBench-format programs (CUDA-L1's release,
+// a KernelBench-style JSONL of {task, code}) into the same filter, as KernelBench-format SFT data.
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -16,6 +19,7 @@
 #include "compile/compiler.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_bounded.h"
 #include "core/process_env.h"
 #include "core/text_table.h"
 #include "eval/evaluator.h"
@@ -28,6 +32,7 @@ namespace {
 
 struct ValidateOptions {
   std::string input, out, suite_dir, backend, scale;
+  bool import = false;  // `crl data import`: input is CUDA-L1's release or {task, code} lines
   int trials = 5;
   double time_budget = -1;
   // The CPU workers' intra-op threads. Default: what each rank of the default job gets (the job
@@ -38,6 +43,60 @@ struct ValidateOptions {
   bool json = false;
 };
 
+// One row of an imported file as the filter reads it: {task, program, format: kernelbench, id}.
+struct ImportedRow {
+  std::string task, program, id;
+};
+
+// CUDA-L1's release (optimized_cuda_code/<gpu>.json: JSON lines of {level_id, task_id, custom_code,
+// ...}, task_id KernelBench's problem number) or {task, code} lines (task a crl task id). Rows
+// without code are counted, not imported. Throws InputError naming file:line for a row of neither
+// layout or a task the suite lacks.
+std::vector<ImportedRow> read_import_rows(const std::string& path, const Suite& suite, size_t* without_code) {
+  std::ifstream in(path);
+  if (!in) throw_io_error("cannot read the file to import", path);
+  std::vector<ImportedRow> rows;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", path, number);
+    const nlohmann::json j = parse_json_bounded(line, where);
+    if (!j.is_object()) throw InputError(where + ": not a JSON object");
+    ImportedRow row;
+    const char* code_key = nullptr;
+    if (j.contains("level_id") && j.contains("task_id")) {
+      if (!j["level_id"].is_number_integer() || !j["task_id"].is_number_integer()) {
+        throw InputError(where + ": CUDA-L1's 'level_id' and 'task_id' must be integers");
+      }
+      const std::string prefix = fmt::format("level{}/{:03d}_", j["level_id"].get<int64_t>(), j["task_id"].get<int64_t>());
+      for (const Task& t : suite.tasks()) {
+        if (t.spec.id.rfind(prefix, 0) == 0) row.task = t.spec.id;
+      }
+      if (row.task.empty()) throw InputError(fmt::format("{}: the suite has no task {}* (CUDA-L1's level {} task {})", where, prefix,
+                                                         j["level_id"].get<int64_t>(), j["task_id"].get<int64_t>()));
+      row.id = fmt::format("{}:{}", std::filesystem::path(path).filename().string(), row.task);
+      code_key = "custom_code";
+    } else if (j.contains("task") && j.contains("code")) {
+      if (!j["task"].is_string()) throw InputError(where + ": field 'task' must be a string");
+      row.task = j["task"].get<std::string>();
+      (void)suite.find(row.task);  // an unknown task is bad input, before any work
+      row.id = j.contains("id") && j["id"].is_string() ? j["id"].get<std::string>() : fmt::format("line {}", number);
+      code_key = "code";
+    } else {
+      throw InputError(where + ": expected CUDA-L1's {level_id, task_id, custom_code} or {task, code}");
+    }
+    const auto& code = j[code_key];
+    if (code.is_null() || (code.is_string() && code.get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos)) {
+      ++*without_code;
+      continue;
+    }
+    if (!code.is_string()) throw InputError(fmt::format("{}: field '{}' must be a string", where, code_key));
+    row.program = code.get<std::string>();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 int run_validate(const ValidateOptions& o) {
   eval::EvalOptions options;
   options.backend = choose_backend(o.backend);
@@ -46,10 +105,21 @@ int run_validate(const ValidateOptions& o) {
   options.time_budget_seconds = o.time_budget >= 0 ? o.time_budget : (options.backend == Backend::cuda ? 10 : 3);
   options.cpu_threads = o.cpu_threads;
   options.max_relative_ci = o.max_relative_ci;
-  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
+  const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));  // before the import: its rows name tasks
   // Raw model output: a line without a program is that line's format_error (candidates.h), not
   // the end of the filter; a line that is no JSON object of {task, completion or program} is bad input.
-  std::vector<Candidate> examples = read_candidates_jsonl(o.input);
+  // An import is first written as such lines (KernelBench-format programs) beside the output.
+  std::string input = o.input;
+  size_t without_code = 0;
+  if (o.import) {
+    std::string lines;
+    for (const auto& row : read_import_rows(o.input, suite, &without_code)) {
+      lines += nlohmann::json{{"task", row.task}, {"program", row.program}, {"format", "kernelbench"}, {"id", row.id}}.dump() + "\n";
+    }
+    input = o.out + ".import.jsonl";
+    write_file_atomically(input, lines);
+  }
+  std::vector<Candidate> examples = read_candidates_jsonl(input);
   check_candidates_against(suite, examples);
   Compiler compiler;
   eval::Evaluator evaluator(options, compiler);
@@ -94,11 +164,20 @@ int run_validate(const ValidateOptions& o) {
   }
   write_file_atomically(o.out, kept);
   if (o.json) {
-    std::cout << nlohmann::json{{"input", o.input}, {"out", o.out}, {"kept", n_kept}, {"total", examples.size()}, {"lines", report}}.dump(2) << "\n";
+    nlohmann::json out{{"input", o.input}, {"out", o.out}, {"kept", n_kept}, {"total", examples.size()}, {"lines", report}};
+    if (o.import) {
+      out["imported"] = input;
+      out["without_code"] = without_code;
+    }
+    std::cout << out.dump(2) << "\n";
   } else {
     std::cout << table.str();
     for (const auto& why : unparsed) std::cout << "format_error: " << why << "\n";
     std::cout << fmt::format("kept {} of {} programs in {}\n", n_kept, examples.size(), o.out);
+    if (o.import) {
+      std::cout << fmt::format("imported {} programs as KernelBench-format lines into {} ({} rows without code skipped)\n",
+                               examples.size(), input, without_code);
+    }
   }
   return kExitOk;
 }
@@ -127,6 +206,29 @@ void add_data_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   validate->add_flag("--json", o->json, "Print the per-line report as JSON");
   validate->callback([&exit_code, o] { exit_code = run_validate(*o); });
+
+  auto im = std::make_shared<ValidateOptions>();
+  im->import = true;
+  auto* import = data->add_subcommand(
+      "import", "Judge the field's KernelBench-format programs (CUDA-L1's release, {task, code} lines); keep the correct ones as SFT data");
+  import->add_option("input", im->input,
+                     "CUDA-L1's optimized_cuda_code/<gpu>.json (JSON lines of {level_id, task_id, custom_code}) or JSON lines of "
+                     "{task, code}")
+      ->required()
+      ->check(existing_input(PathKind::file, "input"));
+  import->add_option("--out", im->out,
+                     "JSONL of the correct ones, {task, completion, format: kernelbench, speedup, id}; OUT.import.jsonl gets every "
+                     "imported program as crl eval reads it")
+      ->required();
+  import->add_option("--suite", im->suite_dir, "Task suite folder (default: $CRL_SUITE_DIR or the source tree's jobs/suite)");
+  import->add_option("--backend", im->backend, "cpu or cuda (default: cuda when a GPU is visible)");
+  import->add_option("--scale", im->scale, "small or full (default: full on cuda, small on cpu)");
+  import->add_option("--trials", im->trials, "Correctness trials per program")->capture_default_str();
+  import->add_option("--time-budget", im->time_budget, "Seconds of timing per program (default 10 cuda, 3 cpu)");
+  import->add_option("--max-relative-ci", im->max_relative_ci, "As crl data validate's")->capture_default_str()->check(CLI::Range(0.001, 100.0));
+  import->add_option("--cpu-threads", im->cpu_threads, "Intra-op threads of the CPU workers")->check(CLI::Range(1, 4096))->capture_default_str();
+  import->add_flag("--json", im->json, "Print the per-line report as JSON");
+  import->callback([&exit_code, im] { exit_code = run_validate(*im); });
 }
 
 }  // namespace crl::cli
