@@ -36,7 +36,9 @@ TaskPrompts select_task_prompts(const TaskSelectionOptions& o, const std::string
                                  command));
   }
   const std::string instructions = rl::read_instructions(out.job);
-  for (const Task* task : out.tasks) out.prompts.push_back(rl::render_task_prompt(instructions, *task));
+  for (const Task* task : out.tasks) {
+    out.prompts.push_back(rl::render_task_prompt(instructions, *task, {}, out.job.program_format, out.job.kernelbench));
+  }
   return out;
 }
 

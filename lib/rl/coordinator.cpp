@@ -159,7 +159,7 @@ StepBatch Coordinator::batch_of(StepPlan plan, int64_t group_size, int64_t polic
 }
 
 StepOutcome Coordinator::judge(StepBatch& batch, const StageConfig& stage) {
-  extract_programs(batch);
+  extract_programs(batch, context_.job.program_format);
   const VerdictReuse::Judge dispatch = [this](const std::vector<WorkItem>& work) { return dispatcher_->evaluate(work); };
   judge_programs(batch, dispatch, context_.job.eval.reuse_verdicts ? &verdict_reuse_ : nullptr);
   assign_rewards(batch, *normalizer_, stage);
@@ -204,7 +204,7 @@ void Coordinator::validate(const StepPlan& plan, int64_t policy_version, const s
   next_validation_id_ += static_cast<int64_t>(batch.rollouts.size());
   batch.plan = plan;
   batch.policy_version = policy_version;
-  extract_programs(batch);
+  extract_programs(batch, context_.job.program_format);
   judge_programs(batch, [this](const std::vector<WorkItem>& work) { return dispatcher_->evaluate(work); }, nullptr);
   StatusTally statuses;
   for (RolloutRecord& r : batch.rollouts) {

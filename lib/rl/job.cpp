@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -111,6 +112,18 @@ void Job::start() {
   context_->validation_tasks = select_validation_tasks(context_->suite, job_, context_->tasks);
   check_planted(job_, context_->tasks);
   context_->instructions = read_instructions(job_);
+  if (job_.program_format == ProgramKind::kernelbench) {
+    // Every prompt shows its task's module: one missing is bad input now, not a failed step later.
+    for (const auto* list : {&context_->tasks, &context_->validation_tasks}) {
+      for (const Task* task : *list) {
+        try {
+          (void)read_kernelbench_module(job_.kernelbench, task->id);
+        } catch (const IoError& e) {
+          throw InputError(fmt::format("{}: key 'kernelbench': {}", job_.path, e.what()));
+        }
+      }
+    }
+  }
   find_resume_point();
 }
 
@@ -251,11 +264,29 @@ std::vector<const Task*> select_validation_tasks(const Suite& suite, const JobCo
 }
 
 std::string read_instructions(const JobConfig& job) {
-  return read_input_file(job.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job.instructions,
-                         "prompt instructions");
+  const char* doc = job.program_format == ProgramKind::kernelbench ? "/docs/kernelbench-format.md" : "/docs/program-format.md";
+  return read_input_file(job.instructions.empty() ? std::string(CRL_SOURCE_DIR) + doc : job.instructions, "prompt instructions");
 }
 
-std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars) {
+std::string read_kernelbench_module(const std::string& dir, const std::string& task_id) {
+  const auto slash = task_id.find('/');
+  const std::string level = task_id.substr(0, slash);
+  const std::string problem = std::to_string(std::stoi(task_id.substr(slash + 1, 3)));  // "001_x" -> "1"
+  for (const auto& base : {std::filesystem::path(dir) / "KernelBench" / level, std::filesystem::path(dir) / level}) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(base, error)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(problem + "_", 0) == 0 && entry.path().extension() == ".py") return read_input_file(entry.path().string(), "KernelBench module");
+    }
+  }
+  throw IoError(fmt::format("{}: no KernelBench module for {} ({}/{}_*.py, or under KernelBench/)", dir, task_id, level, problem));
+}
+
+std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars,
+                               ProgramKind kind, const std::string& kernelbench_dir) {
+  if (kind == ProgramKind::kernelbench) {
+    return build_prompt({instructions, task.id, read_kernelbench_module(kernelbench_dir, task.id), exemplars, true, kind});
+  }
   return build_prompt({instructions, task.id, task.text, exemplars, true});
 }
 

@@ -46,10 +46,16 @@ std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job);
 // The job's held-out tasks (its `validation.tasks` key; none without `validation`); InputError naming
 // the file, line and key when one of them is also one of the job's `tasks` (`training`).
 std::vector<const Task*> select_validation_tasks(const Suite& suite, const JobConfig& job, const std::vector<const Task*>& training);
-// The prompt's instructions: the job's `instructions` file, else docs/program-format.md.
+// The prompt's instructions: the job's `instructions` file, else the doc of its program format
+// (docs/program-format.md, or docs/kernelbench-format.md for program_format kernelbench).
 std::string read_instructions(const JobConfig& job);
+// The task's KernelBench module in a checkout (`dir` or its KernelBench/ folder:
+// level<N>/<problem>_*.py); IoError naming the folder and the task when there is none.
+std::string read_kernelbench_module(const std::string& dir, const std::string& task_id);
 // The policy's prompt for `task` showing `exemplars` (prompt.h's build_prompt): what every stage,
-// held-out validation, `crl prompt` and `crl eval-model` show the policy.
-std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars = {});
+// held-out validation, `crl prompt` and `crl eval-model` show the policy. With program_format
+// kernelbench it shows the task's module from the job's `kernelbench` checkout.
+std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars = {},
+                               ProgramKind kind = ProgramKind::crl, const std::string& kernelbench_dir = "");
 
 }  // namespace crl::rl

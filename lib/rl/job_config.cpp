@@ -280,7 +280,8 @@ static JobConfig parse_job_config_checked(const std::string& text, const std::st
   job.as_json = yaml_to_json(root);  // first: it refuses keys that are lists or mappings, anywhere
   const Section sec(root, "", origin,
                     {"name", "seed", "model", "prompt_format", "backend", "dtype", "roles", "micro_batch_size", "share_gpu",
-                     "suite", "instructions", "tasks", "stages", "eval", "generation", "lora", "validation"});
+                     "suite", "instructions", "program_format", "kernelbench", "tasks", "stages", "eval", "generation", "lora",
+                     "validation"});
   job.path = origin;
   job.name = sec.required<std::string>("name");
   if (job.name.empty()) sec.fail(sec.child("name"), "'name' is empty");
@@ -293,6 +294,13 @@ static JobConfig parse_job_config_checked(const std::string& text, const std::st
   job.share_gpu = sec.get<bool>("share_gpu", job.share_gpu);
   job.suite = resolve_path(base_dir, sec.get<std::string>("suite", ""));
   job.instructions = resolve_path(base_dir, sec.get<std::string>("instructions", ""));
+  job.program_format = sec.choice("program_format", "crl", {"crl", "kernelbench"}) == "kernelbench" ? ProgramKind::kernelbench
+                                                                                                    : ProgramKind::crl;
+  job.kernelbench = resolve_path(base_dir, sec.get<std::string>("kernelbench", ""));
+  if (job.program_format == ProgramKind::kernelbench && job.kernelbench.empty()) {
+    sec.fail(sec.child("program_format"), "program_format kernelbench needs 'kernelbench': a KernelBench checkout (its modules are "
+                                          "the references the prompts show)");
+  }
   if (sec.has("roles")) {
     const Section roles(sec.child("roles"), "roles", origin, {"trainers"});
     job.trainers = roles.number<int>("trainers", job.trainers, 1, 1 << 20);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "program/program_text.h"
+
 namespace crl::rl {
 
 enum class StageKind { kSft, kSelftrain, kCrl };
@@ -45,7 +47,7 @@ struct CheckpointConfig {
 // (a crashing, hanging or hacking candidate must cost only its own verdict).
 struct PlantedCompletion {
   std::string task;
-  std::string file;  // a .crl program, wrapped into a completion's fenced block
+  std::string file;  // a program of the job's program_format (.crl, or .py for kernelbench), wrapped into a completion's fenced block
 };
 
 struct StageConfig {
@@ -145,7 +147,11 @@ struct JobConfig {
   int64_t micro_batch_size = 4;
   bool share_gpu = false;
   std::string suite;             // suite folder; empty: resolve_suite_dir()'s default
-  std::string instructions;      // the prompt's instructions file; empty: docs/program-format.md
+  std::string instructions;      // the prompt's instructions file; empty: the program format's doc
+  // The programs the policy writes (job key `program_format`): crl's format, or KernelBench's (a
+  // Python ModelNew; the prompt shows the task's KernelBench module from `kernelbench`, a checkout).
+  ProgramKind program_format = ProgramKind::crl;
+  std::string kernelbench;
   TaskSelectionConfig tasks;
   std::vector<StageConfig> stages;
   JobEvalConfig eval;

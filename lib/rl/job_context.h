@@ -30,7 +30,7 @@ struct JobContext {
 
   // The policy's prompt for `task` showing `exemplars`.
   std::string render_prompt(const Task& task, const std::vector<PromptExemplar>& exemplars) const {
-    return render_task_prompt(instructions, task, exemplars);
+    return render_task_prompt(instructions, task, exemplars, job.program_format, job.kernelbench);
   }
   // The resume point when stage `index` is the one to continue (nullptr otherwise).
   const ResumePoint* resuming_stage(size_t index) const {

@@ -42,7 +42,14 @@ std::string build_prompt(const PromptInputs& in) {
   out += "You write programs that compute exactly what a reference program computes, faster. "
          "The rules of the program format follow.\n\n";
   out += one_newline(in.instructions);
-  out += fmt::format("\n# Task {}\n\nThe reference program:\n\n```\n{}```\n", in.task_id, one_newline(reference_for_prompt(in.reference)));
+  const bool python = in.kind == ProgramKind::kernelbench;
+  const char* fence = python ? "```python" : "```";
+  if (python) {
+    out += fmt::format("\n# Task {}\n\nThe reference module (KernelBench's `Model`):\n\n{}\n{}```\n", in.task_id, fence,
+                       one_newline(in.reference));
+  } else {
+    out += fmt::format("\n# Task {}\n\nThe reference program:\n\n```\n{}```\n", in.task_id, one_newline(reference_for_prompt(in.reference)));
+  }
   if (in.exemplars.empty()) {
     out += "\nThere are no earlier correct programs for this task yet.\n";
   } else {
@@ -50,7 +57,7 @@ std::string build_prompt(const PromptInputs& in) {
                        "(higher is faster):\n");
     for (size_t i = 0; i < in.exemplars.size(); ++i) {
       const auto& e = in.exemplars[i];
-      out += fmt::format("\nProgram {} (speedup {:.2f}x):\n\n```\n{}```\n", static_cast<char>('A' + i), e.speedup,
+      out += fmt::format("\nProgram {} (speedup {:.2f}x):\n\n{}\n{}```\n", static_cast<char>('A' + i), e.speedup, fence,
                          one_newline(e.program));
     }
   }
@@ -61,6 +68,12 @@ std::string build_prompt(const PromptInputs& in) {
     out += "1. Performance analysis: where the reference program spends its time.\n";
   }
   out += "2. Plan: what your program does differently to be faster.\n";
+  if (python) {
+    out += "3. The program: one fenced code block (```python) holding the whole candidate, a Python module that defines "
+           "`class ModelNew(nn.Module)`: constructed with the arguments of the reference's `Model`, its parameters and "
+           "buffers declared in the same order and shapes, called with the same inputs.\n";
+    return out;
+  }
   out += "3. The program: one fenced code block (```) holding the whole candidate, its `// crl:device` (optional) "
          "and `// crl:host` sections. Leave out `// crl:spec`: the candidate receives the reference's inputs "
          "and parameters.\n";

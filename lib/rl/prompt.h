@@ -22,6 +22,9 @@ struct PromptInputs {
   std::string reference;       // the task's reference program, as in the suite (shown without its kernelbench_params)
   std::vector<PromptExemplar> exemplars;
   bool ask_for_analysis = true;  // false for stages without exemplars (sft, selftrain): still asks for the plan
+  // kernelbench: the reference is the task's KernelBench module and the answer a Python module
+  // defining ModelNew (the job's program_format).
+  ProgramKind kind = ProgramKind::crl;
 };
 
 // The user message (plain text; the chat template or the raw format wraps it).

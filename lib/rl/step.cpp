@@ -87,9 +87,9 @@ std::vector<RolloutRecord> records_from(const StepPlan& plan, int64_t group_size
   return records;
 }
 
-void extract_programs(StepBatch& batch) {
+void extract_programs(StepBatch& batch, ProgramKind kind) {
   for (RolloutRecord& r : batch.rollouts) {
-    ParsedCompletion parsed = parse_completion(r.completion, fmt::format("rollout {}", r.id));
+    ParsedCompletion parsed = parse_completion(r.completion, fmt::format("rollout {}", r.id), kind);
     r.has_program = parsed.ok;
     r.program = std::move(parsed.program_text);
     r.format_problem = std::move(parsed.problem);

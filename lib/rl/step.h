@@ -46,7 +46,7 @@ std::vector<RolloutRecord> records_from(const StepPlan& plan, int64_t group_size
                                         const std::vector<std::vector<CompletionMessage>>& per_trainer, int64_t first_id);
 
 // Each completion's program (completion.h): has_program, or the format problem.
-void extract_programs(StepBatch& batch);
+void extract_programs(StepBatch& batch, ProgramKind kind = ProgramKind::crl);
 
 // The verdict of every rollout: its program's, from `judge` (through `reuse` when given: programs
 // judged before take their verdict, verdict_reuse.h), or format_error for a rollout without one.

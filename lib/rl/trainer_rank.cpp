@@ -267,7 +267,8 @@ namespace {
 
 // Planted completions (tests): in the stage's first step, in place of the first samples of the
 // first group of their task. No policy wrote them: they have no generating log-probs.
-void plant_completions(const StageConfig& stage, const StepPlan& plan, const TrainerRank& rank, std::vector<RolloutRecord>& mine) {
+void plant_completions(const StageConfig& stage, ProgramKind kind, const StepPlan& plan, const TrainerRank& rank,
+                       std::vector<RolloutRecord>& mine) {
   const int64_t groups = static_cast<int64_t>(plan.groups.size());
   const int trainer = rank.trainers().rank(), trainers = rank.trainers().size();
   std::map<int64_t, int64_t> used;
@@ -282,7 +283,7 @@ void plant_completions(const StageConfig& stage, const StepPlan& plan, const Tra
     if (s >= stage.group || g % trainers != trainer) continue;
     for (RolloutRecord& r : mine) {
       if (r.group == g && r.sample == s) {
-        r.completion = completion_from_program(read_input_file(p.file, "planted completion"));
+        r.completion = completion_from_program(read_input_file(p.file, "planted completion"), kind);
         r.tokens = rank.completion_ids(r.completion);
         r.completion_tokens = static_cast<int64_t>(r.tokens.size());
         r.logp.clear();
@@ -350,7 +351,7 @@ GeneratedStep TrainerRank::generate_rollouts(const StageConfig& stage, StepPlan 
   out.group_prompts = group_prompts(out.plan);
   out.mine = sample_groups(out.plan, out.group_prompts, stage.sampling, stage.group,
                            seeds::sampling_seed(job().seed, out.plan.job_step, trainers_.rank()));
-  if (local_step == 0) plant_completions(stage, out.plan, *this, out.mine);
+  if (local_step == 0) plant_completions(stage, context_.job.program_format, out.plan, *this, out.mine);
   out.seconds = seconds_since(start);
   out.finished = std::chrono::steady_clock::now();
   return out;
