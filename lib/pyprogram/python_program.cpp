@@ -276,6 +276,13 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
     const py::list args = py::module_::import("ast").attr("literal_eval")(init_args);
     s.model = model_new(*args);
     s.model = s.model.attr("to")(py::str(device.str()));
+    // The module stays in training mode, as KernelBench calls it (batch norm on the batch's own
+    // statistics, as crl's references compute it), but its dropout layers run as at inference:
+    // crl's references treat dropout as the identity (a random mask no candidate could match).
+    const py::object dropout = py::module_::import("torch.nn.modules.dropout").attr("_DropoutNd");
+    for (const auto& m : py::iter(s.model.attr("modules")())) {
+      if (py::isinstance(m, dropout)) m.attr("eval")();
+    }
   } catch (py::error_already_set& e) {
     if (e.matches(bootstrap("CrlNeedsBuild"))) throw_if_builds_pending();
     throw Error(fmt::format("{}: ModelNew(*{}) raised:\n{}", origin, init_args, describe(e)));

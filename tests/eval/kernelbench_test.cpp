@@ -88,6 +88,11 @@ TEST_F(KernelBenchTest, ParametersReachTheModuleByOrderAndShape) {
   EXPECT_GE(v.trials_passed, 3) << explain(v);
 }
 
+TEST_F(KernelBenchTest, DropoutRunsAsAtInferenceAsCrlsReferencesDo) {
+  const Verdict v = judge("level2/066_matmul_dropout_softmax", "dropout.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
 TEST_F(KernelBenchTest, AModeUsedWithinForwardIsFine) {
   const Verdict v = judge(kRelu, "mode_within_forward.legit");
   EXPECT_TRUE(v.ok()) << explain(v);
