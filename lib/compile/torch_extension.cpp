@@ -30,9 +30,11 @@ bool allowed_compile_flag(std::string_view f) {
   for (const auto e : exact) {
     if (f == e) return true;
   }
-  if (starts_with(f, "-Xptxas=") || starts_with(f, "--ptxas-options=") || starts_with(f, "-maxrregcount=") ||
-      starts_with(f, "--maxrregcount=")) {
-    return f.find_first_of("@/") == std::string_view::npos;
+  // nvcc's code-generation and math switches (CUDA-L1's kernels pass --ptxas-options=-v,
+  // --maxrregcount=48, -prec-div=false, --ftz=true, --fmad=true).
+  for (const auto prefix : {"-Xptxas=", "--ptxas-options=", "-maxrregcount=", "--maxrregcount=", "-prec-div=", "--prec-div=",
+                            "-prec-sqrt=", "--prec-sqrt=", "--ftz=", "--fmad=", "-arch=", "--gpu-architecture=", "-gencode="}) {
+    if (starts_with(f, prefix)) return f.find_first_of("@/") == std::string_view::npos;
   }
   if (starts_with(f, "-fplugin") || starts_with(f, "-Wl") || starts_with(f, "-Wa") || starts_with(f, "-Wp")) return false;
   if (f.find_first_of("@/") != std::string_view::npos && !starts_with(f, "-D")) return false;
@@ -62,7 +64,13 @@ std::string extension_request_problem(const ExtensionRequest& r) {
     return fmt::format("{}: load_inline's cuda_sources need the cuda backend (this evaluation is on the CPU)", r.origin);
   }
   for (const auto* flags : {&r.extra_cflags, &r.extra_cuda_cflags}) {
-    for (const auto& f : *flags) {
+    for (size_t i = 0; i < flags->size(); ++i) {
+      const std::string& f = (*flags)[i];
+      // `-Xptxas VALUE` (two entries): the value passes to ptxas, and may name no file.
+      if (f == "-Xptxas" && i + 1 < flags->size() && (*flags)[i + 1].find_first_of("@/") == std::string::npos) {
+        ++i;
+        continue;
+      }
       if (!allowed_compile_flag(f)) {
         return fmt::format("{}: load_inline's compile flag '{}' is not one crl passes (a flag may not name a file, plugin or "
                            "tool: docs/evaluation.md, \"KernelBench-format candidates\")",

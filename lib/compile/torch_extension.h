@@ -25,7 +25,9 @@ struct ExtensionRequest {
 // candidate may not pass (one that reads a file of its choosing, loads a plugin or changes the
 // tools). Allowed: -O*, -std=*, -D*, -U*, -f* (not -fplugin), -m*, -W* (not -Wl, -Wa, -Wp), -g*,
 // nvcc's --use_fast_math, --expt-relaxed-constexpr, --expt-extended-lambda, --extended-lambda,
-// -lineinfo, -Xptxas and --ptxas-options values, -maxrregcount; link flags -l of CUDA's libraries.
+// -lineinfo, -Xptxas (=VALUE, or VALUE as the next entry) and --ptxas-options values,
+// -maxrregcount, -prec-div, -prec-sqrt, --ftz, --fmad, -arch and -gencode values; link flags -l of
+// CUDA's libraries.
 std::string extension_request_problem(const ExtensionRequest& request);
 
 // main.cpp as load_inline writes it (the module's name defined first): <torch/extension.h>, the C++ sources, then (with bindings) a

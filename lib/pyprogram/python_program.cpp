@@ -74,7 +74,7 @@ void check_no_modes_left(const std::string& when) {
 // Run once in __main__ before any candidate: torch imported, and torch.utils.cpp_extension's builders
 // replaced (they start a compiler, which the sandboxed worker cannot): load_inline records its call
 // and, once crl's compiler has built it (_crl_builds: key -> library), imports the built module;
-// load (of source files) is refused.
+// load (of source files) and torch.compile (compiler processes) are refused with the reason.
 constexpr const char* kBootstrap = R"PY(
 import torch, torch.nn, torch.nn.functional, math
 import hashlib, importlib.machinery, importlib.util, json, logging, os
@@ -137,8 +137,13 @@ def _crl_refuse_load(*args, **kwargs):
     raise CrlUnsupported("torch.utils.cpp_extension.load builds source files of the candidate's machine; crl builds "
                          "load_inline's sources only")
 
+def _crl_refuse_compile(*args, **kwargs):
+    raise CrlUnsupported("torch.compile starts compiler processes (Inductor, Triton), which a candidate's sandboxed worker "
+                         "cannot; write the kernels with load_inline, which crl compiles")
+
 _cpp_extension.load_inline = _crl_load_inline
 _cpp_extension.load = _crl_refuse_load
+torch.compile = _crl_refuse_compile
 )PY";
 
 // The bootstrap's objects (in __main__, which lives as long as Python).
@@ -285,6 +290,7 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
     }
   } catch (py::error_already_set& e) {
     if (e.matches(bootstrap("CrlNeedsBuild"))) throw_if_builds_pending();
+    if (e.matches(bootstrap("CrlUnsupported"))) throw FormatError(fmt::format("{}: {}", origin, describe(e)));
     throw Error(fmt::format("{}: ModelNew(*{}) raised:\n{}", origin, init_args, describe(e)));
   }
   throw_if_builds_pending();

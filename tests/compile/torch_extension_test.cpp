@@ -34,7 +34,8 @@ TEST(TorchExtension, FlagsThatChangeCodeGenerationPass) {
   ExtensionRequest r = relu_request();
   r.cuda = true;
   r.extra_cflags = {"-O3", "-std=c++17", "-DUSE_FAST=1", "-ffast-math", "-march=native", "-Wno-unused"};
-  r.extra_cuda_cflags = {"--use_fast_math", "-O3", "--expt-relaxed-constexpr", "-Xptxas=-v", "-maxrregcount=64", "-lineinfo"};
+  r.extra_cuda_cflags = {"--use_fast_math", "-O3", "--expt-relaxed-constexpr", "-Xptxas=-v", "-maxrregcount=64", "-lineinfo",
+                         "--ptxas-options=-v", "--maxrregcount=48", "-prec-div=false", "--ftz=true", "--fmad=true", "-Xptxas", "-O3"};
   r.extra_ldflags = {"-lcublas", "-lcudnn"};
   EXPECT_EQ(extension_request_problem(r), "");
 }
@@ -47,6 +48,9 @@ TEST(TorchExtension, FlagsThatNameFilesPluginsOrToolsAreRefused) {
     const std::string why = extension_request_problem(r);
     EXPECT_NE(why.find("cand.py: load_inline's compile flag"), std::string::npos) << flag << ": " << why;
   }
+  ExtensionRequest xptxas = relu_request();
+  xptxas.extra_cuda_cflags = {"-Xptxas", "@/tmp/options"};
+  EXPECT_NE(extension_request_problem(xptxas).find("'-Xptxas'"), std::string::npos);
   ExtensionRequest link = relu_request();
   link.extra_ldflags = {"-L/tmp"};
   EXPECT_NE(extension_request_problem(link).find("link flag '-L/tmp'"), std::string::npos);

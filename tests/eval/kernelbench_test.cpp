@@ -108,6 +108,7 @@ TEST_F(KernelBenchTest, WhatIsNoModuleToJudgeSaysWhy) {
   expect_status(judge(kRelu, "not_a_module"), VerdictStatus::kFormatError, "does not derive from torch.nn.Module");
   expect_status(judge(kRelu, "import_error"), VerdictStatus::kCompileError, "No module named 'crl_no_such_module'");
   expect_status(judge(kRelu, "load_sources"), VerdictStatus::kFormatError, "crl builds load_inline's sources only");
+  expect_status(judge(kRelu, "torch_compile"), VerdictStatus::kFormatError, "torch.compile starts compiler processes");
   expect_status(judge(kRelu, "init_raises"), VerdictStatus::kRuntimeError, "crl-test: no model today");
 }
 
