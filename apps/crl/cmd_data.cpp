@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -86,7 +87,14 @@ std::vector<ImportedRow> read_import_rows(const std::string& path, const Suite& 
       throw InputError(where + ": expected CUDA-L1's {level_id, task_id, custom_code} or {task, code}");
     }
     const auto& code = j[code_key];
-    if (code.is_null() || (code.is_string() && code.get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos)) {
+    // No code: null, blank, or the text "None" (CUDA-L1's release writes Python's None as a string
+    // in 17 of its H100 rows).
+    const auto blank_or_none = [](std::string text) {
+      text.erase(0, std::min(text.find_first_not_of(" \t\r\n"), text.size()));
+      text.erase(text.find_last_not_of(" \t\r\n") + 1);
+      return text.empty() || text == "None";
+    };
+    if (code.is_null() || (code.is_string() && blank_or_none(code.get<std::string>()))) {
       ++*without_code;
       continue;
     }

@@ -163,13 +163,14 @@ TEST(JudgeManyCli, DataImportJudgesCudaL1sRowsAsKernelBenchPrograms) {
   const std::string wrong = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.abs(x)\n";
   std::ofstream(release) << nlohmann::json{{"level_id", 1}, {"task_id", 19}, {"custom_code", good}, {"score_default", 1.1}}.dump() << "\n"
                          << nlohmann::json{{"level_id", 1}, {"task_id", 20}, {"custom_code", nullptr}}.dump() << "\n"
+                         << nlohmann::json{{"level_id", 1}, {"task_id", 22}, {"custom_code", "None"}}.dump() << "\n"
                          << nlohmann::json{{"level_id", 1}, {"task_id", 21}, {"custom_code", wrong}}.dump() << "\n";
   const auto r = crl({"data", "import", release, "--out", kept, "--suite", std::string(CRL_SOURCE_DIR) + "/jobs/suite", "--backend",
                       "cpu", "--trials", "2", "--time-budget", "0.5", "--max-relative-ci", "10", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = json_of(r.output);
   EXPECT_EQ(j["total"], 2);
-  EXPECT_EQ(j["without_code"], 1);
+  EXPECT_EQ(j["without_code"], 2);
   EXPECT_EQ(j["kept"], 1);
   ASSERT_EQ(j["lines"].size(), 2u);
   EXPECT_EQ(j["lines"][0]["task"], "level1/019_relu");
