@@ -93,6 +93,11 @@ TEST_F(KernelBenchTest, DropoutRunsAsAtInferenceAsCrlsReferencesDo) {
   EXPECT_TRUE(v.ok()) << explain(v);
 }
 
+TEST_F(KernelBenchTest, TorchsTf32FlagsReadAsInAnyProcess) {
+  const Verdict v = judge(kRelu, "reads_tf32_flags.legit");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
+
 TEST_F(KernelBenchTest, AModeUsedWithinForwardIsFine) {
   const Verdict v = judge(kRelu, "mode_within_forward.legit");
   EXPECT_TRUE(v.ok()) << explain(v);
