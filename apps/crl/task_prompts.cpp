@@ -37,7 +37,9 @@ TaskPrompts select_task_prompts(const TaskSelectionOptions& o, const std::string
   }
   const std::string instructions = rl::read_instructions(out.job);
   for (const Task* task : out.tasks) {
-    out.prompts.push_back(rl::render_task_prompt(instructions, *task, {}, out.job.program_format, out.job.kernelbench));
+    const bool python = out.job.program_format == ProgramKind::kernelbench;
+    out.prompts.push_back(rl::render_task_prompt(instructions, *task, {}, out.job.program_format,
+                                                 python ? rl::read_kernelbench_module(out.job.kernelbench, task->id) : ""));
   }
   return out;
 }

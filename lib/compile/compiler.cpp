@@ -163,12 +163,14 @@ struct Compiler::Impl {
     return request.program.host.text.find(library) != std::string::npos;
   }
 
-  std::string arch_of(const CompileRequest& request) const {
-    std::string arch = request.cuda_arch.empty() ? options.cuda_arch : request.cuda_arch;
+  // The request's arch, else the options', else the local GPU's; validated.
+  std::string arch_for(const std::string& requested) const {
+    std::string arch = requested.empty() ? options.cuda_arch : requested;
     if (arch.empty()) arch = local_cuda_arch();
     validate_cuda_arch(arch);
     return arch;
   }
+  std::string arch_of(const CompileRequest& request) const { return arch_for(request.cuda_arch); }
 
   void require_nvcc() const {
     if (toolchain.nvcc.empty()) {
@@ -532,16 +534,28 @@ struct Compiler::Impl {
 
   CompileResult build(const CompileRequest& request, const std::string& key) {
     const std::string pch = ensure_pch(request.backend);
+    return build_in_dir(request.backend, pch, key, request.program.origin,
+                        [&](const std::string& dir, int ruleset, bool* transient, bool* timed_out) {
+                          return compile_in(dir, request, pch, ruleset, transient, timed_out);
+                        });
+  }
+
+  // A fresh build folder under the compile sandbox (`pch`'s folder readable), `compile` run in it,
+  // and its result published into the cache as `key`: a failure drops its objects (a success keeps
+  // them for the symbol guard); a transient one (timeout, signal) is not cached, a timeout remembered
+  // with its limit (compile_cache.h).
+  CompileResult build_in_dir(Backend backend, const std::string& pch, const std::string& key, const std::string& origin,
+                             const std::function<CompileResult(const std::string&, int, bool*, bool*)>& compile) {
     const std::string dir = cache->make_build_dir();
     CompileResult result;
     int ruleset = -1;
     try {
-      ruleset = compile_ruleset(request.backend, dir, pch);
+      ruleset = compile_ruleset(backend, dir, pch);
       bool transient = false, timed_out = false;
-      result = compile_in(dir, request, pch, ruleset, &transient, &timed_out);
+      result = compile(dir, ruleset, &transient, &timed_out);
       if (ruleset >= 0) close(ruleset);
       ruleset = -1;
-      if (!result.ok) {  // a successful entry keeps its objects: the symbol guard reads them
+      if (!result.ok) {
         std::error_code ec;
         fs::remove(dir + "/host.o", ec);
         fs::remove(dir + "/device.o", ec);
@@ -549,8 +563,7 @@ struct Compiler::Impl {
       if (transient) {
         remove_tree(dir);
         result.key = key;
-        // A timeout is remembered with its limit (compile_cache.h); a signal is not.
-        if (timed_out) cache->remember_timeout(key, request.program.origin, options.timeout_seconds, result);
+        if (timed_out) cache->remember_timeout(key, origin, options.timeout_seconds, result);
         return result;
       }
     } catch (...) {
@@ -558,7 +571,7 @@ struct Compiler::Impl {
       remove_tree(dir);
       throw;
     }
-    return cache->publish(dir, key, request.program.origin, result);
+    return cache->publish(dir, key, origin, result);
   }
 
   std::string extension_key(const ExtensionRequest& r) {
@@ -572,8 +585,7 @@ struct Compiler::Impl {
     h.field(join(extension_host_flags(r)));
     if (r.cuda) {
       require_nvcc();
-      const std::string arch = r.cuda_arch.empty() ? (options.cuda_arch.empty() ? local_cuda_arch() : options.cuda_arch) : r.cuda_arch;
-      h.field(toolchain.nvcc).field(nvcc_version).field(arch);
+      h.field(toolchain.nvcc).field(nvcc_version).field(arch_for(r.cuda_arch));
     }
     h.field(sandbox_on(backend) ? "sandboxed" : "unsandboxed");
     return h.hex();
@@ -604,73 +616,74 @@ struct Compiler::Impl {
     return flags;
   }
 
+  // Whether the precompiled torch/extension.h serves `r`: its extra flags are all the prelude's own
+  // (a -O or -D of its own would not match the header's).
+  bool extension_uses_pch(const ExtensionRequest& r) const {
+    const std::vector<std::string> base = extension_host_flags(ExtensionRequest{.cuda = r.cuda});
+    return std::all_of(r.extra_cflags.begin(), r.extra_cflags.end(),
+                       [&base](const std::string& f) { return std::find(base.begin(), base.end(), f) != base.end(); });
+  }
+
   CompileResult build_extension(const ExtensionRequest& r, const std::string& key) {
     const Backend backend = r.cuda ? Backend::cuda : Backend::cpu;
-    // The precompiled torch/extension.h where the request's flags are the prelude's own (a -O or -D
-    // of its own would not match it); else the program prelude's folder only serves the sandbox.
-    bool use_pch = true;
-    const std::vector<std::string> base = extension_host_flags(ExtensionRequest{.cuda = r.cuda});
-    for (const auto& f : r.extra_cflags) use_pch = use_pch && std::find(base.begin(), base.end(), f) != base.end();
+    const bool use_pch = extension_uses_pch(r);
+    // Without the extension prelude, the program prelude's folder only serves the sandbox's rules.
     const std::string pch = use_pch ? ensure_extension_pch(r.cuda) : ensure_pch(backend);
-    const std::string dir = cache->make_build_dir();
-    CompileResult result;
-    int ruleset = -1;
-    try {
-      ruleset = compile_ruleset(backend, dir, pch);
-      write_text(dir + "/main.cpp", extension_main_source(r));
-      std::vector<std::string> host_argv = {toolchain.host_cxx};
-      for (auto& f : extension_host_flags(r)) host_argv.push_back(f);
-      if (use_pch && host_is_clang) {
-        for (const auto& f : {std::string("-include-pch"), pch_file(pch)}) host_argv.push_back(f);
-      } else if (use_pch) {
-        for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) host_argv.push_back(f);
-      }
-      for (const auto& f : {std::string("-c"), dir + "/main.cpp", std::string("-o"), dir + "/host.o"}) host_argv.push_back(f);
-      std::vector<std::string> device_argv;
-      const std::string cuda_text = extension_cuda_source(r);
-      if (!cuda_text.empty()) {
-        write_text(dir + "/cuda.cu", cuda_text);
-        const std::string arch = r.cuda_arch.empty() ? (options.cuda_arch.empty() ? local_cuda_arch() : options.cuda_arch) : r.cuda_arch;
-        validate_cuda_arch(arch);
-        device_argv = {toolchain.nvcc, "-ccbin", toolchain.cxx, "-O3", "-std=c++17", "-gencode",
-                       "arch=compute_" + arch.substr(3) + ",code=" + arch, "-Xcompiler", "-fPIC",
-                       // torch's own nvcc flags for extensions (cpp_extension.COMMON_NVCC_FLAGS)
-                       "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
-                       "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"};
-        for (auto& f : extension_defines(r)) device_argv.push_back(f);
-        device_argv.push_back("-DTORCH_EXTENSION_NAME=" + r.name);
-        for (const auto& f : r.extra_cuda_cflags) device_argv.push_back(f);
-        for (const auto& f : {std::string("-c"), dir + "/cuda.cu", std::string("-o"), dir + "/device.o"}) device_argv.push_back(f);
-      }
-      std::vector<std::string> link_argv = {toolchain.cxx, "-shared", "-o", dir + "/program.so", dir + "/host.o"};
-      if (use_gold) link_argv.insert(link_argv.begin() + 1, "-fuse-ld=gold");
-      if (!device_argv.empty()) link_argv.push_back(dir + "/device.o");
-      for (const auto& f : {"-L" + toolchain.torch_library_dir, "-Wl,-rpath," + toolchain.torch_library_dir}) link_argv.push_back(f);
-      for (const auto& f : {"-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"}) link_argv.push_back(f);
-      if (r.cuda) {
-        const std::string cuda_lib = toolchain.cuda_home + "/lib64";
-        for (const auto& f : {std::string("-lc10_cuda"), std::string("-ltorch_cuda"), "-L" + cuda_lib, "-Wl,-rpath," + cuda_lib,
-                              std::string("-lcudart")}) {
-          link_argv.push_back(f);
-        }
-      }
-      for (const auto& f : r.extra_ldflags) link_argv.push_back(f);
-      bool transient = false, timed_out = false;
-      result = run_build(dir, host_argv, device_argv, link_argv, ruleset, &transient, &timed_out);
-      if (ruleset >= 0) close(ruleset);
-      ruleset = -1;
-      if (transient) {
-        remove_tree(dir);
-        result.key = key;
-        if (timed_out) cache->remember_timeout(key, r.origin, options.timeout_seconds, result);
-        return result;
-      }
-    } catch (...) {
-      if (ruleset >= 0) close(ruleset);
-      remove_tree(dir);
-      throw;
+    return build_in_dir(backend, pch, key, r.origin, [&](const std::string& dir, int ruleset, bool* transient, bool* timed_out) {
+      return run_build(dir, extension_host_argv(r, dir, use_pch ? pch : ""), extension_device_argv(r, dir),
+                       extension_link_argv(r, dir), ruleset, transient, timed_out);
+    });
+  }
+
+  // main.cpp written into `dir` and its compile (with the precompiled `pch` unless "").
+  std::vector<std::string> extension_host_argv(const ExtensionRequest& r, const std::string& dir, const std::string& pch) const {
+    write_text(dir + "/main.cpp", extension_main_source(r));
+    std::vector<std::string> argv = {toolchain.host_cxx};
+    for (auto& f : extension_host_flags(r)) argv.push_back(f);
+    if (!pch.empty() && host_is_clang) {
+      for (const auto& f : {std::string("-include-pch"), pch_file(pch)}) argv.push_back(f);
+    } else if (!pch.empty()) {
+      for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) argv.push_back(f);
     }
-    return cache->publish(dir, key, r.origin, result);
+    for (const auto& f : {std::string("-c"), dir + "/main.cpp", std::string("-o"), dir + "/host.o"}) argv.push_back(f);
+    return argv;
+  }
+
+  // cuda.cu written into `dir` and its nvcc compile; empty without CUDA sources.
+  std::vector<std::string> extension_device_argv(const ExtensionRequest& r, const std::string& dir) const {
+    const std::string cuda_text = extension_cuda_source(r);
+    if (cuda_text.empty()) return {};
+    write_text(dir + "/cuda.cu", cuda_text);
+    const std::string arch = arch_for(r.cuda_arch);
+    std::vector<std::string> argv = {toolchain.nvcc, "-ccbin", toolchain.cxx, "-O3", "-std=c++17", "-gencode",
+                                     "arch=compute_" + arch.substr(3) + ",code=" + arch, "-Xcompiler", "-fPIC",
+                                     // torch's own nvcc flags for extensions (cpp_extension.COMMON_NVCC_FLAGS)
+                                     "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                                     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"};
+    for (auto& f : extension_defines(r)) argv.push_back(f);
+    argv.push_back("-DTORCH_EXTENSION_NAME=" + r.name);
+    for (const auto& f : r.extra_cuda_cflags) argv.push_back(f);
+    for (const auto& f : {std::string("-c"), dir + "/cuda.cu", std::string("-o"), dir + "/device.o"}) argv.push_back(f);
+    return argv;
+  }
+
+  // The module's link: LibTorch and libtorch_python (CUDA's libraries on the cuda backend), no -z defs
+  // (Python's symbols come from the interpreter that imports it).
+  std::vector<std::string> extension_link_argv(const ExtensionRequest& r, const std::string& dir) const {
+    std::vector<std::string> argv = {toolchain.cxx, "-shared", "-o", dir + "/program.so", dir + "/host.o"};
+    if (use_gold) argv.insert(argv.begin() + 1, "-fuse-ld=gold");
+    if (!r.cuda_source.empty()) argv.push_back(dir + "/device.o");
+    for (const auto& f : {"-L" + toolchain.torch_library_dir, "-Wl,-rpath," + toolchain.torch_library_dir}) argv.push_back(f);
+    for (const auto& f : {"-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"}) argv.push_back(f);
+    if (r.cuda) {
+      const std::string cuda_lib = toolchain.cuda_home + "/lib64";
+      for (const auto& f : {std::string("-lc10_cuda"), std::string("-ltorch_cuda"), "-L" + cuda_lib, "-Wl,-rpath," + cuda_lib,
+                            std::string("-lcudart")}) {
+        argv.push_back(f);
+      }
+    }
+    for (const auto& f : r.extra_ldflags) argv.push_back(f);
+    return argv;
   }
 
   CompileResult compile_extension(const ExtensionRequest& r) {

@@ -205,6 +205,7 @@ struct PythonProgramState {
   std::string origin;
   py::dict globals;
   py::object model;
+  py::object tensor_class;  // torch.Tensor, looked up once (forward checks every output's type)
   // forward's arguments in KernelBench's order: an input's index, or a constant (spec's kernelbench_inputs).
   struct CallArgument {
     std::optional<size_t> input;
@@ -234,6 +235,7 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
   }
   PythonProgramState& s = *state_;
   s.origin = origin;
+  s.tensor_class = py::module_::import("torch").attr("Tensor");
   s.num_inputs = spec.inputs.size();
   s.num_args = spec.num_args();
   if (spec.kernelbench_inputs) {
@@ -366,22 +368,23 @@ at::Tensor bound_value(const PythonProgramState::Binding& b, const at::Tensor& v
   return value;
 }
 
-// A returned object as a tensor: exactly torch.Tensor (not Parameter, not a subclass, whose methods
-// would run inside the judge's comparison), strided.
-at::Tensor plain_tensor(const py::handle& object, const std::string& what) {
-  const py::object tensor_class = py::module_::import("torch").attr("Tensor");
+// A returned object as a tensor: exactly torch.Tensor (`tensor_class`; not Parameter, not a
+// subclass, whose methods would run inside the judge's comparison), strided. `index`: its place in
+// forward's tuple (0: forward returned it alone), named only in a failure's message.
+at::Tensor plain_tensor(const py::handle& object, const py::object& tensor_class, size_t index) {
+  const auto what = [index] { return index == 0 ? std::string("forward's output") : fmt::format("forward's output {}", index); };
   if (!py::isinstance(object, tensor_class)) {
-    throw Error(fmt::format("{} is a {}: expected a tensor or a tuple of tensors", what,
+    throw Error(fmt::format("{} is a {}: expected a tensor or a tuple of tensors", what(),
                             py::str(py::type::of(object).attr("__name__")).cast<std::string>()));
   }
   if (!py::type::of(object).is(tensor_class)) {
     throw Error(fmt::format("{} is a {}, a subclass of torch.Tensor: outputs must be plain tensors (a subclass's methods "
                             "would run inside crl's comparison)",
-                            what, py::str(py::type::of(object).attr("__name__")).cast<std::string>()));
+                            what(), py::str(py::type::of(object).attr("__name__")).cast<std::string>()));
   }
   at::Tensor tensor = THPVariable_Unpack(object.ptr());
   if (tensor.layout() != at::kStrided) {
-    throw Error(fmt::format("{} has layout {}: outputs must be dense (strided) tensors", what, c10::str(tensor.layout())));
+    throw Error(fmt::format("{} has layout {}: outputs must be dense (strided) tensors", what(), c10::str(tensor.layout())));
   }
   return tensor;
 }
@@ -408,9 +411,9 @@ std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>& ar
   std::vector<at::Tensor> outputs;
   if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
     const auto items = py::reinterpret_borrow<py::sequence>(out);
-    for (size_t i = 0; i < items.size(); ++i) outputs.push_back(plain_tensor(items[i], fmt::format("forward's output {}", i + 1)));
+    for (size_t i = 0; i < items.size(); ++i) outputs.push_back(plain_tensor(items[i], s.tensor_class, i + 1));
   } else {
-    outputs.push_back(plain_tensor(out, "forward's output"));
+    outputs.push_back(plain_tensor(out, s.tensor_class, 0));
   }
   return outputs;
 }

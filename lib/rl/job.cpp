@@ -106,18 +106,19 @@ void Job::start() {
   check_world_size(job_, world.size());
   roles_ = dist::split_roles(world.comm(), job_.trainers);
   context_ = std::unique_ptr<JobContext>(new JobContext{job_, options_, options_.run_dir.empty() ? "runs/" + job_.name : options_.run_dir,
-                                                        Suite::load(resolve_suite_dir(job_.suite)), {}, {}, {},
+                                                        Suite::load(resolve_suite_dir(job_.suite)), {}, {}, {}, {},
                                                         world.size() - job_.trainers, std::nullopt});
   context_->tasks = select_tasks(context_->suite, job_);
   context_->validation_tasks = select_validation_tasks(context_->suite, job_, context_->tasks);
   check_planted(job_, context_->tasks);
   context_->instructions = read_instructions(job_);
   if (job_.program_format == ProgramKind::kernelbench) {
-    // Every prompt shows its task's module: one missing is bad input now, not a failed step later.
+    // Every prompt shows its task's module, read once here: one missing is bad input now, not a
+    // failed step later.
     for (const auto* list : {&context_->tasks, &context_->validation_tasks}) {
       for (const Task* task : *list) {
         try {
-          (void)read_kernelbench_module(job_.kernelbench, task->id);
+          context_->kernelbench_modules[task->id] = read_kernelbench_module(job_.kernelbench, task->id);
         } catch (const IoError& e) {
           throw InputError(fmt::format("{}: key 'kernelbench': {}", job_.path, e.what()));
         }
@@ -283,10 +284,8 @@ std::string read_kernelbench_module(const std::string& dir, const std::string& t
 }
 
 std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars,
-                               ProgramKind kind, const std::string& kernelbench_dir) {
-  if (kind == ProgramKind::kernelbench) {
-    return build_prompt({instructions, task.id, read_kernelbench_module(kernelbench_dir, task.id), exemplars, true, kind});
-  }
+                               ProgramKind kind, const std::string& kernelbench_module) {
+  if (kind == ProgramKind::kernelbench) return build_prompt({instructions, task.id, kernelbench_module, exemplars, true, kind});
   return build_prompt({instructions, task.id, task.text, exemplars, true});
 }
 

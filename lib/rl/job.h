@@ -54,8 +54,8 @@ std::string read_instructions(const JobConfig& job);
 std::string read_kernelbench_module(const std::string& dir, const std::string& task_id);
 // The policy's prompt for `task` showing `exemplars` (prompt.h's build_prompt): what every stage,
 // held-out validation, `crl prompt` and `crl eval-model` show the policy. With program_format
-// kernelbench it shows the task's module from the job's `kernelbench` checkout.
+// kernelbench it shows `kernelbench_module` (the task's, read_kernelbench_module) as the reference.
 std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars = {},
-                               ProgramKind kind = ProgramKind::crl, const std::string& kernelbench_dir = "");
+                               ProgramKind kind = ProgramKind::crl, const std::string& kernelbench_module = "");
 
 }  // namespace crl::rl
