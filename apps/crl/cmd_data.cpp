@@ -192,6 +192,28 @@ int run_validate(const ValidateOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// The options validate and import share: where the tasks are, how each program is judged, --json.
+void add_filter_options(CLI::App* command, ValidateOptions& o) {
+  command->add_option("--suite", o.suite_dir, "Task suite folder (default: $CRL_SUITE_DIR or the source tree's jobs/suite)");
+  command->add_option("--backend", o.backend, "cpu or cuda (default: cuda when a GPU is visible)");
+  command->add_option("--scale", o.scale, "small or full (default: full on cuda, small on cpu)");
+  command->add_option("--trials", o.trials, "Correctness trials per program")->capture_default_str();
+  command->add_option("--time-budget", o.time_budget, "Seconds of timing per program (default 10 cuda, 3 cpu)");
+  command->add_option("--max-relative-ci", o.max_relative_ci,
+                      "The widest 95% interval of a speedup (relative half width) a kept program's speedup may rest on; "
+                      "a program measured wider is internal_error (machine too noisy) and not kept")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 100.0));
+  command->add_option("--cpu-threads", o.cpu_threads, "Intra-op threads of the CPU workers (default: a default-job rank's share of the cores)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command->add_flag("--json", o.json, "Print the per-line report as JSON");
+}
+
+}  // namespace
+
 void add_data_command(CLI::App& app, int& exit_code) {
   auto* data = app.add_subcommand("data", "SFT data tools");
   data->require_subcommand(1);
@@ -199,20 +221,7 @@ void add_data_command(CLI::App& app, int& exit_code) {
   auto* validate = data->add_subcommand("validate", "Evaluate every program of a JSONL file; keep the correct ones with their speedups");
   validate->add_option("input", o->input, "JSONL of {task, completion} or {task, program}")->required()->check(existing_input(PathKind::file, "input"));
   validate->add_option("--out", o->out, "JSONL of the correct ones, {task, completion, speedup, id}")->required();
-  validate->add_option("--suite", o->suite_dir, "Task suite folder (default: $CRL_SUITE_DIR or the source tree's jobs/suite)");
-  validate->add_option("--backend", o->backend, "cpu or cuda (default: cuda when a GPU is visible)");
-  validate->add_option("--scale", o->scale, "small or full (default: full on cuda, small on cpu)");
-  validate->add_option("--trials", o->trials, "Correctness trials per program")->capture_default_str();
-  validate->add_option("--time-budget", o->time_budget, "Seconds of timing per program (default 10 cuda, 3 cpu)");
-  validate->add_option("--max-relative-ci", o->max_relative_ci,
-                       "The widest 95% interval of a speedup (relative half width) a kept program's speedup may rest on; "
-                       "a program measured wider is internal_error (machine too noisy) and not kept")
-      ->capture_default_str()
-      ->check(CLI::Range(0.001, 100.0));
-  validate->add_option("--cpu-threads", o->cpu_threads, "Intra-op threads of the CPU workers (default: a default-job rank's share of the cores)")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  validate->add_flag("--json", o->json, "Print the per-line report as JSON");
+  add_filter_options(validate, *o);
   validate->callback([&exit_code, o] { exit_code = run_validate(*o); });
 
   auto im = std::make_shared<ValidateOptions>();
@@ -228,14 +237,7 @@ void add_data_command(CLI::App& app, int& exit_code) {
                      "JSONL of the correct ones, {task, completion, format: kernelbench, speedup, id}; OUT.import.jsonl gets every "
                      "imported program as crl eval reads it")
       ->required();
-  import->add_option("--suite", im->suite_dir, "Task suite folder (default: $CRL_SUITE_DIR or the source tree's jobs/suite)");
-  import->add_option("--backend", im->backend, "cpu or cuda (default: cuda when a GPU is visible)");
-  import->add_option("--scale", im->scale, "small or full (default: full on cuda, small on cpu)");
-  import->add_option("--trials", im->trials, "Correctness trials per program")->capture_default_str();
-  import->add_option("--time-budget", im->time_budget, "Seconds of timing per program (default 10 cuda, 3 cpu)");
-  import->add_option("--max-relative-ci", im->max_relative_ci, "As crl data validate's")->capture_default_str()->check(CLI::Range(0.001, 100.0));
-  import->add_option("--cpu-threads", im->cpu_threads, "Intra-op threads of the CPU workers")->check(CLI::Range(1, 4096))->capture_default_str();
-  import->add_flag("--json", im->json, "Print the per-line report as JSON");
+  add_filter_options(import, *im);
   import->callback([&exit_code, im] { exit_code = run_validate(*im); });
 }
 
