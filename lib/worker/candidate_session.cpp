@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "worker/guard_probe.h"
 #include "program/arguments.h"
+#include "program/program_text.h"
 
 namespace crl::worker {
 
@@ -63,8 +64,7 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
   replay_as_graph_ = request.replay_as_graph;
   if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
   const std::string& library = request.library;
-  const bool python = request.program_kind == "kernelbench";
-  if (!python && request.program_kind != "crl") throw InputError(fmt::format("unknown program kind '{}'", request.program_kind));
+  const bool python = parse_program_kind(request.program_kind, "load request: program_kind") == ProgramKind::kernelbench;
   if (python) {
     // The interpreter and torch start before the file rules (they read hundreds of files); the
     // rules then keep only its module folders readable, for what the candidate imports later.
