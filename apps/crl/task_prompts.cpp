@@ -39,7 +39,7 @@ TaskPrompts select_task_prompts(const TaskSelectionOptions& o, const std::string
   for (const Task* task : out.tasks) {
     const bool python = out.job.program_format == ProgramKind::kernelbench;
     out.prompts.push_back(rl::render_task_prompt(instructions, *task, {}, out.job.program_format,
-                                                 python ? rl::read_kernelbench_module(out.job.kernelbench, task->id) : ""));
+                                                 python ? read_kernelbench_module(out.job.kernelbench, task->id) : ""));
   }
   return out;
 }

@@ -269,20 +269,6 @@ std::string read_instructions(const JobConfig& job) {
   return read_input_file(job.instructions.empty() ? std::string(CRL_SOURCE_DIR) + doc : job.instructions, "prompt instructions");
 }
 
-std::string read_kernelbench_module(const std::string& dir, const std::string& task_id) {
-  const auto slash = task_id.find('/');
-  const std::string level = task_id.substr(0, slash);
-  const std::string problem = std::to_string(std::stoi(task_id.substr(slash + 1, 3)));  // "001_x" -> "1"
-  for (const auto& base : {std::filesystem::path(dir) / "KernelBench" / level, std::filesystem::path(dir) / level}) {
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(base, error)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind(problem + "_", 0) == 0 && entry.path().extension() == ".py") return read_input_file(entry.path().string(), "KernelBench module");
-    }
-  }
-  throw IoError(fmt::format("{}: no KernelBench module for {} ({}/{}_*.py, or under KernelBench/)", dir, task_id, level, problem));
-}
-
 std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars,
                                ProgramKind kind, const std::string& kernelbench_module) {
   if (kind == ProgramKind::kernelbench) return build_prompt({instructions, task.id, kernelbench_module, exemplars, true, kind});

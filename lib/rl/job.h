@@ -10,6 +10,7 @@
 
 #include "rl/job_config.h"
 #include "rl/prompt.h"
+#include "suite/kernelbench_checkout.h"
 #include "suite/suite.h"
 
 namespace crl::rl {
@@ -49,9 +50,6 @@ std::vector<const Task*> select_validation_tasks(const Suite& suite, const JobCo
 // The prompt's instructions: the job's `instructions` file, else the doc of its program format
 // (docs/program-format.md, or docs/kernelbench-format.md for program_format kernelbench).
 std::string read_instructions(const JobConfig& job);
-// The task's KernelBench module in a checkout (`dir` or its KernelBench/ folder:
-// level<N>/<problem>_*.py); IoError naming the folder and the task when there is none.
-std::string read_kernelbench_module(const std::string& dir, const std::string& task_id);
 // The policy's prompt for `task` showing `exemplars` (prompt.h's build_prompt): what every stage,
 // held-out validation, `crl prompt` and `crl eval-model` show the policy. With program_format
 // kernelbench it shows `kernelbench_module` (the task's, read_kernelbench_module) as the reference.
