@@ -255,9 +255,11 @@ TEST_F(PipelineTest, ALuckyFirstMeasurementIsCaughtByAPreciseReMeasure) {
 // an interval wide enough to overlap any first measurement, and so "agreed". Now it is measured on
 // while too wide to disagree, and one that stays that wide is the machine's noise, never agreement.
 TEST_F(PipelineTest, ANoisyReMeasureIsMeasuredLongerAndNeverCountsAsAgreement) {
+  // A 1% limit: at +-5% the median of 50-8000 us calls got precise within the budget on a quick
+  // machine (386 pairs), and a precise disagreement is a hack, not this test's noise.
   const Verdict v = judge(call_times(2000, {400, {50, 8000}}), 2, [](EvalOptions& o) {
     remeasured(o);
-    o.max_relative_ci = 0.05;
+    o.max_relative_ci = 0.01;
   });
   EXPECT_EQ(v.status, VerdictStatus::kInternalError) << explain(v);
   EXPECT_EQ(v.message.rfind("machine too noisy: the re-measure ended too noisy", 0), 0u) << v.message;
