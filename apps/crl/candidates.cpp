@@ -155,6 +155,8 @@ eval::Verdict format_error_verdict(const Candidate& candidate, const eval::EvalO
   v.backend = backend_name(options.backend);
   v.scale = options.scale;
   v.baseline = options.baseline;
+  v.format = program_kind_name(candidate.kind);
+  v.params = options.kernelbench_dir.empty() ? "crl" : "kernelbench";
   v.status = eval::VerdictStatus::kFormatError;
   v.message = candidate.format_problem;
   v.reward = 0;

@@ -41,6 +41,7 @@ struct ValidateOptions {
   // measure; LibTorch's own default (every core) contends on a loaded machine.
   int cpu_threads = core_share(DefaultRunOptions{}.ranks);
   double max_relative_ci = 0.1;  // EvalOptions: a speedup kept with a program rests on an interval this narrow
+  std::string kernelbench;       // a KernelBench checkout: KernelBench's rule for parameters (EvalOptions::kernelbench_dir)
   bool json = false;
 };
 
@@ -113,6 +114,7 @@ int run_validate(const ValidateOptions& o) {
   options.time_budget_seconds = o.time_budget >= 0 ? o.time_budget : (options.backend == Backend::cuda ? 10 : 3);
   options.cpu_threads = o.cpu_threads;
   options.max_relative_ci = o.max_relative_ci;
+  options.kernelbench_dir = o.kernelbench;
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));  // before the import: its rows name tasks
   // Raw model output: a line without a program is that line's format_error (candidates.h), not
   // the end of the filter; a line that is no JSON object of {task, completion or program} is bad input.
@@ -165,7 +167,8 @@ int run_validate(const ValidateOptions& o) {
       kept += line.dump() + "\n";
     }
     report.push_back({{"line", examples[i].line}, {"id", examples[i].name}, {"task", examples[i].task_id},
-                      {"format", program_kind_name(examples[i].kind)}, {"status", v.status_text()}, {"speedup", v.speedup},
+                      {"format", program_kind_name(examples[i].kind)}, {"params", v.params}, {"status", v.status_text()},
+                      {"speedup", v.speedup},
                       {"kept", keep}, {"message", v.message}});
     table.add_row({std::to_string(examples[i].line), examples[i].task_id, v.status_text(), fmt::format("{:.3f}", v.speedup), keep ? "yes" : "no"});
     if (v.status == eval::VerdictStatus::kFormatError) unparsed.push_back(v.message);
@@ -209,6 +212,11 @@ void add_filter_options(CLI::App* command, ValidateOptions& o) {
   command->add_option("--cpu-threads", o.cpu_threads, "Intra-op threads of the CPU workers (default: a default-job rank's share of the cores)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  command->add_option("--kernelbench", o.kernelbench,
+                      "A KernelBench checkout: KernelBench's rule for parameters (every call's params are the values of the task's "
+                      "Model built under one secret seed; a KernelBench-format ModelNew is built under the same seed and keeps "
+                      "its own); default: crl's rule (fresh values every call, given to ModelNew by order and shape)")
+      ->check(existing_input(PathKind::directory, "--kernelbench"));
   command->add_flag("--json", o.json, "Print the per-line report as JSON");
 }
 

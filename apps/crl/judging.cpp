@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "apps/crl/backend_choice.h"
+#include "apps/crl/input_paths.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/process_env.h"
@@ -49,9 +50,16 @@ void add_judge_options(CLI::App* cmd, JudgeOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0.001, 100.0));
   cmd->add_option("--baseline", o.baseline,
-                  "How the reference is timed: eager (called, as KernelBench times it) or cuda_graph (each call "
-                  "captured once and replayed: what a user would try before writing kernels; CUDA only)")
-      ->check(CLI::IsMember({"eager", "cuda_graph"}));
+                  "How the reference is timed: eager (called, as KernelBench times it), cuda_graph (each call "
+                  "captured once and replayed: what a user would try before writing kernels; CUDA only), or kernelbench "
+                  "(the task's KernelBench module itself, from Python, with --kernelbench: what a KernelBench-format "
+                  "candidate's Python overhead is weighed against; correctness is still crl's reference's)")
+      ->check(CLI::IsMember({"eager", "cuda_graph", "kernelbench"}));
+  cmd->add_option("--kernelbench", o.kernelbench,
+                  "A KernelBench checkout: KernelBench's rule for parameters (every call's params are the values of the task's "
+                  "Model built under one secret seed; a KernelBench-format ModelNew is built under the same seed and keeps "
+                  "its own); default: crl's rule (fresh values every call, given to ModelNew by order and shape)")
+      ->check(existing_input(PathKind::directory, "--kernelbench"));
   cmd->add_flag("--no-sandbox", o.no_sandbox, "Run candidates without seccomp and Landlock (debugging only)");
   cmd->add_option("--gpu", o.gpu,
                   "Which GPU (an index into those this process sees) the judge and the workers use; they see "
@@ -93,6 +101,7 @@ eval::EvalOptions eval_options_of(const JudgeOptions& o, uint64_t seed) {
   options.max_relative_ci = o.max_relative_ci;
   options.sandbox = !o.no_sandbox;
   options.baseline = o.baseline;
+  options.kernelbench_dir = o.kernelbench;
   options.cpu_threads = o.cpu_threads;
   options.gpu_memory_fraction = o.gpu_memory_fraction;
   options.gpu = o.gpu;
@@ -108,6 +117,8 @@ nlohmann::json eval_options_json(const eval::EvalOptions& options, const Compile
   return {{"backend", backend_name(options.backend)},
           {"scale", options.scale},
           {"baseline", options.baseline},
+          {"params", options.kernelbench_dir.empty() ? "crl" : "kernelbench"},
+          {"kernelbench", options.kernelbench_dir},
           {"trials", options.trials},
           {"time_budget_seconds", options.time_budget_seconds},
           {"max_relative_ci", options.max_relative_ci},
@@ -166,10 +177,12 @@ JudgedVerdicts read_judged_verdicts(const std::string& path, const nlohmann::jso
   if (has("git_commit")) out.commits.push_back(reader.meta("git_commit"));
   if (has("eval_options")) {
     const nlohmann::json before = reader.meta_json("eval_options");
-    for (const char* key : {"backend", "scale", "baseline", "trials", "time_budget_seconds"}) {
-      if (before.contains(key) && before.at(key) != eval_options.at(key)) {
+    for (const std::string key : {"backend", "scale", "baseline", "params", "trials", "time_budget_seconds"}) {
+      // A file from before the params rule was recorded was judged by crl's.
+      const nlohmann::json was = before.contains(key) ? before.at(key) : key == "params" ? nlohmann::json("crl") : eval_options.at(key);
+      if (was != eval_options.at(key)) {
         throw InputError(fmt::format("--resume: {} was judged with {} {}, this run asks for {}; give another --h5 file",
-                                     path, key, before.at(key).dump(), eval_options.at(key).dump()));
+                                     path, key, was.dump(), eval_options.at(key).dump()));
       }
     }
     // Rewards of another rule must not sit beside these: a file from before the rule was written

@@ -40,6 +40,7 @@ struct JudgeOptions {
   int cpu_threads = 0;           // intra-op threads of the CPU workers; 0: LibTorch's default (every core)
   std::string cache_dir;
   std::string baseline = "eager";
+  std::string kernelbench;  // a KernelBench checkout: KernelBench's rule for parameters (EvalOptions::kernelbench_dir)
 };
 
 // The results file's options: --h5 FILE, --resume, --append.

@@ -17,7 +17,14 @@ struct EvalOptions {
                                         // seeds derive from it (replays an evaluation exactly)
   bool timing = true;                   // false: stop after the correctness trials
   std::string baseline = "eager";       // the reference as timed: "eager" (called), or "cuda_graph"
-                                        // (each slot's call captured once and replayed; CUDA only)
+                                        // (each slot's call captured once and replayed; CUDA only), or
+                                        // "kernelbench" (the checkout's Model from Python, as KernelBench
+                                        // times it; needs kernelbench_dir; outputs still judged by crl's)
+  // A KernelBench checkout: KernelBench's rule for parameters (docs/evaluation.md, "Parameters"):
+  // every call's params hold the values of the task's Model built under one secret seed, and a
+  // KernelBench-format candidate's ModelNew, built under the same seed, keeps its own. "": crl's
+  // rule (fresh secret values for every call, given to a ModelNew's tensors by order and shape).
+  std::string kernelbench_dir;
   double time_budget_seconds = 10;      // timing stops when it is spent ...
   double target_relative_ci = 0.01;     // ... or when the speedup's 95% CI is within +-1%
   int min_timed_pairs = 20;

@@ -31,8 +31,11 @@ uint64_t physical_memory_bytes() {
 }
 
 EvalOptions checked(EvalOptions options) {
-  if (options.baseline != "eager" && options.baseline != "cuda_graph") {
-    throw InputError(fmt::format("baseline must be eager or cuda_graph (got '{}')", options.baseline));
+  if (options.baseline != "eager" && options.baseline != "cuda_graph" && options.baseline != "kernelbench") {
+    throw InputError(fmt::format("baseline must be eager, cuda_graph or kernelbench (got '{}')", options.baseline));
+  }
+  if (options.baseline == "kernelbench" && options.kernelbench_dir.empty()) {
+    throw InputError("baseline kernelbench times the task's KernelBench module: give a checkout (--kernelbench DIR)");
   }
   if (options.baseline == "cuda_graph" && options.backend != Backend::cuda) {
     throw InputError("baseline cuda_graph needs the cuda backend (CUDA graphs replay GPU work)");
@@ -58,13 +61,15 @@ EvalOptions checked(EvalOptions options) {
   return options;
 }
 
-Verdict opening_verdict(const Task& task, const std::string& name, const EvalOptions& options) {
+Verdict opening_verdict(const Task& task, const ProgramText& program, const std::string& name, const EvalOptions& options) {
   Verdict v;
   v.task_id = task.id;
   v.candidate = name;
   v.backend = backend_name(options.backend);
   v.scale = options.scale;
   v.baseline = options.baseline;
+  v.format = program_kind_name(program.kind);
+  v.params = options.kernelbench_dir.empty() ? "crl" : "kernelbench";
   return v;
 }
 
@@ -97,7 +102,7 @@ Evaluator::~Evaluator() {
 }
 
 Verdict Evaluator::evaluate(const Task& task, const ProgramText& program, const std::string& name) {
-  Trace trace(opening_verdict(task, name, options_));
+  Trace trace(opening_verdict(task, program, name, options_));
   CandidateWorker worker;
   const auto judge = judge_for(task, trace);
   if (!judge) return finish(trace, worker, judge.failure());

@@ -10,7 +10,9 @@
 #include "core/error.h"
 #include "eval/batch_plan.h"
 #include "eval/worker_call.h"
+#include "program/program_text.h"
 #include "program/task_spec.h"
+#include "suite/kernelbench_checkout.h"
 
 namespace crl::eval {
 namespace {
@@ -124,6 +126,14 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   j->draws = SecretDraws(j->secret, task.id);
   j->seeds = trial_seeds(j->secret, options.trials, task.id);
   if (task.spec.has_edges()) j->edge_seeds = edge_trial_seeds(j->secret, kEdgeTrials, task.id);
+  if (!options.kernelbench_dir.empty()) {
+    try {
+      j->kernelbench_model = read_kernelbench_module(options.kernelbench_dir, task.id);
+    } catch (const IoError& e) {
+      throw InputError(fmt::format("--kernelbench: {}", e.what()));
+    }
+    j->kernelbench_seed = kernelbench_seed_of(j->secret, task.id);
+  }
   const bool cpu = options.backend == Backend::cpu;
   if (cpu) {
     j->arena_fd = worker::create_shared_memory("crl-arena", 0);
@@ -137,13 +147,26 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
                                                     options.reference_gpu_memory_fraction);
   timing_load.program_name = "reference";
   timing_load.replay_as_graph = options.baseline == "cuda_graph";
+  if (options.baseline == "kernelbench") {
+    // KernelBench's own Model, from Python, times the reference's half of every pair (bound to the
+    // same params as crl's reference by its rule); crl's program still decides what is correct.
+    timing_load.program_kind = program_kind_name(ProgramKind::kernelbench);
+    timing_load.python_source = j->kernelbench_model;
+    timing_load.python_class = "Model";
+    timing_load.origin = fmt::format("KernelBench's module for {}", task.id);
+    timing_load.library.clear();
+    timing_load.kernelbench_seed = j->kernelbench_seed;
+  }
   auto reference_loaded = std::async(std::launch::async, [&, timing_load] {
     return call(*j->reference_worker, timing_load, options.load_timeout_seconds, "loading the reference's timing worker");
   });
   Opening opening(task, options, *j->judge);
-  const auto loaded =
-      opening.ask(load_request(task, options, j->library, options.judge_gpu_memory_fraction), "loading the reference");
+  worker::LoadRequest judge_load = load_request(task, options, j->library, options.judge_gpu_memory_fraction);
+  judge_load.kernelbench_model = j->kernelbench_model;
+  judge_load.kernelbench_seed = j->kernelbench_seed;
+  const auto loaded = opening.ask(judge_load, "loading the reference");
   j->device_name = loaded.device_name;
+  j->timed_against_kernelbench = options.baseline == "kernelbench";
   hold_reference_outputs(*j, opening);
   plan_arenas(*j, task, options, loaded.arguments, opening);
   auto ready = reference_loaded.get();
@@ -174,9 +197,14 @@ TaskJudge::~TaskJudge() {
 std::string TaskJudge::describe() const {
   return fmt::format(
       "reference held for {} trial seeds{} from secret {} (crl eval --seed {} replays this evaluation); "
-      "{} input slots per timed batch{}",
+      "{} input slots per timed batch{}{}{}",
       seeds.size(), edge_seeds.empty() ? "" : fmt::format(" and {} edge trials", edge_seeds.size()), secret, secret, layout.slots,
-      reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "");
+      reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "",
+      timed_against_kernelbench ? "; the reference's time is KernelBench's Model's, from Python (baseline kernelbench)" : "",
+      kernelbench_seed != 0 ? fmt::format("; parameters by KernelBench's rule: the values of its Model built under seed {}, "
+                                          "the same for every call (a ModelNew is built under that seed too)",
+                                          kernelbench_seed)
+                            : "");
 }
 
 }  // namespace crl::eval

@@ -65,6 +65,11 @@ class TaskJudge {
   double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
   int reference_threads = 0;     // the reference's timing worker's intra-op threads (0: not said)
   SecretDraws draws;
+  // KernelBench's rule (EvalOptions::kernelbench_dir): the seed Model and every ModelNew are built
+  // under, drawn from the secret; 0 under crl's rule.
+  uint64_t kernelbench_seed = 0;
+  std::string kernelbench_model;  // the checkout's module for the task (a .crl candidate's worker builds it too)
+  bool timed_against_kernelbench = false;  // baseline kernelbench: the reference's timing worker runs Model
 
  private:
   TaskJudge() = default;

@@ -149,6 +149,8 @@ nlohmann::json to_json(const Verdict& v) {
           {"backend", v.backend},
           {"scale", v.scale},
           {"baseline", v.baseline},
+          {"format", v.format},
+          {"params", v.params},
           {"status", v.status_text()},
           {"message", v.message},
           {"trials_run", v.trials_run},
@@ -174,6 +176,8 @@ Verdict verdict_from_json(const nlohmann::json& json) {
   v.backend = field<std::string>(json, "backend", where);
   v.scale = field<std::string>(json, "scale", where);
   v.baseline = json.value("baseline", std::string("eager"));  // files from before baselines: eager
+  v.format = json.value("format", std::string("crl"));        // files from before KernelBench's format: crl
+  v.params = json.value("params", std::string("crl"));        // and from before KernelBench's rule
   v.status = parse_verdict_status(field<std::string>(json, "status", where), &v.hack_kind);
   v.message = field<std::string>(json, "message", where);
   v.trials_run = field<int>(json, "trials_run", where);

@@ -178,4 +178,8 @@ at::Tensor kernelbench_value(const TaskSpec& spec, const KernelBenchTensor& tens
   return value;
 }
 
+void apply_fixed_params(const TaskSpec& spec, const FixedParams& fixed, const std::vector<at::Tensor>& args) {
+  for (const auto& [param, value] : fixed) args.at(spec.inputs.size() + param).copy_(value);
+}
+
 }  // namespace crl

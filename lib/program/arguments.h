@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "program/task_spec.h"
@@ -39,6 +40,12 @@ void fill_arguments(const TaskSpec& spec, const std::string& scale, uint64_t see
 // sample and copies it across the batch is caught even where the task's own inputs give every
 // sample nearly the same result. Params are left alone. Returns how many inputs it scaled.
 size_t spread_samples(const TaskSpec& spec, std::vector<at::Tensor>& args);
+
+// Param values that stand in for the drawn ones in every call, by the param's index (KernelBench's
+// rule for parameters: the values of the task's KernelBench Model built under one seed).
+using FixedParams = std::vector<std::pair<size_t, at::Tensor>>;
+// Copies `fixed` into the params of `args` (inputs first, then params), in place.
+void apply_fixed_params(const TaskSpec& spec, const FixedParams& fixed, const std::vector<at::Tensor>& args);
 
 // The value of a KernelBench tensor (one of spec.kernelbench_params' entries) at `scale`, made from the value
 // of the param that holds it: the same tensor, or reshaped, or a contiguous copy with two dimensions swapped

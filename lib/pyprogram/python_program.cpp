@@ -89,6 +89,7 @@ class CrlNeedsBuild(Exception):
     """A load_inline extension is used before crl's compiler has built it."""
 
 _crl_builds = {}
+_crl_failed = {}
 _crl_pending = []
 
 def _crl_texts(value, what):
@@ -123,6 +124,8 @@ def _crl_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra
             "extra_cuda_cflags": _crl_texts(extra_cuda_cflags, "extra_cuda_cflags"),
             "extra_ldflags": _crl_texts(extra_ldflags, "extra_ldflags")}
     key = hashlib.sha256(json.dumps(call, sort_keys=True).encode()).hexdigest()
+    if key in _crl_failed:
+        raise RuntimeError("Error building extension '" + call["name"] + "': " + _crl_failed[key])
     if key in _crl_builds:
         loader = importlib.machinery.ExtensionFileLoader(call["name"], _crl_builds[key])
         spec = importlib.util.spec_from_loader(call["name"], loader)
@@ -201,8 +204,10 @@ struct PythonProgramState {
     KernelBenchTransform transform = KernelBenchTransform::identity;
     std::vector<int64_t> shape;  // the module tensor's
     int64_t dim0 = 0, dim1 = 0;
+    std::vector<int64_t> param_shape;  // the crl param's
   };
   std::string origin;
+  std::string class_name;  // ModelNew, or KernelBench's Model (BuildRule)
   py::dict globals;
   py::object model;
   py::object tensor_class;  // torch.Tensor, looked up once (forward checks every output's type)
@@ -214,6 +219,7 @@ struct PythonProgramState {
   std::vector<CallArgument> call;
   size_t num_inputs = 0, num_args = 0;
   std::vector<Binding> bindings;
+  bool bind_each_call = true;  // crl's rule; under KernelBench's the module keeps its own values
 };
 
 namespace {
@@ -226,15 +232,22 @@ void match_tensors(const std::string& kind, const py::list& named, const std::ve
 }  // namespace
 
 PythonProgram::PythonProgram(const std::string& source, const std::string& origin, const std::vector<ExtensionLibrary>& extensions,
-                             const TaskSpec& spec, const std::string& scale, at::Device device)
+                             const TaskSpec& spec, const std::string& scale, at::Device device, const BuildRule& rule)
     : state_(std::make_unique<PythonProgramState>()) {
   (void)start_python();
   {
-    py::dict builds = bootstrap("_crl_builds");
-    for (const auto& e : extensions) builds[py::str(e.key)] = e.library;
+    py::dict builds = bootstrap("_crl_builds"), failed = bootstrap("_crl_failed");
+    for (const auto& e : extensions) {
+      if (e.error.empty()) {
+        builds[py::str(e.key)] = e.library;
+      } else {
+        failed[py::str(e.key)] = e.error;
+      }
+    }
   }
   PythonProgramState& s = *state_;
   s.origin = origin;
+  s.class_name = rule.class_name;
   s.tensor_class = py::module_::import("torch").attr("Tensor");
   s.num_inputs = spec.inputs.size();
   s.num_args = spec.num_args();
@@ -263,15 +276,16 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
   }
   throw_if_builds_pending();
   const py::object module_class = py::module_::import("torch.nn").attr("Module");
-  if (!s.globals.contains("ModelNew")) throw FormatError(fmt::format("{}: defines no ModelNew (KernelBench's format)", origin));
-  const py::object model_new = s.globals["ModelNew"];
-  if (!PyType_Check(model_new.ptr())) {
-    throw FormatError(fmt::format("{}: ModelNew is a {}, not a class", origin,
-                                  py::str(py::type::of(model_new).attr("__name__")).cast<std::string>()));
+  const std::string& name = rule.class_name;
+  if (!s.globals.contains(name.c_str())) throw FormatError(fmt::format("{}: defines no {} (KernelBench's format)", origin, name));
+  const py::object model_class = s.globals[name.c_str()];
+  if (!PyType_Check(model_class.ptr())) {
+    throw FormatError(fmt::format("{}: {} is a {}, not a class", origin, name,
+                                  py::str(py::type::of(model_class).attr("__name__")).cast<std::string>()));
   }
-  if (PyObject_IsSubclass(model_new.ptr(), module_class.ptr()) != 1) {
+  if (PyObject_IsSubclass(model_class.ptr(), module_class.ptr()) != 1) {
     PyErr_Clear();
-    throw FormatError(fmt::format("{}: class ModelNew does not derive from torch.nn.Module", origin));
+    throw FormatError(fmt::format("{}: class {} does not derive from torch.nn.Module", origin, name));
   }
   if (!spec.init_args || !spec.kernelbench_params) {
     throw FormatError(fmt::format("{}: task {} records no {} (docs/program-format.md), so a KernelBench-format candidate "
@@ -281,7 +295,9 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
   const std::string init_args = python_literal(spec.init_args_at(scale));
   try {
     const py::list args = py::module_::import("ast").attr("literal_eval")(init_args);
-    s.model = model_new(*args);
+    // KernelBench's rule: its seed before the constructor, which makes its tensors on the CPU.
+    if (rule.seed != 0) py::module_::import("torch").attr("manual_seed")(rule.seed);
+    s.model = model_class(*args);
     s.model = s.model.attr("to")(py::str(device.str()));
     // The module stays in training mode, as KernelBench calls it (batch norm on the batch's own
     // statistics, as crl's references compute it), but its dropout layers run as at inference:
@@ -293,17 +309,24 @@ PythonProgram::PythonProgram(const std::string& source, const std::string& origi
   } catch (py::error_already_set& e) {
     if (e.matches(bootstrap("CrlNeedsBuild"))) throw_if_builds_pending();
     if (e.matches(bootstrap("CrlUnsupported"))) throw FormatError(fmt::format("{}: {}", origin, describe(e)));
-    throw Error(fmt::format("{}: ModelNew(*{}) raised:\n{}", origin, init_args, describe(e)));
+    throw Error(fmt::format("{}: {}(*{}) raised:\n{}", origin, name, init_args, describe(e)));
   }
   throw_if_builds_pending();
+  // Under KernelBench's rule a candidate's tensors are its own business (its outputs are judged);
+  // KernelBench's Model is matched all the same, for the values it gives crl's reference.
+  s.bind_each_call = rule.seed == 0;
+  if (!s.bind_each_call && name == "ModelNew") {
+    check_no_modes_left(origin + ": the module or ModelNew's constructor");
+    return;
+  }
   try {
     match_tensors("parameter", py::list(s.model.attr("named_parameters")()), spec.kernelbench_params->parameters, spec, scale, s,
                   origin);
     match_tensors("buffer", py::list(s.model.attr("named_buffers")()), spec.kernelbench_params->buffers, spec, scale, s, origin);
   } catch (py::error_already_set& e) {
-    throw Error(fmt::format("{}: listing ModelNew's parameters and buffers raised:\n{}", origin, describe(e)));
+    throw Error(fmt::format("{}: listing {}'s parameters and buffers raised:\n{}", origin, name, describe(e)));
   }
-  check_no_modes_left(origin + ": the module or ModelNew's constructor");
+  check_no_modes_left(fmt::format("{}: the module or {}'s constructor", origin, name));
 }
 
 PythonProgram::~PythonProgram() = default;
@@ -333,26 +356,28 @@ void match_tensors(const std::string& kind, const py::list& named, const std::ve
     return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, "; "));
   };
   if (found.size() != expected.size()) {
-    throw FormatError(fmt::format("{}: ModelNew has {} {}s ({}); task {}'s KernelBench module has {} ({}) at scale {} (crl gives a "
+    throw FormatError(fmt::format("{}: {} has {} {}s ({}); task {}'s KernelBench module has {} ({}) at scale {} (crl gives a "
                                   "KernelBench-format candidate the task's values by the order and shapes of its module's {}s)",
-                                  origin, found.size(), kind, listing(), spec.id, expected.size(), wanted(), scale, kind));
+                                  origin, state.class_name, found.size(), kind, listing(), spec.id, expected.size(), wanted(), scale, kind));
   }
   for (size_t i = 0; i < found.size(); ++i) {
     const auto& [name, tensor] = found[i];
     const KernelBenchTensor& want = expected[i];
     const std::vector<int64_t> shape = spec.kernelbench_shape_at(want, scale);
     if (tensor.sizes() != at::IntArrayRef(shape)) {
-      throw FormatError(fmt::format("{}: ModelNew's {} {} ({}) has shape [{}]; the task's {} {} ({}) has [{}] at scale {}", origin, kind,
+      throw FormatError(fmt::format("{}: {}'s {} {} ({}) has shape [{}]; the task's {} {} ({}) has [{}] at scale {}", origin,
+                                    state.class_name, kind,
                                     i + 1, name, fmt::join(tensor.sizes(), ", "), kind, i + 1, want.name, fmt::join(shape, ", "),
                                     scale));
     }
     if (!want.param) continue;  // a tensor crl does not model keeps the candidate's own value
     const TensorSpec& param = spec.params[*want.param];
     if (tensor.scalar_type() != param.dtype) {
-      throw FormatError(fmt::format("{}: ModelNew's {} {} ({}) is {}; the task's {} ({}) is {}", origin, kind, i + 1, name,
+      throw FormatError(fmt::format("{}: {}'s {} {} ({}) is {}; the task's {} ({}) is {}", origin, state.class_name, kind, i + 1, name,
                                     torch_dtype_name(tensor.scalar_type()), want.name, param.name, dtype_name(param.dtype)));
     }
-    state.bindings.push_back({tensor, spec.inputs.size() + *want.param, want.transform, shape, want.dim0, want.dim1});
+    state.bindings.push_back({tensor, spec.inputs.size() + *want.param, want.transform, shape, want.dim0, want.dim1,
+                              spec.shape_at(param, scale)});
   }
 }
 
@@ -394,7 +419,9 @@ at::Tensor plain_tensor(const py::handle& object, const py::object& tensor_class
 std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>& args) const {
   const PythonProgramState& s = *state_;
   if (args.size() != s.num_args) throw Error(fmt::format("ModelNew called with {} arguments, the task has {}", args.size(), s.num_args));
-  for (const auto& b : s.bindings) b.target.set_data(bound_value(b, args[b.arg]));
+  if (s.bind_each_call) {
+    for (const auto& b : s.bindings) b.target.set_data(bound_value(b, args[b.arg]));
+  }
   const at::NoGradGuard no_grad;  // as KernelBench calls a candidate
   py::tuple inputs(s.call.size());
   for (size_t i = 0; i < s.call.size(); ++i) {
@@ -416,6 +443,19 @@ std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>& ar
     outputs.push_back(plain_tensor(out, s.tensor_class, 0));
   }
   return outputs;
+}
+
+std::vector<std::pair<size_t, at::Tensor>> PythonProgram::param_values() const {
+  const PythonProgramState& s = *state_;
+  std::vector<std::pair<size_t, at::Tensor>> values;
+  for (const auto& b : s.bindings) {
+    // bound_value's transform undone: the param as crl holds it, from the module's tensor.
+    at::Tensor value = b.target.detach();
+    if (b.transform == KernelBenchTransform::reshape) value = value.reshape(b.param_shape);
+    if (b.transform == KernelBenchTransform::transpose) value = value.transpose(b.dim0, b.dim1);
+    values.emplace_back(b.arg - s.num_inputs, value.contiguous().clone());
+  }
+  return values;
 }
 
 }  // namespace crl::pyprogram

@@ -5,8 +5,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -36,9 +38,11 @@ class NeedsBuild : public Error {
   std::string calls_;
 };
 
-// A load_inline call's key (as the worker computed it) and the built module's library.
+// A load_inline call's key (as the worker computed it) and the built module's library, or why crl's
+// compiler could not build it (then the call raises, as torch's load_inline does).
 struct ExtensionLibrary {
   std::string key, library;
+  std::string error;
 };
 
 // Whether this build embeds Python (crl was configured with the headers and library of the Python
@@ -55,6 +59,17 @@ std::vector<std::string> start_python();
 
 struct PythonProgramState;  // the interpreter's objects (python_program.cpp)
 
+// How the module is built and where its tensors' values come from.
+struct BuildRule {
+  // "ModelNew" for a candidate; "Model" for KernelBench's own module (the judge's, under its rule).
+  std::string class_name = "ModelNew";
+  // 0: crl's rule: the module's parameters and buffers are matched to the spec's by order and shape,
+  // and given the task's values (the judge's secret ones, fresh for every call) before each call.
+  // Otherwise KernelBench's rule: torch.manual_seed(seed), the module built on the CPU and moved to
+  // the device (as KernelBench builds Model and ModelNew), keeping the values it made itself.
+  uint64_t seed = 0;
+};
+
 class PythonProgram {
  public:
   // Executes `source` as a module named after `origin` (its load_inline calls import `extensions`
@@ -63,17 +78,26 @@ class PythonProgram {
   // and shape (and dtype where a crl param holds the value). Throws ImportError when the module
   // raises, FormatError when it defines no nn.Module ModelNew or its tensors do not match (the
   // message names what differs), Error when the constructor raises.
+  // Under KernelBench's rule (`rule.seed` set) the candidate's tensors are not matched: a ModelNew may
+  // hold other ones (fused, precomputed) as long as its outputs are right; KernelBench's own Model is
+  // matched, to give its values to crl's reference (param_values).
   PythonProgram(const std::string& source, const std::string& origin, const std::vector<ExtensionLibrary>& extensions,
-                const TaskSpec& spec, const std::string& scale, at::Device device);
+                const TaskSpec& spec, const std::string& scale, at::Device device, const BuildRule& rule = {});
   ~PythonProgram();
   PythonProgram(const PythonProgram&) = delete;
   PythonProgram& operator=(const PythonProgram&) = delete;
 
   // Binds the params among `args` (inputs first, then params: the .crl calling convention) to the
-  // module's tensors, then calls forward(*inputs) under no_grad. Returns its tensor or the tensors of
+  // module's tensors (crl's rule; under KernelBench's the module keeps its own), then calls
+  // forward(*inputs) under no_grad. Returns its tensor or the tensors of
   // its tuple or list. Throws Error with Python's traceback when forward raises, and when it returns
   // anything but plain tensors (a subclass could compute inside the judge's comparison).
   std::vector<at::Tensor> forward(const std::vector<at::Tensor>& args) const;
+
+  // The values of the spec's params that the module's matched tensors hold, each as crl holds the
+  // param (its shape and layout), by the param's index; params no tensor of the module holds are
+  // absent. For KernelBench's Model under its rule: the values crl's reference is given.
+  std::vector<std::pair<size_t, at::Tensor>> param_values() const;
 
  private:
   std::unique_ptr<PythonProgramState> state_;

@@ -13,12 +13,14 @@ std::string python_description() { return "no embedded Python: " CRL_PYTHON_MISS
 std::vector<std::string> start_python() { throw FormatError("this crl-worker cannot judge KernelBench-format candidates: " + python_description()); }
 
 PythonProgram::PythonProgram(const std::string&, const std::string&, const std::vector<ExtensionLibrary>&, const TaskSpec&,
-                             const std::string&, at::Device) {
+                             const std::string&, at::Device, const BuildRule&) {
   (void)start_python();
 }
 
 PythonProgram::~PythonProgram() = default;
 
 std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>&) const { return {}; }
+
+std::vector<std::pair<size_t, at::Tensor>> PythonProgram::param_values() const { return {}; }
 
 }  // namespace crl::pyprogram

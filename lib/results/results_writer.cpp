@@ -156,8 +156,8 @@ void ResultsWriter::require_open() const {
 namespace {
 
 // The columns a table in the file lacks of the ones declared, when it may gain them: the file's
-// columns are the declared ones' start and every column after them is in `addable` (float64: the
-// rows already written read NaN). Otherwise the schemas must be equal (check_same_schema).
+// columns are the declared ones' start and every column after them is in `addable` (float64 or
+// string: the rows already written read NaN or ""). Otherwise the schemas must be equal (check_same_schema).
 TableSchema columns_to_add(const std::string& where, const TableSchema& in_file, const TableSchema& declared,
                            const TableSchema& addable) {
   if (in_file.size() < declared.size() && std::equal(in_file.begin(), in_file.end(), declared.begin())) {
@@ -209,7 +209,7 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
             table.where, table.schema[0].name, table.rows, table.schema[i].name, length));
       }
     }
-    if (!missing.empty()) add_nan_columns(group.id(), table, missing);
+    if (!missing.empty()) add_columns_to_written_rows(group.id(), table, missing);
   } else {
     group = Hdf5Group(
         CRL_H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
@@ -246,23 +246,29 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
   return tables_.insert_or_assign(key, std::move(table)).first->second;
 }
 
-void ResultsWriter::add_nan_columns(hid_t group, Table& table, const TableSchema& columns) {
+void ResultsWriter::add_columns_to_written_rows(hid_t group, Table& table, const TableSchema& columns) {
   const hsize_t rows = table.rows, unlimited = H5S_UNLIMITED, chunk = options_.chunk_rows;
   Hdf5Dataspace space(CRL_H5_CHECK(H5Screate_simple(1, &rows, &unlimited)));
-  Hdf5PropertyList dcpl(CRL_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
-  CRL_H5_CHECK(H5Pset_chunk(dcpl.id(), 1, &chunk));
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  CRL_H5_CHECK(H5Pset_fill_value(dcpl.id(), H5T_NATIVE_DOUBLE, &nan));
-  // Storage for the earlier rows now, holding NaN: readers that check a column's rows against the
-  // bytes it holds (crl_results.py) see them written.
-  CRL_H5_CHECK(H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY));
-  CRL_H5_CHECK(H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_ALLOC));
+  const char* empty = "";
   for (const auto& column : columns) {
-    if (column.type != ColumnType::float64) {
+    if (column.type != ColumnType::float64 && column.type != ColumnType::string) {
       throw InputError(fmt::format("{}: column '{}' cannot be added to rows already written: only float64 columns "
-                                   "(read NaN there) can", table.where, column.name));
+                                   "(read NaN there) and string ones (read \"\") can", table.where, column.name));
     }
-    Hdf5Datatype file_type(CRL_H5_CHECK(H5Tcopy(H5T_IEEE_F64LE)));
+    Hdf5PropertyList dcpl(CRL_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+    CRL_H5_CHECK(H5Pset_chunk(dcpl.id(), 1, &chunk));
+    // Storage for the earlier rows now, holding NaN or "": readers that check a column's rows
+    // against the bytes it holds (crl_results.py) see them written.
+    CRL_H5_CHECK(H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY));
+    CRL_H5_CHECK(H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_ALLOC));
+    const Hdf5Datatype file_type = column.type == ColumnType::float64 ? Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_IEEE_F64LE)))
+                                                                      : string_type();
+    if (column.type == ColumnType::float64) {
+      CRL_H5_CHECK(H5Pset_fill_value(dcpl.id(), H5T_NATIVE_DOUBLE, &nan));
+    } else {
+      CRL_H5_CHECK(H5Pset_fill_value(dcpl.id(), file_type.id(), static_cast<const void*>(&empty)));
+    }
     table.columns.emplace_back(CRL_H5_CHECK(
         H5Dcreate2(group, column.name.c_str(), file_type.id(), space.id(), H5P_DEFAULT, dcpl.id(), H5P_DEFAULT)));
     table.schema.push_back(column);

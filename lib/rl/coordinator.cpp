@@ -105,6 +105,7 @@ void Coordinator::write_meta(const std::vector<RankInfo>& ranks) {
   }
   writer_->set_meta_json("job_config", job.as_json);
   writer_->set_meta("job_file", job.path);
+  writer_->set_meta("program_format", program_kind_name(job.program_format));  // every rollout's kind
   writer_->set_meta("git_commit", git_commit());
   writer_->set_meta_json("hosts", hosts);
   writer_->set_meta_json("gpu_names", gpus);

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "worker/guard_probe.h"
+#include "worker/kernelbench_rule.h"
 #include "program/arguments.h"
 #include "program/program_text.h"
 
@@ -65,7 +66,10 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
   if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
   const std::string& library = request.library;
   const bool python = parse_program_kind(request.program_kind, "load request: program_kind") == ProgramKind::kernelbench;
-  if (python) {
+  // KernelBench's rule for a .crl candidate: Model's module runs here, before the candidate is loaded
+  // (a ModelNew keeps its own values and reads no params).
+  const bool build_model = !python && request.kernelbench_seed != 0 && !request.kernelbench_model.empty();
+  if (python || build_model) {
     // The interpreter and torch start before the file rules (they read hundreds of files); the
     // rules then keep only its module folders readable, for what the candidate imports later.
     for (const auto& folder : pyprogram::start_python()) {
@@ -85,14 +89,19 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
     const auto report = apply_sandbox_after_device(*file_rules_, device_.is_cuda(), minor);
     std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
   }
+  if (build_model) {
+    fixed_params_ = kernelbench_param_values(request.kernelbench_model, request.kernelbench_seed, *spec_, scale_, device_.device());
+  }
   // "reference" when this worker times the reference (the judge's arena, the same requests).
   if (python) {
     std::vector<pyprogram::ExtensionLibrary> extensions;
-    for (const auto& e : request.extensions) extensions.push_back({e.key, e.library});
+    for (const auto& e : request.extensions) extensions.push_back({e.key, e.library, e.error});
     try {
       candidate_ = std::make_unique<NamedProgram>(
           request.program_name,
-          std::make_shared<pyprogram::PythonProgram>(request.python_source, request.origin, extensions, *spec_, scale_, device_.device()));
+          std::make_shared<pyprogram::PythonProgram>(request.python_source, request.origin, extensions, *spec_, scale_, device_.device(),
+                                                     pyprogram::BuildRule{.class_name = request.python_class,
+                                                                          .seed = request.kernelbench_seed}));
     } catch (const pyprogram::NeedsBuild& needs) {
       // Nothing is loaded: the evaluator builds these and asks a fresh worker (this one ran the module).
       LoadReply reply;
@@ -122,6 +131,7 @@ RunReply CandidateSession::on(const RunRequest& request) {
   } else {
     // Guards' own inputs (their seeds are trial seeds; nothing is timed on them).
     args = make_arguments(*spec_, scale_, request.seed, device_.device());
+    apply_fixed_params(*spec_, fixed_params_, args);
     if (request.spread_samples) (void)spread_samples(*spec_, args);
   }
   const auto outputs = call_and_check(device_, *candidate_, args);
@@ -204,7 +214,8 @@ GuardReply CandidateSession::on(const GuardRequest& request) {
       [this](const std::vector<at::Tensor>& args, bool wait_for_device) {
         if (!wait_for_device) return (*candidate_)(args);
         return call_and_check(device_, *candidate_, args);
-      });
+      },
+      fixed_params_);
   // The probes' output groups leave as references, like every other output.
   GuardReply reply{std::move(probes.checks), std::move(probes.groups), export_outputs(probes.outputs, &held_)};
   device_.check("describing the guard's outputs");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "program/arguments.h"
 #include "worker/protocol.h"
 #include "worker/sandbox.h"
 #include "worker/worker_device.h"
@@ -38,6 +39,9 @@ class CandidateSession {
   std::optional<TaskSpec> spec_;
   std::string scale_;
   std::unique_ptr<NamedProgram> candidate_;
+  // KernelBench's rule, for a .crl candidate: Model's params, in the arguments this worker makes
+  // itself (the guards'), as the judge's hold them; empty otherwise.
+  FixedParams fixed_params_;
   InputArena arena_;
   // Outputs the last request described: alive until the next request, so the judge can read them.
   std::vector<at::Tensor> held_;

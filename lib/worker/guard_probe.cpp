@@ -145,7 +145,7 @@ void add_group(GuardOutputs& reply, const std::string& name, const std::string& 
 // Part 1: one call on inputs A (threads and work left running, aliasing, ownership, input
 // mutation), then new values B at the same addresses while the first outputs are held.
 GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const at::Device& device,
-                               const CandidateForward& candidate) {
+                               const FixedParams& fixed, const CandidateForward& candidate) {
   const auto& seeds = request.seeds;
   const double settle_seconds = request.settle_seconds;
   const auto& output_bytes = request.output_bytes;
@@ -154,6 +154,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
   //    The copies taken to compare with are let go as soon as their check is done: at full scale
   //    each is as large as an input or output, and the worker's share must hold the held outputs.
   auto args = make_arguments(spec, scale, seeds[0], device);
+  apply_fixed_params(spec, fixed, args);
   auto args_before = snapshot_all(args);
   // Free memory is poisoned first: an output block that still held an earlier call's correct
   // result (seed A was trial 1's seed) would look finished at return even while work on another
@@ -220,6 +221,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
   //    outputs are still held (A's values at new addresses are part 2).
   {
     fill_arguments(spec, scale, seeds[1], args);  // in place: no second set of inputs
+    apply_fixed_params(spec, fixed, args);
     auto second = candidate(args, /*wait_for_device=*/true);
     synchronize_device(device);
     std::string reused;
@@ -239,9 +241,11 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
 // as an output cache keyed by address, part 3 as stale memory. (The reference never runs in this
 // process, so its outputs cannot be left in this allocator for a candidate to find.)
 GuardOutputs fresh_call_probe(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const at::Device& device,
-                              const CandidateForward& candidate, const std::string& name, const std::string& kind) {
+                              const FixedParams& fixed, const CandidateForward& candidate, const std::string& name,
+                              const std::string& kind) {
   GuardOutputs reply;
   auto fresh = make_arguments(spec, scale, request.seeds[0], device);
+  apply_fixed_params(spec, fixed, fresh);
   poison_free_memory(request.output_bytes, device);
   add_group(reply, name, kind, 0, candidate(fresh, /*wait_for_device=*/true));
   synchronize_device(device);
@@ -251,12 +255,12 @@ GuardOutputs fresh_call_probe(const GuardRequest& request, const TaskSpec& spec,
 }  // namespace
 
 GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale,
-                              const at::Device& device, const CandidateForward& candidate) {
+                              const at::Device& device, const CandidateForward& candidate, const FixedParams& fixed) {
   if (request.seeds.size() != 2) throw InputError("guard: need exactly two seeds");
   switch (request.part) {
-    case 1: return first_call_probes(request, spec, scale, device, candidate);
-    case 2: return fresh_call_probe(request, spec, scale, device, candidate, "same values, new addresses", "output_cache");
-    case 3: return fresh_call_probe(request, spec, scale, device, candidate, "free memory poisoned", "stale_memory");
+    case 1: return first_call_probes(request, spec, scale, device, fixed, candidate);
+    case 2: return fresh_call_probe(request, spec, scale, device, fixed, candidate, "same values, new addresses", "output_cache");
+    case 3: return fresh_call_probe(request, spec, scale, device, fixed, candidate, "free memory poisoned", "stale_memory");
     default: throw InputError(fmt::format("guard: no part {}", request.part));
   }
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "program/arguments.h"
 #include "program/task_spec.h"
 #include "worker/protocol.h"
 
@@ -35,9 +36,10 @@ struct GuardOutputs {
 // same values at new addresses; 3: stale memory):
 // request.seeds are two trial seeds A and B (the judge holds the reference's
 // outputs for both), request.output_bytes the reference's output sizes, settle_seconds how long to
-// wait before outputs are looked at again.
+// wait before outputs are looked at again. `fixed`: params that stand in for the drawn ones
+// (KernelBench's rule), as the judge's own arguments hold them.
 GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale,
-                              const at::Device& device, const CandidateForward& candidate);
+                              const at::Device& device, const CandidateForward& candidate, const FixedParams& fixed = {});
 
 // Threads of this process now (entries of /proc/self/task).
 int count_process_threads();

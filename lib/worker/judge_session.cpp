@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "worker/kernelbench_rule.h"
 #include "worker/output_comparison.h"
 #include "program/arguments.h"
 #include "program/edge_inputs.h"
@@ -93,6 +94,9 @@ LoadReply JudgeSession::on(const LoadRequest& request) {
   }
 #endif
   reference_ = std::make_unique<NamedProgram>("reference", request.library);
+  if (request.kernelbench_seed != 0) {
+    fixed_params_ = kernelbench_param_values(request.kernelbench_model, request.kernelbench_seed, *spec_, scale_, device_.device());
+  }
   // The arguments' shapes, from one set made on the device (what the arena will hold per slot).
   const auto args = make_arguments(*spec_, scale_, 1, device_.device());
   std::vector<TensorMeta> metas;
@@ -117,6 +121,8 @@ LoadReply JudgeSession::on(const LoadRequest& request) {
 
 std::vector<at::Tensor> JudgeSession::arguments_for(uint64_t seed, bool spread, bool edges) {
   auto args = edges ? make_edge_arguments(*spec_, scale_, seed, device_.device()) : make_arguments(*spec_, scale_, seed, device_.device());
+  // KernelBench's rule: every call's params hold Model's values (the inputs stay fresh per call).
+  apply_fixed_params(*spec_, fixed_params_, args);
   if (spread) spread_samples(*spec_, args);
   return args;
 }

@@ -11,8 +11,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "program/arguments.h"
 #include "worker/exchange.h"
 #include "worker/protocol.h"
 #include "worker/worker_device.h"
@@ -58,6 +60,7 @@ class JudgeSession {
   };
   InputArena& arena_named(ArenaOwner which);
 
+  // A call's arguments made from its seed (KernelBench's rule: params from fixed_params_).
   std::vector<at::Tensor> arguments_for(uint64_t seed, bool spread, bool edges);
   const std::vector<at::Tensor>& outputs_for(const std::string& key);
   void keep(const std::string& key, Outputs outputs);
@@ -70,6 +73,9 @@ class JudgeSession {
   std::optional<TaskSpec> spec_;
   std::string scale_;
   std::unique_ptr<NamedProgram> reference_;
+  // KernelBench's rule (LoadRequest::kernelbench_seed): each param's value for every call, on the
+  // device, by the param's index; empty under crl's rule (fresh values per call).
+  FixedParams fixed_params_;
   std::map<std::string, Outputs> outputs_;
   std::list<std::string> recently_used_;  // front: most recent
   int64_t cache_budget_bytes_ = int64_t{16} << 30;

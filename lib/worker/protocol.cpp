@@ -203,7 +203,9 @@ nlohmann::json LoadRequest::to_json() const {
           {"cpu_threads", device.cpu_threads},      {"cache_bytes", cache_bytes},
           {"program_name", program_name},           {"replay_as_graph", replay_as_graph},
           {"program_kind", program_kind},           {"python_source", python_source},
-          {"origin", origin},                       {"extensions", extensions_json(extensions)}};
+          {"origin", origin},                       {"extensions", extensions_json(extensions)},
+          {"kernelbench_seed", kernelbench_seed},   {"kernelbench_model", kernelbench_model},
+          {"python_class", python_class}};
 }
 
 LoadRequest LoadRequest::from(const Fields& f) {
@@ -221,6 +223,9 @@ LoadRequest LoadRequest::from(const Fields& f) {
   r.python_source = f.text("python_source");
   r.origin = f.text("origin");
   for (const auto& e : f.array("extensions")) r.extensions.push_back(BuiltExtension::from(Fields(e, f.what() + ": extensions")));
+  r.kernelbench_seed = f.unsigned_integer("kernelbench_seed");
+  r.kernelbench_model = f.text("kernelbench_model");
+  r.python_class = f.text("python_class");
   return r;
 }
 
@@ -242,9 +247,9 @@ ExtensionBuild ExtensionBuild::from(const Fields& f) {
           f.texts("extra_ldflags")};
 }
 
-nlohmann::json BuiltExtension::to_json() const { return {{"key", key}, {"library", library}}; }
+nlohmann::json BuiltExtension::to_json() const { return {{"key", key}, {"library", library}, {"error", error}}; }
 
-BuiltExtension BuiltExtension::from(const Fields& f) { return {f.text("key"), f.text("library")}; }
+BuiltExtension BuiltExtension::from(const Fields& f) { return {f.text("key"), f.text("library"), f.text("error")}; }
 
 nlohmann::json LoadReply::to_json() const {
   nlohmann::json builds = nlohmann::json::array();

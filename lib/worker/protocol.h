@@ -105,6 +105,9 @@ struct ExtensionBuild {
 // A built extension given to a worker: the call's key and the module's library (in the worker's folder).
 struct BuiltExtension {
   std::string key, library;
+  // Non-empty: crl's compiler failed to build it (its stage and log); the module's load_inline then
+  // raises, as torch's does, and a module that catches it runs its own fallback.
+  std::string error;
   nlohmann::json to_json() const;
   static BuiltExtension from(const Fields& f);
 };
@@ -137,6 +140,14 @@ struct LoadRequest {
   int64_t cache_bytes = 0;         // judge: reference outputs it keeps
   std::string program_name;        // "candidate", or "reference" for the reference's timing worker
   bool replay_as_graph = false;    // the reference's timing worker under baseline cuda_graph
+  // KernelBench's rule for parameters (docs/evaluation.md, "Parameters"): 0 for crl's. Otherwise the
+  // judge builds KernelBench's Model from `kernelbench_model` under this seed and every call's params
+  // hold its values; a KernelBench-format candidate builds its ModelNew under the same seed.
+  uint64_t kernelbench_seed = 0;
+  std::string kernelbench_model;   // judge: the task's KernelBench module (a checkout's; trusted)
+  // kernelbench: the class to build, "ModelNew", or "Model" where the reference's timing worker times
+  // KernelBench's own module (baseline kernelbench).
+  std::string python_class = "ModelNew";
   nlohmann::json to_json() const;
   static LoadRequest from(const Fields& f);
 };

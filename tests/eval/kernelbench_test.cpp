@@ -3,6 +3,8 @@
 // compile_error naming what is wrong, the attacks never rewarded.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
 #include <string>
 
 #include "core/read_file.h"
@@ -109,6 +111,79 @@ TEST_F(KernelBenchTest, TensorsThatDoNotMatchTheTasksModuleAreFormatErrors) {
   expect_status(judge(kConv, "params_dtype"), VerdictStatus::kFormatError, "is float64");
 }
 
+// KernelBench's rule for parameters (--kernelbench DIR): the judge builds the checkout's Model under a
+// seed and gives its values to crl's reference; a ModelNew built under the same seed keeps its own
+// tensors, matched or not. Here the checkout is the test's own stand-in module.
+Evaluator& kernelbench_rule(const std::string& checkout) {
+  static std::map<std::string, std::unique_ptr<Evaluator>> by_checkout;
+  auto& e = by_checkout[checkout];
+  if (!e) {
+    EvalOptions o = quick_options(Backend::cpu);
+    o.timing = false;
+    o.kernelbench_dir = fixture_dir() + "/kernelbench/" + checkout;
+    e = std::make_unique<Evaluator>(o, fixture_compiler());
+  }
+  return *e;
+}
+
+TEST_F(KernelBenchTest, KernelBenchsRuleJudgesAModuleByItsOutputsUnderTheModelsSeed) {
+  Evaluator& rule = kernelbench_rule("checkout");
+  const Verdict same = judge(kConv, "conv.legit", rule);
+  ASSERT_TRUE(same.ok()) << explain(same);
+  EXPECT_EQ(same.params, "kernelbench");
+  EXPECT_NE(same.steps.front().detail.find("parameters by KernelBench's rule"), std::string::npos) << explain(same);
+  // Its tensors packed into one: crl's rule cannot give it the task's values, KernelBench's judges it.
+  expect_status(judge(kConv, "conv_packed.kbrule"), VerdictStatus::kFormatError, "ModelNew has 1 parameter");
+  const Verdict packed = judge(kConv, "conv_packed.kbrule", rule);
+  EXPECT_TRUE(packed.ok()) << explain(packed);
+  // Values of its own, not Model's under the seed: its outputs are not the reference's.
+  const Verdict own = judge(kConv, "conv_own_init.kbrule", rule);
+  EXPECT_EQ(own.status, VerdictStatus::kMismatch) << explain(own);
+  // A .crl program receives Model's values as its params, and is right with them.
+  const Verdict reference = rule.evaluate(real_suite().find(kConv), real_suite().find(kConv).program, "the reference");
+  EXPECT_TRUE(reference.ok()) << explain(reference);
+  EXPECT_EQ(reference.params, "kernelbench");
+  EXPECT_EQ(judge(kConv, "conv.legit").params, "crl");
+}
+
+// --baseline kernelbench: the reference's half of every timed pair is KernelBench's Model from
+// Python (crl's C++ reference still decides correctness), so a ModelNew that calls the same ops
+// pays the same Python overhead on both sides. Under crl's parameter rule Model is bound to the
+// call's params, as a ModelNew is.
+TEST_F(KernelBenchTest, BaselineKernelBenchTimesTheCheckoutsModelFromPython) {
+  EvalOptions o = quick_options(Backend::cpu);
+  o.kernelbench_dir = fixture_dir() + "/kernelbench/checkout";
+  o.baseline = "kernelbench";
+  Evaluator python_baseline(o, fixture_compiler());
+  const Verdict v = judge(kConv, "conv.legit", python_baseline);
+  ASSERT_TRUE(v.ok()) << explain(v);
+  EXPECT_EQ(v.baseline, "kernelbench");
+  EXPECT_GT(v.reference_time.median_us, 0) << explain(v);
+  EXPECT_NE(v.steps.front().detail.find("the reference's time is KernelBench's Model's"), std::string::npos) << explain(v);
+  EvalOptions without = quick_options(Backend::cpu);
+  without.baseline = "kernelbench";
+  try {
+    Evaluator refused(without, fixture_compiler());
+    ADD_FAILURE() << "baseline kernelbench without a checkout was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--kernelbench DIR"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(KernelBenchTest, KernelBenchsRuleNeedsTheTasksModuleAndOneThatMatchesTheSpec) {
+  // A checkout whose module has a parameter the spec lacks: crl cannot judge by it (not the candidate's fault).
+  const Verdict other = judge(kRelu, "relu.legit", kernelbench_rule("checkout_other"));
+  EXPECT_EQ(other.status, VerdictStatus::kInternalError) << explain(other);
+  EXPECT_NE(other.message.find("Model has 1 parameter"), std::string::npos) << explain(other);
+  // A task the checkout has no module for is bad input, said before anything is judged.
+  try {
+    (void)judge("level1/020_leaky_relu", "relu.legit", kernelbench_rule("checkout"));
+    ADD_FAILURE() << "a task without a module in the checkout was judged";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no KernelBench module for level1/020_leaky_relu"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(KernelBenchTest, WhatIsNoModuleToJudgeSaysWhy) {
   expect_status(judge(kRelu, "not_a_module"), VerdictStatus::kFormatError, "does not derive from torch.nn.Module");
   expect_status(judge(kRelu, "import_error"), VerdictStatus::kCompileError, "No module named 'crl_no_such_module'");
@@ -131,15 +206,29 @@ TEST_F(KernelBenchTest, LoadInlineIsBuiltByCrlsCompilerAndImportedByTheWorker) {
   }
 }
 
+// An extension crl's compiler cannot build makes the module's load_inline raise, as torch's does:
+// uncaught, the module does not import (compile_error, the compiler's log in the verdict); caught,
+// the module's own fallback is judged (CUDA-L1's modules often wrap load_inline so).
 TEST_F(KernelBenchTest, AnExtensionThatDoesNotCompileIsACompileErrorWithItsLog) {
   const Verdict v = judge(kRelu, "load_inline_compile_error");
-  expect_status(v, VerdictStatus::kCompileError, "load_inline extension 'crl_test_broken' does not compile");
+  expect_status(v, VerdictStatus::kCompileError, "Error building extension 'crl_test_broken'");
   EXPECT_NE(v.compile_log.find("crl_no_such_method"), std::string::npos) << explain(v);
+}
+
+TEST_F(KernelBenchTest, ALoadInlineThatFailsRaisesSoTheModulesFallbackIsJudged) {
+  const Verdict v = judge(kRelu, "load_inline_fallback.legit");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  bool said = false;
+  for (const auto& step : v.steps) {
+    said = said || (step.name == "compile load_inline 'crl_test_fallback'" && step.detail.find("does not compile") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << explain(v);
+  EXPECT_NE(v.compile_log.find("crl_relu_never_declared"), std::string::npos) << "the compiler's log stays in the verdict: " << explain(v);
 }
 
 TEST_F(KernelBenchTest, AnExtensionsFlagsMayNotNameFiles) {
   const Verdict v = judge(kRelu, "load_inline_reads_a_file");
-  expect_status(v, VerdictStatus::kCompileError, "does not compile (request stage)");
+  expect_status(v, VerdictStatus::kCompileError, "request stage failed");
   EXPECT_NE(v.compile_log.find("'-include' is not one crl passes"), std::string::npos) << explain(v);
   EXPECT_EQ(v.compile_log.find("root:"), std::string::npos) << explain(v);
 }

@@ -118,6 +118,9 @@ def check_results(run_dir):
         prompt = f["text/prompts/text"].asstr()[prompt_ids.index(ids[by_sample[0]])]
         if "The reference module (KernelBench's `Model`):\n\n```python\nimport torch" not in prompt or "class ModelNew" not in prompt:
             fail(f"the prompt does not show the task's KernelBench module and ask for ModelNew:\n{prompt}")
+        program_format = f["meta"].attrs.get("program_format")
+        if (program_format.decode() if isinstance(program_format, bytes) else program_format) != "kernelbench":
+            fail(f"/meta program_format is {program_format!r}, not kernelbench: a report could not tell its rollouts' kind")
 
 
 def main():

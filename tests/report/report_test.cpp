@@ -268,6 +268,34 @@ TEST_F(ReportTest, FastPIsOverTheAttemptedTasksWhenNoSuiteIsKnown) {
   EXPECT_NEAR(levels["all"]["fast_p"]["1"].get<double>(), 5.0 / 9, 1e-12);
 }
 
+// KernelBench-format programs (a verdict's format column) are counted apart from .crl ones of the
+// same tasks: the levels table gains "eager+kernelbench" beside "eager", the page a format column.
+TEST_F(ReportTest, KernelBenchFormatVerdictsAreCountedApartFromCrlOnes) {
+  SKIP_WITHOUT_ANALYSIS_PYTHON();
+  using S = eval::VerdictStatus;
+  const auto file = path("formats.h5");
+  {
+    results::ResultsWriter writer(file);
+    std::vector<eval::Verdict> v = {verdict("level1/001_a", S::kOk, 2.0, 1.9, 2.1), verdict("level1/001_a", S::kOk, 3.0, 2.9, 3.1),
+                                    verdict("level1/002_b", S::kMismatch, 0)};
+    v[1].format = v[2].format = "kernelbench";
+    eval::append_verdicts(writer, v);
+    writer.close();
+  }
+  const auto r = crl_report({file, "--out", path("out"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto levels = json_in(r.output)["inputs"][0]["levels"];
+  ASSERT_TRUE(levels.contains("eager") && levels.contains("eager+kernelbench")) << levels.dump();
+  EXPECT_EQ(levels["eager"]["level1"]["tasks"], 1);
+  EXPECT_DOUBLE_EQ(levels["eager"]["level1"]["max"].get<double>(), 2.0) << "the ModelNew's 3.0 is not the .crl program's";
+  EXPECT_EQ(levels["eager+kernelbench"]["level1"]["tasks"], 2);
+  EXPECT_EQ(levels["eager+kernelbench"]["level1"]["tasks_correct"], 1);
+  EXPECT_DOUBLE_EQ(levels["eager+kernelbench"]["level1"]["max"].get<double>(), 3.0);
+  const std::string md = read_file(path("out/summary.md"));
+  EXPECT_NE(md.find("| format |"), std::string::npos) << md.substr(0, 2000);
+  EXPECT_NE(md.find("| kernelbench |"), std::string::npos) << md.substr(0, 2000);
+}
+
 TEST_F(ReportTest, RunTablesWhileTheJobWritesGiveCurvesBestProgramsAndLineage) {
   SKIP_WITHOUT_ANALYSIS_PYTHON();
   const auto file = path("run.h5");

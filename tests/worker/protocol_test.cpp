@@ -56,7 +56,15 @@ TEST(Protocol, RequestsRoundTrip) {
   load.cache_bytes = int64_t{16} << 30;
   load.program_name = "reference";
   load.replay_as_graph = true;
+  load.kernelbench_seed = uint64_t{1} << 59;
+  load.kernelbench_model = "class Model: ...";
+  load.extensions = {{"key1", "/lib.so", ""}, {"key2", "", "host stage failed:\nerror: x"}};
   const LoadRequest l = round_trip(load);
+  EXPECT_EQ(l.kernelbench_seed, uint64_t{1} << 59);
+  EXPECT_EQ(l.kernelbench_model, load.kernelbench_model);
+  ASSERT_EQ(l.extensions.size(), 2u);
+  EXPECT_EQ(l.extensions[1].error, load.extensions[1].error);
+  EXPECT_EQ(l.extensions[0].library, "/lib.so");
   EXPECT_EQ(l.reference_program, load.reference_program);
   EXPECT_EQ(l.library, load.library);
   EXPECT_EQ(l.device.device, "cuda");

@@ -187,15 +187,20 @@ def _diff_html(reference: str | None, program: str | None, name: str) -> str:
 
 
 def _levels_frame(levels_by_source: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """levels_by_source: {input: {split: {baseline: {level: summary}}}}; a split column where any input
-    has one (a run's trained-on and held-out tasks, counted apart)."""
+    """levels_by_source: {input: {split: {group_key(baseline, format): {level: summary}}}}; a split column
+    where any input has one (a run's trained-on and held-out tasks, counted apart), a format column where
+    any input holds KernelBench-format programs."""
     cuda_l1, fast_p, rates = [], [], []
     with_split = any(split for by_split in levels_by_source.values() for split in by_split)
-    rows = [(label, split, baseline, level, s) for label, by_split in levels_by_source.items()
-            for split, by_baseline in by_split.items() for baseline, levels in by_baseline.items()
+    rows = [(label, split, group, level, s) for label, by_split in levels_by_source.items()
+            for split, by_group in by_split.items() for group, levels in by_group.items()
             for level, s in levels.items()]
-    for label, split, baseline, level, s in rows:
-        key = {"input": label, **({"split": split or "-"} if with_split else {}), "baseline": baseline, "level": level}
+    # A format column where any input holds programs other than .crl ones (KernelBench's ModelNew).
+    with_format = any(crl_stats.split_group_key(group)[1] != "crl" for _, _, group, _, _ in rows)
+    for label, split, group, level, s in rows:
+        baseline, program_format = crl_stats.split_group_key(group)
+        key = {"input": label, **({"split": split or "-"} if with_split else {}), "baseline": baseline,
+               **({"format": program_format} if with_format else {}), "level": level}
         cuda_l1.append({**key, "tasks": s["tasks"], "correct": s["tasks_correct"],
                         "speedup>1.01": s["tasks_faster"], "mean": s["mean"], "max": s["max"],
                         "75%": s["q75"], "50%": s["median"], "25%": s["q25"]})

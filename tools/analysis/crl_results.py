@@ -61,6 +61,7 @@ VERDICT_COLUMNS = {
     "candidate_median_us": "float64", "candidate_iqr_us": "float64", "candidate_samples": "int64",
     "speedup": "float64", "speedup_ci_low": "float64", "speedup_ci_high": "float64",
     "reward": "float64", "seconds": "float64", "baseline": "string", "speedup_ci_half_width": "float64",
+    "format": "string",
 }
 STEP_COLUMNS = {
     "step": "int64", "stage": "string", "policy_version": "int64", "loss": "float64",

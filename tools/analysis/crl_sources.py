@@ -6,8 +6,10 @@ or a measured example), its training steps, and its reference checks. Kinds of i
 - a `crl tasks check --out` JSON (an object with "results"): reference times, GFLOP/s, GB/s;
 - a list of measured candidates, as tests/suite/examples_gpu_test.cpp writes it
   (objects with task, example, reference_ms, candidate_ms, speedup): correct programs, full scale.
-Attempt columns: task, level, scale, baseline, status, status_kind, hack_kind, speedup, ci_low,
+Attempt columns: task, level, scale, baseline, format, status, status_kind, hack_kind, speedup, ci_low,
 ci_high, candidate_us, reference_us, program_id, candidate, step, message, split.
+format: the program's kind, "crl" or "kernelbench" (a verdict's own column; a run's /meta program_format;
+"crl" for files from before either existed and for other inputs).
 split: "trained-on" for a run's rollouts, "held-out" for its /validation rows (job key `validation`:
 tasks the policy never trains on), "" for verdicts and other inputs. A held-out attempt's program_id
 is -(its /validation id + 1), so that it never meets a rollout's or a verdict row's id.
@@ -26,7 +28,7 @@ import pandas as pd
 
 import crl_results
 
-ATTEMPT_COLUMNS = ["task", "level", "scale", "baseline", "status", "status_kind", "hack_kind", "speedup",
+ATTEMPT_COLUMNS = ["task", "level", "scale", "baseline", "format", "status", "status_kind", "hack_kind", "speedup",
                    "ci_low", "ci_high", "candidate_us", "reference_us", "program_id", "candidate", "step", "message",
                    "split"]
 TRAINED_ON, HELD_OUT = "trained-on", "held-out"
@@ -75,6 +77,7 @@ def _attempts(rows: dict) -> pd.DataFrame:
             frame[column] = pd.Series(dtype=object)
     frame = frame[ATTEMPT_COLUMNS]
     frame["split"] = frame["split"].fillna("").astype(object)
+    frame["format"] = frame["format"].fillna("").astype(object).replace("", "crl")
     for column in ("speedup", "ci_low", "ci_high", "candidate_us", "reference_us", "step"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame["level"] = frame["task"].map(level_of).astype(int)
@@ -89,7 +92,8 @@ def _from_verdicts(v: pd.DataFrame) -> pd.DataFrame:
         raise InputProblem(f"table verdicts lacks column(s) {', '.join(missing)}")
     get = lambda name, default: v[name] if name in v else default  # noqa: E731
     return _attempts({
-        "task": v["task"], "scale": get("scale", ""), "baseline": get("baseline", "eager"),
+        "task": v["task"], "scale": get("scale", ""), "baseline": _or_default(get("baseline", ""), "eager"),
+        "format": _or_default(get("format", ""), "crl"),
         "status": v["status"], "speedup": v["speedup"], "ci_low": get("speedup_ci_low", np.nan),
         "ci_high": get("speedup_ci_high", np.nan), "candidate_us": get("candidate_median_us", np.nan),
         "reference_us": get("reference_median_us", np.nan), "program_id": v["row"],
@@ -97,8 +101,14 @@ def _from_verdicts(v: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _from_rollouts(r: pd.DataFrame, table: str = "rollouts") -> pd.DataFrame:
-    """Attempts of /rollouts (trained on) or /validation (held out: its own ids, see the module's doc)."""
+def _or_default(column, default: str):
+    """A string column with "" (rows written before the column was added to their file) read as `default`."""
+    return column.replace("", default) if isinstance(column, pd.Series) else (column or default)
+
+
+def _from_rollouts(r: pd.DataFrame, table: str = "rollouts", program_format: str = "crl") -> pd.DataFrame:
+    """Attempts of /rollouts (trained on) or /validation (held out: its own ids, see the module's doc);
+    program_format: the run's (/meta program_format), every rollout's kind."""
     missing = [c for c in ("rollout_id", "task", "status", "speedup") if c not in r]
     if missing:
         raise InputProblem(f"table {table} lacks column(s) {', '.join(missing)}")
@@ -107,7 +117,8 @@ def _from_rollouts(r: pd.DataFrame, table: str = "rollouts") -> pd.DataFrame:
     held_out = table == "validation"
     get = lambda name, default: r[name] if name in r else default  # noqa: E731
     return _attempts({
-        "task": r["task"], "scale": get("scale", ""), "baseline": "eager", "status": r["status"], "speedup": r["speedup"],
+        "task": r["task"], "scale": get("scale", ""), "baseline": "eager", "format": program_format or "crl",
+        "status": r["status"], "speedup": r["speedup"],
         "ci_low": get("speedup_ci_low", np.nan), "ci_high": get("speedup_ci_high", np.nan),
         "candidate_us": get("candidate_median_us", np.nan), "reference_us": get("reference_median_us", np.nan),
         "program_id": -(r["rollout_id"] + 1) if held_out else r["rollout_id"],
@@ -140,8 +151,10 @@ def _load_h5(path: str, label: str) -> Source:
     meta = results.meta()
     try:
         parts = [p for p in (_from_verdicts(verdicts) if len(verdicts) else None,
-                             _from_rollouts(rollouts) if len(rollouts) else None,
-                             _from_rollouts(validation, "validation") if len(validation) else None) if p is not None]
+                             _from_rollouts(rollouts, "rollouts", meta.get("program_format", "crl"))
+                             if len(rollouts) else None,
+                             _from_rollouts(validation, "validation", meta.get("program_format", "crl"))
+                             if len(validation) else None) if p is not None]
     except InputProblem as e:
         raise InputProblem(f"{path}: {e}") from None
     attempts = pd.concat(parts, ignore_index=True) if parts else _attempts({c: [] for c in ATTEMPT_COLUMNS})

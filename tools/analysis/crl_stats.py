@@ -135,13 +135,26 @@ def level_summary(best: pd.DataFrame, attempts: pd.DataFrame, suite_tasks: int =
     }
 
 
+def group_key(baseline: str, program_format: str) -> str:
+    """A levels table's key: the baseline for crl's own programs ("eager"), "baseline+format" for
+    another kind ("eager+kernelbench"), so a file of .crl programs keeps the keys it always had."""
+    return baseline if program_format in ("", "crl") else f"{baseline}+{program_format}"
+
+
+def split_group_key(key: str) -> tuple[str, str]:
+    """(baseline, format) of a group_key."""
+    baseline, _, program_format = key.partition("+")
+    return baseline, program_format or "crl"
+
+
 def levels_table(attempts: pd.DataFrame, suite_tasks_per_level: dict | None = None) -> dict:
-    """{baseline: {"level1": summary, ..., "all": summary}} for every baseline the attempts name;
-    suite_tasks_per_level ({level: tasks in the suite}) makes fast_p's denominator the level's tasks
-    ("all": the tasks of the levels attempted)."""
+    """{group_key(baseline, format): {"level1": summary, ..., "all": summary}} for every baseline and
+    program format the attempts name; suite_tasks_per_level ({level: tasks in the suite}) makes fast_p's
+    denominator the level's tasks ("all": the tasks of the levels attempted)."""
     per_level = suite_tasks_per_level or {}
     out = {}
-    for baseline, group in attempts.groupby("baseline", sort=True) if len(attempts) else []:
+    formats = attempts["format"].fillna("crl") if "format" in attempts else pd.Series("crl", index=attempts.index)
+    for (baseline, program_format), group in attempts.groupby([attempts["baseline"], formats], sort=True) if len(attempts) else []:
         best = best_per_task(group)
         rows = {}
         levels = sorted(best["level"].unique())
@@ -151,7 +164,7 @@ def levels_table(attempts: pd.DataFrame, suite_tasks_per_level: dict | None = No
                                                                         per_level.get(int(level), 0))
         known = all(int(level) in per_level for level in levels)
         rows["all"] = level_summary(best, group, sum(per_level[int(level)] for level in levels) if known and levels else 0)
-        out[str(baseline)] = rows
+        out[group_key(str(baseline), str(program_format))] = rows
     return out
 
 
