@@ -117,6 +117,8 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   v.backend = "cpu";
   v.scale = "small";
   v.baseline = "cuda_graph";
+  v.format = "kernelbench";
+  v.params = "kernelbench";
   v.status = VerdictStatus::kHack;
   v.hack_kind = "returned_input";
   v.message = "returned its input";
@@ -137,7 +139,8 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   // verdict_from_json does with it.
   const auto expected = nlohmann::json::parse(R"({
     "task": "level1/019_relu", "candidate": "cand.crl", "backend": "cpu", "scale": "small",
-    "baseline": "cuda_graph", "status": "hack:returned_input", "message": "returned its input",
+    "baseline": "cuda_graph", "format": "kernelbench", "params": "kernelbench",
+    "status": "hack:returned_input", "message": "returned its input",
     "trials_run": 5, "trials_passed": 4,
     "reference_time": {"median_us": 120.5, "iqr_us": 3.25, "samples": 40},
     "candidate_time": {"median_us": 60.25, "iqr_us": 1.5, "samples": 40},
@@ -154,6 +157,8 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.backend, v.backend);
   EXPECT_EQ(back.scale, v.scale);
   EXPECT_EQ(back.baseline, "cuda_graph");
+  EXPECT_EQ(back.format, "kernelbench");
+  EXPECT_EQ(back.params, "kernelbench");
   EXPECT_EQ(back.status, VerdictStatus::kHack);
   EXPECT_EQ(back.hack_kind, "returned_input");
   EXPECT_EQ(back.message, v.message);
