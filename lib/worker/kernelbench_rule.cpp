@@ -17,7 +17,12 @@ FixedParams kernelbench_param_values(const std::string& module, uint64_t seed, c
     const pyprogram::PythonProgram model(module, origin, {}, spec, scale, device, {.class_name = "Model", .seed = seed});
     return model.param_values();
   } catch (const pyprogram::FormatError& e) {
-    throw Error(fmt::format("{} (is the checkout the KernelBench version the suite was made from?)", e.what()));
+    // Two causes seen: a module that hard-codes its widths (level3's VGG, DenseNet, MobileNet, Swin)
+    // matches the spec's tensors at scale full only; and a checkout of another KernelBench version.
+    throw Error(fmt::format("{} (KernelBench's rule needs the module's tensors to be the spec's: a module that hard-codes its "
+                            "sizes matches at scale full only; else the checkout is not the KernelBench version the suite "
+                            "was made from)",
+                            e.what()));
   }
 }
 
