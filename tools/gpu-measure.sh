@@ -351,7 +351,8 @@ for i in range(0, len(rows), 10):
 PY
     step cuda_l1 "${CUDA_L1_SECONDS:-480}" bash -c "for c in \"$LOGS\"/cuda_l1_chunks/cuda_l1_*.jsonl; do \
       n=\$(basename \$c .jsonl); [ -s \"$LOGS/\$n.json\" ] && continue; \
-      \"$crl\" data import \$c --out /tmp/\$n.kept.jsonl --backend cuda --scale full --time-budget 2 --json > \"$LOGS/\$n.part\" \
+      rm -f \"$LOGS/\$n.h5\"; \"$crl\" data import \$c --out /tmp/\$n.kept.jsonl --backend cuda --scale full --time-budget 2 \
+        --h5 \"$LOGS/\$n.h5\" --json > \"$LOGS/\$n.part\" \
         && mv \"$LOGS/\$n.part\" \"$LOGS/\$n.json\"; echo \"\$n: exit \$?\"; tar czf \"$OUT/gpu-measure.tgz\" -C \"$LOGS\" .; done"
   fi
   rm -rf "$cache" "$rate"

@@ -5,17 +5,18 @@
 // `crl data import IN --out OUT.jsonl`: the field's KernelBench-format programs (CUDA-L1's release,
 // a KernelBench-style JSONL of {task, code}) into the same filter, as KernelBench-format SFT data.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "apps/crl/backend_choice.h"
 #include "apps/crl/candidates.h"
 #include "apps/crl/commands.h"
 #include "apps/crl/input_paths.h"
+#include "apps/crl/judging.h"
 #include "apps/crl/default_job.h"
 #include "compile/compiler.h"
 #include "core/atomic_file.h"
@@ -42,6 +43,7 @@ struct ValidateOptions {
   int cpu_threads = core_share(DefaultRunOptions{}.ranks);
   double max_relative_ci = 0.1;  // EvalOptions: a speedup kept with a program rests on an interval this narrow
   std::string kernelbench;       // a KernelBench checkout: KernelBench's rule for parameters (EvalOptions::kernelbench_dir)
+  std::string h5;                // every verdict also into this results file, flushed as it is made
   bool json = false;
 };
 
@@ -107,6 +109,7 @@ std::vector<ImportedRow> read_import_rows(const std::string& path, const Suite& 
 }
 
 int run_validate(const ValidateOptions& o) {
+  refuse_unasked_append({o.h5, false, false});  // before any work
   eval::EvalOptions options;
   options.backend = choose_backend(o.backend);
   options.scale = o.scale.empty() ? (options.backend == Backend::cuda ? "full" : "small") : o.scale;
@@ -133,24 +136,17 @@ int run_validate(const ValidateOptions& o) {
   check_candidates_against(suite, examples);
   Compiler compiler;
   eval::Evaluator evaluator(options, compiler);
-  std::vector<eval::Evaluator::Job> jobs;
-  std::vector<size_t> job_line;  // the example each job judges
-  std::vector<eval::Verdict> verdicts(examples.size());
-  for (size_t i = 0; i < examples.size(); ++i) {
-    if (examples[i].program) {
-      jobs.push_back({&suite.find(examples[i].task_id), *examples[i].program, examples[i].name});
-      job_line.push_back(i);
-    } else {
-      verdicts[i] = format_error_verdict(examples[i], options);
-    }
+  // With --h5 every verdict is flushed as it is made: a run cut short (a GPU call's limit) keeps
+  // what it judged, where the JSONL and the report come only at the end.
+  std::optional<results::ResultsWriter> writer;
+  if (!o.h5.empty()) {
+    writer.emplace(o.h5);
+    write_results_meta(*writer, options, eval_options_json(options, compiler), {});
   }
-  const bool progress = isatty(STDERR_FILENO) != 0;
-  const auto judged = evaluator.evaluate_all(jobs, options.backend == Backend::cuda ? 8 : 0, [&](size_t j) {
-    const Candidate& e = examples[job_line[j]];
-    if (progress) std::cerr << fmt::format("\r{}/{} {:<60.60}", j, jobs.size(), e.task_id + " " + e.name) << std::flush;
-  });
-  if (progress) std::cerr << "\n";
-  for (size_t j = 0; j < judged.size(); ++j) verdicts[job_line[j]] = judged[j];
+  const size_t compile_ahead = options.backend == Backend::cuda ? 8 : 0;  // compiles on the CPU while the GPU times
+  const std::vector<eval::Verdict> verdicts =
+      judge_candidates(examples, {suite, evaluator, compile_ahead, writer ? &*writer : nullptr, nullptr});
+  if (writer) writer->close();
   std::string kept;
   size_t n_kept = 0;
   nlohmann::json report = nlohmann::json::array();
@@ -217,6 +213,9 @@ void add_filter_options(CLI::App* command, ValidateOptions& o) {
                       "Model built under one secret seed; a KernelBench-format ModelNew is built under the same seed and keeps "
                       "its own); default: crl's rule (fresh values every call, given to ModelNew by order and shape)")
       ->check(existing_input(PathKind::directory, "--kernelbench"));
+  command->add_option("--h5", o.h5,
+                      "Also append every verdict to this HDF5 results file (table verdicts) as it is made, flushed: a run cut "
+                      "short keeps what it judged (an existing file is refused)");
   command->add_flag("--json", o.json, "Print the per-line report as JSON");
 }
 

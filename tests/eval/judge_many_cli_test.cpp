@@ -152,6 +152,19 @@ TEST(JudgeManyCli, DataValidateKeepsTheGoodLinesBesideOnesWithoutAProgram) {
   EXPECT_NE(human.output.find("format_error: " + jsonl + ":4: the completion's last code block is not closed"), std::string::npos)
       << human.output;
   EXPECT_NE(human.output.find("kept 1 of 4 programs"), std::string::npos) << human.output;
+  // --h5: every verdict in a results file as it is made (a GPU call cut short keeps what it judged);
+  // an existing file is refused, not appended to twice.
+  const std::string h5 = dir.file("verdicts.h5");
+  const auto with_file = crl({"data", "validate", jsonl, "--out", kept, "--suite", kFixtures + "/suite", "--backend", "cpu",
+                              "--trials", "2", "--time-budget", "0.5", "--max-relative-ci", "10", "--h5", h5});
+  ASSERT_EQ(with_file.exit_code, 0) << with_file.output;
+  const auto rows = eval::read_verdicts(results::ResultsReader(h5));
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].status_text(), "format_error");
+  EXPECT_EQ(rows[1].status_text(), "ok");
+  const auto again = crl({"data", "validate", jsonl, "--out", kept, "--suite", kFixtures + "/suite", "--backend", "cpu", "--h5", h5});
+  EXPECT_EQ(again.exit_code, 3) << again.output;
+  EXPECT_NE(again.output.find("the results file exists"), std::string::npos) << again.output;
 }
 
 // CUDA-L1's release layout: rows of {level_id, task_id (KernelBench's problem), custom_code}; a row
