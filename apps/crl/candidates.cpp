@@ -156,7 +156,7 @@ eval::Verdict format_error_verdict(const Candidate& candidate, const eval::EvalO
   v.scale = options.scale;
   v.baseline = options.baseline;
   v.format = program_kind_name(candidate.kind);
-  v.params = options.kernelbench_dir.empty() ? "crl" : "kernelbench";
+  v.params = eval::params_rule_name(options);
   v.status = eval::VerdictStatus::kFormatError;
   v.message = candidate.format_problem;
   v.reward = 0;

@@ -208,11 +208,7 @@ void add_filter_options(CLI::App* command, ValidateOptions& o) {
   command->add_option("--cpu-threads", o.cpu_threads, "Intra-op threads of the CPU workers (default: a default-job rank's share of the cores)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  command->add_option("--kernelbench", o.kernelbench,
-                      "A KernelBench checkout: KernelBench's rule for parameters (every call's params are the values of the task's "
-                      "Model built under one secret seed; a KernelBench-format ModelNew is built under the same seed and keeps "
-                      "its own); default: crl's rule (fresh values every call, given to ModelNew by order and shape)")
-      ->check(existing_input(PathKind::directory, "--kernelbench"));
+  add_kernelbench_option(command, o.kernelbench);
   command->add_option("--h5", o.h5,
                       "Also append every verdict to this HDF5 results file (table verdicts) as it is made, flushed: a run cut "
                       "short keeps what it judged (an existing file is refused)");

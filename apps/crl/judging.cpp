@@ -24,6 +24,14 @@
 
 namespace crl::cli {
 
+void add_kernelbench_option(CLI::App* cmd, std::string& dir) {
+  cmd->add_option("--kernelbench", dir,
+                  "A KernelBench checkout: KernelBench's rule for parameters (every call's params are the values of the task's "
+                  "Model built under one secret seed; a KernelBench-format ModelNew is built under the same seed and keeps "
+                  "its own); default: crl's rule (fresh values every call, given to ModelNew by order and shape)")
+      ->check(existing_input(PathKind::directory, "--kernelbench"));
+}
+
 void add_judge_options(CLI::App* cmd, JudgeOptions& o) {
   cmd->add_option("--suite,--suite-dir", o.suite_dir, "The task suite folder (default: $CRL_SUITE_DIR or the source tree's)");
   cmd->add_option("--backend", o.backend, "cpu or cuda (default: cuda when a GPU is visible)")
@@ -55,11 +63,7 @@ void add_judge_options(CLI::App* cmd, JudgeOptions& o) {
                   "(the task's KernelBench module itself, from Python, with --kernelbench: what a KernelBench-format "
                   "candidate's Python overhead is weighed against; correctness is still crl's reference's)")
       ->check(CLI::IsMember({"eager", "cuda_graph", "kernelbench"}));
-  cmd->add_option("--kernelbench", o.kernelbench,
-                  "A KernelBench checkout: KernelBench's rule for parameters (every call's params are the values of the task's "
-                  "Model built under one secret seed; a KernelBench-format ModelNew is built under the same seed and keeps "
-                  "its own); default: crl's rule (fresh values every call, given to ModelNew by order and shape)")
-      ->check(existing_input(PathKind::directory, "--kernelbench"));
+  add_kernelbench_option(cmd, o.kernelbench);
   cmd->add_flag("--no-sandbox", o.no_sandbox, "Run candidates without seccomp and Landlock (debugging only)");
   cmd->add_option("--gpu", o.gpu,
                   "Which GPU (an index into those this process sees) the judge and the workers use; they see "
@@ -117,7 +121,7 @@ nlohmann::json eval_options_json(const eval::EvalOptions& options, const Compile
   return {{"backend", backend_name(options.backend)},
           {"scale", options.scale},
           {"baseline", options.baseline},
-          {"params", options.kernelbench_dir.empty() ? "crl" : "kernelbench"},
+          {"params", eval::params_rule_name(options)},
           {"kernelbench", options.kernelbench_dir},
           {"trials", options.trials},
           {"time_budget_seconds", options.time_budget_seconds},

@@ -51,6 +51,8 @@ struct ResultsFileOptions {
 };
 
 void add_judge_options(CLI::App* cmd, JudgeOptions& o);
+// --kernelbench DIR (EvalOptions::kernelbench_dir), for every command that judges programs.
+void add_kernelbench_option(CLI::App* cmd, std::string& dir);
 // `what` names the rows in the help ("candidates", "samples").
 void add_results_file_options(CLI::App* cmd, ResultsFileOptions& o, const std::string& what);
 

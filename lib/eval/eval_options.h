@@ -88,4 +88,8 @@ struct EvalOptions {
   double peak_flops_per_second = 0;     // device name (both must be set to override it)
 };
 
+// The rule the parameters are given by, as verdicts and results files name it: "crl" (fresh secret
+// values every call) or "kernelbench" (KernelBench's Model under one seed: kernelbench_dir).
+inline const char* params_rule_name(const EvalOptions& options) { return options.kernelbench_dir.empty() ? "crl" : "kernelbench"; }
+
 }  // namespace crl::eval

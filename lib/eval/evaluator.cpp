@@ -69,7 +69,7 @@ Verdict opening_verdict(const Task& task, const ProgramText& program, const std:
   v.scale = options.scale;
   v.baseline = options.baseline;
   v.format = program_kind_name(program.kind);
-  v.params = options.kernelbench_dir.empty() ? "crl" : "kernelbench";
+  v.params = params_rule_name(options);
   return v;
 }
 

@@ -445,9 +445,9 @@ std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>& ar
   return outputs;
 }
 
-std::vector<std::pair<size_t, at::Tensor>> PythonProgram::param_values() const {
+FixedParams PythonProgram::param_values() const {
   const PythonProgramState& s = *state_;
-  std::vector<std::pair<size_t, at::Tensor>> values;
+  FixedParams values;
   for (const auto& b : s.bindings) {
     // bound_value's transform undone: the param as crl holds it, from the module's tensor.
     at::Tensor value = b.target.detach();

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "program/arguments.h"
 #include "program/task_spec.h"
 
 namespace crl::pyprogram {
@@ -97,7 +97,7 @@ class PythonProgram {
   // The values of the spec's params that the module's matched tensors hold, each as crl holds the
   // param (its shape and layout), by the param's index; params no tensor of the module holds are
   // absent. For KernelBench's Model under its rule: the values crl's reference is given.
-  std::vector<std::pair<size_t, at::Tensor>> param_values() const;
+  FixedParams param_values() const;
 
  private:
   std::unique_ptr<PythonProgramState> state_;

@@ -21,6 +21,6 @@ PythonProgram::~PythonProgram() = default;
 
 std::vector<at::Tensor> PythonProgram::forward(const std::vector<at::Tensor>&) const { return {}; }
 
-std::vector<std::pair<size_t, at::Tensor>> PythonProgram::param_values() const { return {}; }
+FixedParams PythonProgram::param_values() const { return {}; }
 
 }  // namespace crl::pyprogram
