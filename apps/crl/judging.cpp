@@ -44,8 +44,8 @@ void add_judge_options(CLI::App* cmd, JudgeOptions& o) {
       ->check(CLI::Range(0.0, 3600.0));
   cmd->add_flag("--no-timing", o.no_timing, "Check correctness only");
   cmd->add_option("--cpu-threads", o.cpu_threads,
-                  "Intra-op threads of the CPU backend's workers (default 0: LibTorch's, every core; on a small "
-                  "machine 1 keeps the programs from competing with the evaluator for cores)")
+                  "Intra-op threads of the CPU backend's workers (default 0: LibTorch's, the physical cores, less "
+                  "one core left to the evaluator, which serves the timed calls' turns)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--remeasure-above", o.remeasure_above,

@@ -73,10 +73,17 @@ void plan_arenas(TaskJudge& j, const Task& task, const EvalOptions& options, con
   if (options.backend == Backend::cpu) {
     // Sealed at their sizes: the candidate's worker inherits its arena's fd, and shrinking it would
     // crash the judge (SIGBUS) at its next fill (attacks/shared_memory.cpu.crl).
-    worker::size_and_seal_shared_memory(j.arena_fd, j.layout.total_bytes(), "the input arena of " + task.id);
-    worker::size_and_seal_shared_memory(j.reference_arena_fd, j.layout.total_bytes(), "the reference's input arena of " + task.id);
+    // Each arena ends with its program's turn page (worker/call_turns.h); this process maps all
+    // three arenas to serve the turns of timed batches (eval/turn_server.h).
+    const uint64_t shared = j.layout.shared_bytes();
+    worker::size_and_seal_shared_memory(j.arena_fd, shared, "the input arena of " + task.id);
+    worker::size_and_seal_shared_memory(j.reference_arena_fd, shared, "the reference's input arena of " + task.id);
+    worker::size_and_seal_shared_memory(j.staging_fd, shared, "the staging arena of " + task.id);
     worker::size_and_seal_shared_memory(j.region_fd, j.region_bytes, "the output region of " + task.id);
     j.region = worker::map_shared_memory(j.region_fd, j.region_bytes, "the candidate output region");
+    j.arena_map = static_cast<char*>(worker::map_shared_memory(j.arena_fd, shared, "the input arena"));
+    j.reference_arena_map = static_cast<char*>(worker::map_shared_memory(j.reference_arena_fd, shared, "the reference's input arena"));
+    j.staging_map = static_cast<char*>(worker::map_shared_memory(j.staging_fd, shared, "the staging arena"));
   }
   (void)opening.ask(worker::ArenaRequest{j.layout, j.region_bytes}, "setting up the input arenas");
 }
@@ -139,8 +146,11 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
     j->arena_fd = worker::create_shared_memory("crl-arena", 0);
     j->region_fd = worker::create_shared_memory("crl-outputs", 0);
     j->reference_arena_fd = worker::create_shared_memory("crl-reference-arena", 0);
+    j->staging_fd = worker::create_shared_memory("crl-staging", 0);
   }
-  j->judge = pool.start_judge(cpu ? std::vector<int>{j->arena_fd, j->region_fd, j->reference_arena_fd} : std::vector<int>{});
+  // (in the judge at 5, 6, 7 and 8: worker_device.h's fd numbers)
+  j->judge = pool.start_judge(cpu ? std::vector<int>{j->arena_fd, j->region_fd, j->reference_arena_fd, j->staging_fd}
+                                  : std::vector<int>{});
   // The reference's timing worker loads (LibTorch, CUDA) while the judge makes its outputs.
   j->reference_worker = pool.start_program_worker("reference", {j->task_dir, j->reference_arena_fd});
   worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*j->reference_worker, j->library),
@@ -189,6 +199,8 @@ TaskJudge::~TaskJudge() {
   if (judge) judge->stop();
   if (reference_worker) reference_worker->stop();
   worker::unmap_shared_memory(region, region_bytes);
+  for (char* map : {arena_map, reference_arena_map, staging_map}) worker::unmap_shared_memory(map, layout.shared_bytes());
+  if (staging_fd >= 0) close(staging_fd);
   if (arena_fd >= 0) close(arena_fd);
   if (reference_arena_fd >= 0) close(reference_arena_fd);
   if (region_fd >= 0) close(region_fd);

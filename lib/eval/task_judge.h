@@ -60,7 +60,12 @@ class TaskJudge {
   int arena_fd = -1;
   int reference_arena_fd = -1;
   int region_fd = -1;
+  int staging_fd = -1;  // timed inputs before their turn: the judge fills it, no program worker maps it
   void* region = nullptr;
+  // This process's mappings of the three arenas (turn pages included), to serve timed batches' turns.
+  char* arena_map = nullptr;
+  char* reference_arena_map = nullptr;
+  char* staging_map = nullptr;
   uint64_t region_bytes = 0;
   double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
   int reference_threads = 0;     // the reference's timing worker's intra-op threads (0: not said)

@@ -157,6 +157,25 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
       timeline.after_call();
     }
 #endif
+  } else if (request.turns) {
+    // Each call waits for its turn: its inputs reach the arena only once the call before it has
+    // returned, and what it returned (made contiguous here, as describing it would) is published
+    // for the evaluator's sample before the next turn.
+    TurnPage* page = arena_.turn_page();
+    if (page == nullptr) throw InputError("a timed batch with turns needs the CPU's shared arena");
+    TurnGate gate(page, kTurnTimeoutSeconds);
+    for (size_t i = 0; i < request.slots.size(); ++i) {
+      gate.wait_for_turn(static_cast<uint32_t>(i));
+      if (!request.calls) {  // the turns' own cost
+        gate.finish(static_cast<uint32_t>(i), {});
+        continue;
+      }
+      std::vector<at::Tensor> out = (*candidate_)(arena_.arguments(static_cast<int>(request.slots[i])));
+      for (auto& t : out) t = t.contiguous();
+      gate.finish(static_cast<uint32_t>(i), out);
+      outputs.push_back(std::move(out));
+      timeline.after_call();
+    }
   } else {
     for (const int64_t slot : request.slots) {
       outputs.push_back((*candidate_)(arena_.arguments(static_cast<int>(slot))));

@@ -106,6 +106,9 @@ struct ArenaLayout {
   uint64_t slot_bytes = 0;
   int slots = 0;
   uint64_t total_bytes() const { return slot_bytes * static_cast<uint64_t>(slots); }
+  // CPU: the arena's memfd holds, after the slots, the page of the batch's turns (call_turns.h).
+  uint64_t turn_page_offset() const { return (total_bytes() + 4095) / 4096 * 4096; }
+  uint64_t shared_bytes() const { return turn_page_offset() + 4096; }
 };
 ArenaLayout arena_layout(const std::vector<TensorMeta>& arguments, int slots);
 nlohmann::json to_json(const ArenaLayout& layout);

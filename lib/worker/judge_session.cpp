@@ -2,6 +2,7 @@
 #include "worker/judge_session.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -239,6 +240,8 @@ ArenaReply JudgeSession::on(const ArenaRequest& request) {
   }
   arena_.map_shared(layout_, kArenaFd);
   reference_arena_.map_shared(layout_, kReferenceArenaFd);
+  // The staging arena where the evaluator gave one (every evaluation does; a test's judge may not).
+  if (fcntl(kStagingArenaFd, F_GETFD) != -1) staging_arena_.map_shared(layout_, kStagingArenaFd);
   const uint64_t region = request.output_region_bytes;
   if (region != output_region_bytes_) {
     unmap_shared_memory(output_region_, output_region_bytes_);
@@ -268,10 +271,13 @@ AdoptArenaReply JudgeSession::on(const AdoptArenaRequest& request) {
 NoReply JudgeSession::on(const FillRequest& request) {
   // Timed inputs go to both arenas: each program of a pair gets its own copy of the same values.
   const bool both = request.both;
+  if (request.staged && !staging_arena_.ready()) throw InputError("a staged fill, but this judge has no staging arena");
+  std::vector<InputArena*> targets{&arena_, both ? &reference_arena_ : nullptr};
+  if (request.staged) targets = {&staging_arena_};
   for (const SlotFill& item : request.slots) {
     const int slot = item.slot;
     const auto args = reclaiming([&] { return arguments_for(item.seed, item.spread, item.edges); });
-    for (InputArena* arena : {&arena_, both ? &reference_arena_ : nullptr}) {
+    for (InputArena* arena : targets) {
       if (arena == nullptr) continue;
       auto slot_args = arena->arguments(slot);
       for (size_t i = 0; i < args.size(); ++i) slot_args[i].copy_(args[i]);

@@ -82,6 +82,7 @@ class JudgeSession {
   ArenaLayout layout_;    // of both arenas, from the arena request
   InputArena arena_;            // the candidate's inputs
   InputArena reference_arena_;  // the same timed inputs for the reference's own worker
+  InputArena staging_arena_;    // CPU: timed inputs before their turn (no program worker maps it)
   void* output_region_ = nullptr;  // CPU backend: where the evaluator copies a candidate's outputs
   uint64_t output_region_bytes_ = 0;
   IpcImporter importer_;

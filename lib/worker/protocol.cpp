@@ -307,7 +307,7 @@ DropArenaRequest DropArenaRequest::from(const Fields& f) { return {parse_owner(f
 nlohmann::json FillRequest::to_json() const {
   nlohmann::json items = nlohmann::json::array();
   for (const auto& s : slots) items.push_back({{"slot", s.slot}, {"seed", s.seed}, {"edges", s.edges}, {"spread", s.spread}});
-  return {{"slots", items}, {"both", both}};
+  return {{"slots", items}, {"both", both}, {"staged", staged}};
 }
 
 FillRequest FillRequest::from(const Fields& f) {
@@ -318,6 +318,7 @@ FillRequest FillRequest::from(const Fields& f) {
     r.slots.push_back({item.int32("slot"), item.unsigned_integer("seed"), item.flag("edges"), item.flag("spread")});
   }
   r.both = f.flag("both");
+  r.staged = f.flag("staged");
   return r;
 }
 
@@ -355,8 +356,8 @@ BatchTimelineSummary BatchTimelineSummary::from(const Fields& f) {
   return s;
 }
 
-nlohmann::json TimeRequest::to_json() const { return {{"slots", slots}}; }
-TimeRequest TimeRequest::from(const Fields& f) { return {f.integers("slots")}; }
+nlohmann::json TimeRequest::to_json() const { return {{"slots", slots}, {"turns", turns}, {"calls", calls}}; }
+TimeRequest TimeRequest::from(const Fields& f) { return {f.integers("slots"), f.flag("turns"), f.flag("calls")}; }
 
 nlohmann::json TimeReply::to_json() const { return {{"batch", batch}, {"timeline", timeline.to_json()}}; }
 

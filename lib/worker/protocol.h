@@ -204,6 +204,9 @@ struct FillRequest {
   using Reply = NoReply;
   std::vector<SlotFill> slots;
   bool both = false;  // into the reference worker's arena too (timed inputs: a copy for each program)
+  // CPU: into the staging arena only, from where the evaluator reveals each slot to a program at
+  // its call's turn (call_turns.h); neither program's arena is written.
+  bool staged = false;
   nlohmann::json to_json() const;
   static FillRequest from(const Fields& f);
 };
@@ -240,6 +243,8 @@ struct TimeRequest {
   static constexpr Op op = Op::time;
   using Reply = TimeReply;
   std::vector<int64_t> slots;  // empty: the empty batch (a timed request's fixed cost)
+  bool turns = false;          // CPU: each call waits for its turn on the arena's turn page (call_turns.h)
+  bool calls = true;           // false: the turns alone, no call of the program (what turns cost a batch)
   nlohmann::json to_json() const;
   static TimeRequest from(const Fields& f);
 };

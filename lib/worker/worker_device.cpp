@@ -283,9 +283,9 @@ void InputArena::release() {
   if (owned_cuda_ && base_ != nullptr) cudaFree(base_);
   if (imported_cuda_ && base_ != nullptr) cudaIpcCloseMemHandle(base_);
 #endif
-  if (!owned_cuda_ && !imported_cuda_) unmap_shared_memory(base_, layout_.total_bytes());
+  if (mapped_shared_) unmap_shared_memory(base_, layout_.shared_bytes());
   base_ = nullptr;
-  owned_cuda_ = imported_cuda_ = false;
+  owned_cuda_ = imported_cuda_ = mapped_shared_ = false;
   ipc_handle_.clear();
 }
 
@@ -293,7 +293,13 @@ void InputArena::map_shared(const ArenaLayout& layout, int fd) {
   release();
   layout_ = layout;
   device_ = at::Device(at::kCPU);
-  base_ = map_shared_memory(fd, layout.total_bytes(), "an input arena");
+  base_ = map_shared_memory(fd, layout.shared_bytes(), "an input arena");
+  mapped_shared_ = true;
+}
+
+TurnPage* InputArena::turn_page() const {
+  if (!mapped_shared_) return nullptr;
+  return reinterpret_cast<TurnPage*>(static_cast<char*>(base_) + layout_.turn_page_offset());
 }
 
 void InputArena::allocate(const ArenaLayout& layout, const at::Device& device) {

@@ -15,6 +15,7 @@
 
 #include "compile/loaded_program.h"
 #include "pyprogram/python_program.h"
+#include "worker/call_turns.h"
 #include "worker/exchange.h"
 #include "worker/protocol.h"
 #include "program/task_spec.h"
@@ -23,12 +24,14 @@ namespace crl::worker {
 
 // The fd numbers a worker inherits: the channel (3 requests, 4 replies), then its input arena (5,
 // CPU backend) and, for the judge only, the region where the evaluator puts a candidate's outputs
-// (6) and the reference's timing worker's arena (7; that worker maps it as its own 5).
+// (6), the reference's timing worker's arena (7; that worker maps it as its own 5) and the staging
+// arena (8) where timed inputs wait for their turn (call_turns.h), which no program worker maps.
 constexpr int kRequestFd = 3;
 constexpr int kReplyFd = 4;
 constexpr int kArenaFd = 5;
 constexpr int kOutputRegionFd = 6;
 constexpr int kReferenceArenaFd = 7;
+constexpr int kStagingArenaFd = 8;
 
 class WorkerDevice {
  public:
@@ -150,7 +153,7 @@ class InputArena {
   ~InputArena();
   InputArena(const InputArena&) = delete;
   InputArena& operator=(const InputArena&) = delete;
-  // CPU: maps the memfd at `fd` (the evaluator sized and sealed it).
+  // CPU: maps the memfd at `fd` (the evaluator sized and sealed it), the turn page with it.
   void map_shared(const ArenaLayout& layout, int fd);
   // GPU, the worker whose program reads it: allocates it here; ipc_handle() exports it.
   void allocate(const ArenaLayout& layout, const at::Device& device);
@@ -164,6 +167,8 @@ class InputArena {
   const ArenaLayout& layout() const { return layout_; }
   std::string ipc_handle() const { return ipc_handle_; }
   bool ready() const { return base_ != nullptr; }
+  // CPU: the page of the timed batch's turns (nullptr on the GPU, where batches have no turns).
+  TurnPage* turn_page() const;
 
  private:
   ArenaLayout layout_;
@@ -171,6 +176,7 @@ class InputArena {
   void* base_ = nullptr;
   bool owned_cuda_ = false;
   bool imported_cuda_ = false;
+  bool mapped_shared_ = false;
   std::string ipc_handle_;
 };
 

@@ -235,6 +235,36 @@ TEST(AttackTest, SkippingCallsOfATimedBatchIsCaught) {
   EXPECT_FALSE(v.ok()) << explain(v);
 }
 
+// Calls that see each other (issue 40, item 1). Without turns both attacks pass (the check of
+// one slot after the batch sees right outputs): what the turns close, shown on the same evaluator
+// settings but for the turns.
+TEST(AttackTest, WithoutTurnsCallsCanReadAheadAndAnswerEarly) {
+  EvalOptions o = quick_options(Backend::cpu);
+  o.call_turns = false;
+  Evaluator e(o, fixture_compiler());
+  for (const std::string file : {"lookahead", "answer_early"}) {
+    const Verdict v = e.evaluate(fixture_suite().find("level1/019_relu"),
+                                 load_program_file(fixture_dir() + "/attacks/" + file + ".cpu.crl"), file);
+    EXPECT_TRUE(v.ok()) << file << ": " << explain(v);
+  }
+}
+
+// A call that reads later calls' inputs from the arena finds, with turns, the previous batch's there.
+TEST(AttackTest, CallsThatReadLaterCallsInputsAreCaught) {
+  const Verdict v = judge("lookahead");
+  EXPECT_FALSE(v.ok()) << explain(v);
+  expect_hack(v, "timed_output_mismatch");
+  EXPECT_NE(v.message.find("slot"), std::string::npos) << explain(v);
+}
+
+// A call that returns before computing (the batch's last call does every call's work) is seen by
+// the sample of its outputs read at its turn.
+TEST(AttackTest, CallsThatAnswerBeforeTheyComputeAreCaught) {
+  const Verdict v = judge("answer_early");
+  expect_hack(v, "deferred_work");
+  EXPECT_NE(v.message.find("changed after the call returned"), std::string::npos) << explain(v);
+}
+
 // Input distribution: a clamp the spec's random inputs never reach, dropped. The task declares
 // edge inputs, so the edge trials take the clamp; the reference itself stays ok on them.
 TEST(AttackTest, DroppingAClampTheRandomInputsNeverReachFailsAnEdgeTrial) {
@@ -520,8 +550,9 @@ at::Tensor forward(const at::Tensor& x) {{
 
 // EvalOptions::seed replays an evaluation, and a candidate that knew it would know every pair's
 // checked slot (the job fixed it at its seed + 1, 1 by default, until each judged task drew its own):
-// with it known, computing only those slots passes at many times the reference's speed; under a
-// fresh secret the same program is caught at once.
+// with it known, computing only those slots passes at several times the reference's speed (2.8x on
+// two cores with turns, whose per-call fixed cost the skipped calls still pay); under a fresh
+// secret the same program is caught at once.
 TEST(AttackTest, AKnownSecretNamesTheCheckedSlots) {
   EvalOptions o = quick_options(Backend::cpu);
   o.remeasure_above_speedup = 1e9;  // the table covers the first measurement only
@@ -544,7 +575,7 @@ TEST(AttackTest, AKnownSecretNamesTheCheckedSlots) {
   Evaluator knowing(o, fixture_compiler());  // a fresh judge: its draws start at the first
   const Verdict known = knowing.evaluate(task, attack, "known secret");
   ASSERT_TRUE(known.ok()) << explain(known);
-  EXPECT_GT(known.speedup, 3) << explain(known);
+  EXPECT_GT(known.speedup, 2) << explain(known);
   o.seed = 0;  // a fresh secret, as `crl eval` and the job draw
   Evaluator fresh(o, fixture_compiler());
   const Verdict caught = fresh.evaluate(task, attack, "fresh secret");

@@ -41,6 +41,7 @@ class PipelineTest : public ::testing::Test {
     o.max_relative_ci = INFINITY;      // as wide as they come, unless a test scripts them
     o.max_slots = 3;
     o.call_timeout_seconds = 5;
+    o.call_turns = false;  // the scripted worker answers timed batches whole (turns: attack_test's lookahead tests)
     if (tweak) tweak(o);
     Evaluator evaluator(o, testing::fixture_compiler());
     const Task& task = testing::fixture_suite().find("level1/019_relu");

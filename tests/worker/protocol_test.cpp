@@ -81,6 +81,8 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_TRUE(f.slots[1].edges);
   EXPECT_TRUE(f.slots[1].spread);
   EXPECT_TRUE(f.both);
+  EXPECT_FALSE(f.staged);
+  EXPECT_TRUE(round_trip(FillRequest{{{1, 7, false, false}}, false, true}).staged);
 
   EXPECT_EQ(round_trip(RunRequest{5, 0, false}).slot, 5);
   const RunRequest seeded = round_trip(RunRequest{std::nullopt, 99, true});
@@ -90,6 +92,10 @@ TEST(Protocol, RequestsRoundTrip) {
 
   EXPECT_EQ(round_trip(TimeRequest{{0, 1, 2}}).slots, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_TRUE(round_trip(TimeRequest{{}}).slots.empty());
+  EXPECT_FALSE(round_trip(TimeRequest{{0}}).turns);
+  EXPECT_TRUE(round_trip(TimeRequest{{0, 1}, true}).turns);
+  EXPECT_TRUE(round_trip(TimeRequest{{0, 1}, true}).calls);
+  EXPECT_FALSE(round_trip(TimeRequest{{0, 1}, true, false}).calls);
   const GuardRequest g = round_trip(GuardRequest{{11, 12}, {4096}, 0.05, 2});
   EXPECT_EQ(g.part, 2);
   EXPECT_EQ(g.seeds, (std::vector<uint64_t>{11, 12}));

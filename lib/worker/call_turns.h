@@ -1,0 +1,63 @@
+// Calls that cannot see each other (CPU backend): the turn page through which a timed batch's slots
+// are revealed one call at a time. The evaluator copies call i's inputs into the arena only once
+// call i-1 has returned (and after it has read a secret sample of that call's outputs), so no call
+// can read a later call's inputs, and a call that returns before its outputs are computed is seen.
+// The page lies in the program worker's arena memfd, after its slots; both sides wait on it with
+// futexes after a short spin (the evaluator spins only on a core the programs are not given).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include <ATen/Tensor.h>
+
+namespace crl::worker {
+
+constexpr int kMaxTurnOutputs = 64;       // outputs of one call the page can describe
+constexpr uint64_t kTurnPageBytes = 4096;
+// How long a worker waits for a turn before it gives up (the evaluator, which serves the turns, ends
+// a batch that outlasts its own limit first, by killing the worker).
+constexpr double kTurnTimeoutSeconds = 600;
+// How long each side spins before it sleeps on the futex: the worker for its turn; the evaluator
+// for a call's return, only where a core is left over for it (turn_server.h).
+constexpr int kTurnSpinMicroseconds = 2000;
+
+// What crosses between the worker and the evaluator, in shared memory.
+struct TurnPage {
+  std::atomic<uint32_t> go;    // call i of the batch may start once go > i (the evaluator raises it)
+  std::atomic<uint32_t> done;  // calls of the batch that returned (the worker raises it)
+  std::atomic<uint32_t> output_count;
+  uint32_t unused = 0;
+  struct Span {
+    uint64_t address = 0;  // in the worker's memory: the evaluator reads it with process_vm_readv
+    uint64_t bytes = 0;
+  };
+  Span outputs[kMaxTurnOutputs];  // the last returned call's outputs, contiguous
+};
+static_assert(sizeof(TurnPage) <= kTurnPageBytes);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// Blocks while *word == seen, up to timeout_ms (a futex shared between processes); returns at once
+// when it already differs. Spurious returns happen: callers re-read the word.
+void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t seen, int timeout_ms);
+// One step of a spin-wait: gives the core to any other thread that wants it.
+void cpu_relax();
+// Wakes every process waiting on `word`.
+void wake_all(std::atomic<uint32_t>& word);
+
+// The worker's side, inside a timed batch: waits for call i's turn, then publishes what call i
+// returned. Throws Error when the turn does not come within timeout_seconds (the evaluator gone).
+class TurnGate {
+ public:
+  TurnGate(TurnPage* page, double timeout_seconds) : page_(page), timeout_seconds_(timeout_seconds) {}
+  void wait_for_turn(uint32_t call) const;
+  // outputs: made contiguous by the caller (what the batch's description will name).
+  void finish(uint32_t call, const std::vector<at::Tensor>& outputs);
+
+ private:
+  TurnPage* page_;
+  double timeout_seconds_;
+};
+
+}  // namespace crl::worker
