@@ -78,11 +78,14 @@ void TurnServer::record(size_t call) {
 
 void TurnServer::serve() {
   for (size_t call = 0; call < slots_.size(); ++call) {
-    if (place_.spin) {
-      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(worker::kTurnSpinMicroseconds);
-      while (page_->done.load(std::memory_order_acquire) <= call && !stopping_ && std::chrono::steady_clock::now() < spin_until) {
-        worker::cpu_relax();
-      }
+    // Awake, yielding, for the first moments of the call (worker/call_turns.h: kTurnSpinMicroseconds):
+    // asleep, the evaluator's wake-up (20-40 us on two cores, varying) came into every call of both
+    // programs, and its calibration (turns without calls) did not see the same wake-ups. Yielding,
+    // it takes no core a program's thread wants, even where the evaluator rank and its workers
+    // share one core.
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(worker::kTurnSpinMicroseconds);
+    while (page_->done.load(std::memory_order_acquire) <= call && !stopping_ && std::chrono::steady_clock::now() < spin_until) {
+      worker::cpu_relax();
     }
     for (;;) {
       const uint32_t done = page_->done.load(std::memory_order_acquire);

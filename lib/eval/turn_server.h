@@ -29,9 +29,6 @@ struct TurnPlace {
   const char* staging = nullptr;
   const worker::ArenaLayout* layout = nullptr;
   pid_t worker = -1;
-  // Whether the evaluator may spin while a call runs: only where the machine has a core the
-  // programs are not given (else it would take one of theirs, and both programs' times with it).
-  bool spin = false;
 };
 
 class TurnServer {

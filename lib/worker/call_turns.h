@@ -3,7 +3,7 @@
 // call i-1 has returned (and after it has read a secret sample of that call's outputs), so no call
 // can read a later call's inputs, and a call that returns before its outputs are computed is seen.
 // The page lies in the program worker's arena memfd, after its slots; both sides wait on it with
-// futexes after a short spin (the evaluator spins only on a core the programs are not given).
+// futexes after a short spin that yields the core to any thread that wants it.
 #pragma once
 
 #include <atomic>
@@ -19,8 +19,8 @@ constexpr uint64_t kTurnPageBytes = 4096;
 // How long a worker waits for a turn before it gives up (the evaluator, which serves the turns, ends
 // a batch that outlasts its own limit first, by killing the worker).
 constexpr double kTurnTimeoutSeconds = 600;
-// How long each side spins before it sleeps on the futex: the worker for its turn; the evaluator
-// for a call's return, only where a core is left over for it (turn_server.h).
+// How long each side spins (yielding) before it sleeps on the futex: the worker for its turn, the
+// evaluator for a call's return.
 constexpr int kTurnSpinMicroseconds = 2000;
 
 // What crosses between the worker and the evaluator, in shared memory.

@@ -2,6 +2,8 @@
 // truncation and the JSON round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <vector>
 
 #include "core/error.h"
@@ -187,6 +189,23 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.worker_log, "hello");
   EXPECT_EQ(back.seconds, 3.5);
   EXPECT_EQ(back.secret, 123456789u);
+}
+
+// A candidate timed at 0 us has an infinite speedup, and its interval may hold one: JSON has no
+// infinity (nlohmann writes null), and a job's trainer that read such a verdict ended the job.
+TEST(VerdictJson, InfiniteAndUndefinedSpeedupsSurviveTheRoundTrip) {
+  Verdict v;
+  v.status = VerdictStatus::kOk;
+  v.speedup = INFINITY;
+  v.speedup_ci_low = 3.5;
+  v.speedup_ci_high = NAN;
+  const nlohmann::json j = nlohmann::json::parse(to_json(v).dump());
+  EXPECT_EQ(j["speedup"], "inf");
+  EXPECT_EQ(j["speedup_ci"][1], "nan");
+  const Verdict back = verdict_from_json(j);
+  EXPECT_TRUE(std::isinf(back.speedup) && back.speedup > 0);
+  EXPECT_EQ(back.speedup_ci_low, 3.5);
+  EXPECT_TRUE(std::isnan(back.speedup_ci_high));
 }
 
 TEST(VerdictJson, MissingOrIllTypedFieldIsNamed) {

@@ -97,6 +97,7 @@ class TimingRun {
   std::vector<int64_t> slot_list_;
   Measurement m_;
   Diagnostics d_;
+  std::vector<double> fixed_costs_us_;  // each round's request_overhead
   Clock::time_point started_ = Clock::now();
 };
 
@@ -220,8 +221,7 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
   const double cpu_before = worker.cpu_seconds();
   turns_of_last_batch_.reset();
   if (turns_) {
-    const TurnPlace place{arena, e_.task_judge.staging_map, &e_.task_judge.layout, worker.pid(),
-                          static_cast<double>(allowed_cpu_count()) > cores_given_};
+    const TurnPlace place{arena, e_.task_judge.staging_map, &e_.task_judge.layout, worker.pid()};
     const uint64_t sample_seed = mix64(e_.task_judge.secret ^ mix64(0x7475726e ^ (m_.reference_us.size() << 1) ^ (&worker == &candidate_)));
     turns_of_last_batch_ = std::make_unique<TurnServer>(place, slot_list_, sample_seed);
     turns_of_last_batch_->start();
@@ -368,6 +368,7 @@ Result<Measurement> TimingRun::run() {
     candidate_.freeze();
     const auto round_trip = request_overhead();
     if (!round_trip) return round_trip.failure();
+    fixed_costs_us_.push_back(*round_trip);
     bool slow = false;
     for (int p = 0; p < pairs && !slow; ++p) {
       if (auto f = time_pair(*round_trip)) return *f;
@@ -384,6 +385,10 @@ Result<Measurement> TimingRun::run() {
     pairs = next.pairs;
   }
   m_.pair_cost = pair_cost();
+  if (!fixed_costs_us_.empty()) {
+    m_.pair_cost += fmt::format("; a timed request's fixed cost {:.1f} us (median of the rounds'){}", median(fixed_costs_us_),
+                                turns_ ? ", turns without calls included" : "");
+  }
   return m_;
 }
 
