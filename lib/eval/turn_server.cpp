@@ -77,6 +77,7 @@ void TurnServer::record(size_t call) {
 }
 
 void TurnServer::serve() {
+  auto turn_given = std::chrono::steady_clock::now();
   for (size_t call = 0; call < slots_.size(); ++call) {
     // Awake, yielding, for the first moments of the call (worker/call_turns.h: kTurnSpinMicroseconds):
     // asleep, the evaluator's wake-up (20-40 us on two cores, varying) came into every call of both
@@ -94,6 +95,7 @@ void TurnServer::serve() {
       worker::wait_while_equal(page_->done, done, 50);
     }
     const auto started = std::chrono::steady_clock::now();
+    if (call > 0) call_seconds_.push_back(std::chrono::duration<double>(started - turn_given).count());
     record(call);
     if (call + 1 < slots_.size()) {
       try {
@@ -102,12 +104,30 @@ void TurnServer::serve() {
         if (!problem_) problem_ = e.what();
         return;
       }
+      turn_given = std::chrono::steady_clock::now();
       page_->go.store(static_cast<uint32_t>(call + 2), std::memory_order_release);
       worker::wake_all(page_->go);
     }
     served_seconds_ += seconds_since(started);
     ++turns_served_;
   }
+}
+
+std::optional<double> TurnServer::per_call_seconds(int* dropped) const {
+  *dropped = 0;
+  if (call_seconds_.empty()) return std::nullopt;
+  const double limit = 4 * median(call_seconds_);
+  double sum = 0;
+  int kept = 0;
+  for (const double s : call_seconds_) {
+    if (s > limit) {
+      ++*dropped;
+      continue;
+    }
+    sum += s;
+    ++kept;
+  }
+  return kept > 0 ? sum / kept : 0.0;
 }
 
 std::optional<std::string> TurnServer::changed_since_turn(size_t call, const std::vector<worker::TensorRef>& refs) const {

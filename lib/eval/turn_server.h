@@ -48,6 +48,14 @@ class TurnServer {
   // of the batch's time, alike for both programs, by the evaluator's clock.
   double served_seconds() const { return served_seconds_; }
   int turns_served() const { return turns_served_; }
+  // A call's time by the evaluator's clock: from its turn to the evaluator seeing it return
+  // (its worker's wake-up and its signal included, a few microseconds). Calls after the first
+  // (the first starts with the request itself); nullopt for a batch of one call. The mean of the
+  // calls no longer than 4x their median: a call stretched by the scheduler (another process's
+  // time slice on a loaded machine, milliseconds) says nothing of the program, and one cannot
+  // shift work into it (the next call's inputs are not there yet; a call's outputs are sampled
+  // as it returns). `dropped`: how many were left out.
+  std::optional<double> per_call_seconds(int* dropped) const;
   // A call whose published outputs could not be read (crl's worker publishes them: only a program
   // that wrote over the turn page gets here).
   const std::optional<std::string>& problem() const { return problem_; }
@@ -76,6 +84,7 @@ class TurnServer {
   std::vector<Turn> turns_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
+  std::vector<double> call_seconds_;  // calls 1.. of the batch, from their turn to their return
   double served_seconds_ = 0;
   int turns_served_ = 0;
   std::optional<std::string> problem_;

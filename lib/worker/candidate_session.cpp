@@ -166,10 +166,6 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
     TurnGate gate(page, kTurnTimeoutSeconds);
     for (size_t i = 0; i < request.slots.size(); ++i) {
       gate.wait_for_turn(static_cast<uint32_t>(i));
-      if (!request.calls) {  // the turns' own cost
-        gate.finish(static_cast<uint32_t>(i), {});
-        continue;
-      }
       std::vector<at::Tensor> out = (*candidate_)(arena_.arguments(static_cast<int>(request.slots[i])));
       for (auto& t : out) t = t.contiguous();
       gate.finish(static_cast<uint32_t>(i), out);

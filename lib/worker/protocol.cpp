@@ -356,8 +356,8 @@ BatchTimelineSummary BatchTimelineSummary::from(const Fields& f) {
   return s;
 }
 
-nlohmann::json TimeRequest::to_json() const { return {{"slots", slots}, {"turns", turns}, {"calls", calls}}; }
-TimeRequest TimeRequest::from(const Fields& f) { return {f.integers("slots"), f.flag("turns"), f.flag("calls")}; }
+nlohmann::json TimeRequest::to_json() const { return {{"slots", slots}, {"turns", turns}}; }
+TimeRequest TimeRequest::from(const Fields& f) { return {f.integers("slots"), f.flag("turns")}; }
 
 nlohmann::json TimeReply::to_json() const { return {{"batch", batch}, {"timeline", timeline.to_json()}}; }
 

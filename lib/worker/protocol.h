@@ -244,7 +244,6 @@ struct TimeRequest {
   using Reply = TimeReply;
   std::vector<int64_t> slots;  // empty: the empty batch (a timed request's fixed cost)
   bool turns = false;          // CPU: each call waits for its turn on the arena's turn page (call_turns.h)
-  bool calls = true;           // false: the turns alone, no call of the program (what turns cost a batch)
   nlohmann::json to_json() const;
   static TimeRequest from(const Fields& f);
 };

@@ -94,8 +94,6 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_TRUE(round_trip(TimeRequest{{}}).slots.empty());
   EXPECT_FALSE(round_trip(TimeRequest{{0}}).turns);
   EXPECT_TRUE(round_trip(TimeRequest{{0, 1}, true}).turns);
-  EXPECT_TRUE(round_trip(TimeRequest{{0, 1}, true}).calls);
-  EXPECT_FALSE(round_trip(TimeRequest{{0, 1}, true, false}).calls);
   const GuardRequest g = round_trip(GuardRequest{{11, 12}, {4096}, 0.05, 2});
   EXPECT_EQ(g.part, 2);
   EXPECT_EQ(g.seeds, (std::vector<uint64_t>{11, 12}));

@@ -51,12 +51,16 @@ struct Diagnostics {
   // CPU backend, turns: the evaluator's own work inside the batches (reveals, samples), taken out.
   double turns_served_seconds = 0;
   int turns_served = 0;
+  int turn_calls = 0, turn_calls_dropped = 0;  // calls timed by their turns, and those left out as stretched
 };
 
 // One timed batch: its reply and the time charged for it (seconds).
 struct TimedBatch {
   worker::TimeReply reply;
   double seconds = 0;
+  // With turns: a call's time by the evaluator's clock (turn_server.h), CPU time charged; the
+  // request's fixed cost is then in no call's time.
+  std::optional<double> per_call_us;
 };
 
 class TimingRun {
@@ -75,8 +79,7 @@ class TimingRun {
   Result<double> request_overhead();
   std::optional<Failure> warm_up();
   std::optional<Failure> time_pair(double round_trip_us);
-  Result<TimedBatch> time_batch(WorkerProcess& worker, char* arena, const std::string& during, int* charged, double* ratio_max,
-                                bool calls = true);
+  Result<TimedBatch> time_batch(WorkerProcess& worker, char* arena, const std::string& during, int* charged, double* ratio_max);
   std::optional<Failure> time_reference(double round_trip_us, double* us, double* seconds);
   std::optional<Failure> time_candidate(double round_trip_us, double* us, double* seconds, worker::TimeReply* reply);
   std::optional<Failure> check_slot(const PairDraws& draws, const worker::TimeReply& reply);
@@ -159,23 +162,15 @@ std::optional<Failure> TimingRun::wait_for_idle_gpu() {
 // run the same worker code around their calls, so this is what each pays besides its calls). On the
 // CPU: an empty request to the judge, frozen before (there the worker's empty batch made the
 // reference judged against itself miss 1.00 more often on two cores: 2 of 3 test runs failed
-// against 0 of 4); with turns, the reference worker's batch of turns without calls (the turns'
-// wake-ups were 20-40 us a call on two cores, as long as a small task's call, the same for both
-// programs: left in, they pulled every speedup toward 1). What the candidate's worker answers is
-// never subtracted from its own time (it could inflate it).
+// against 0 of 4); with turns a batch of more than one call is timed call by call instead, and
+// this is not used. What the candidate's worker answers is never subtracted from its own time (it
+// could inflate it).
 Result<double> TimingRun::request_overhead() {
   const std::string failed = "an empty timed batch of the reference's worker failed";
   std::vector<double> samples;
   for (int i = 0; i < 7; ++i) {
     double s = 0;
-    if (turns_) {
-      int charged = 0;
-      double ratio = 0;
-      auto turns = time_batch(reference_, e_.task_judge.reference_arena_map, "the reference worker's turns without calls", &charged,
-                              &ratio, /*calls=*/false);
-      if (!turns) return internal(failed + ": " + turns.failure().message);
-      s = turns->seconds;
-    } else if (e_.cuda()) {
+    if (e_.cuda()) {
       if (auto f = wait_for_idle_gpu()) return *f;
       if (!e_.judge.ask(worker::FlushRequest{}, "flushing caches")) return internal(failed);
       reference_.freeze();
@@ -215,7 +210,7 @@ std::optional<Failure> TimingRun::warm_up() {
 // the evaluator reveals each call's inputs into `arena` as the call before returns, and its own
 // work for that is taken out of the batch's time.
 Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, const std::string& during, int* charged,
-                                         double* ratio_max, bool calls) {
+                                         double* ratio_max) {
   double s = 0;
   worker.freeze();
   const double cpu_before = worker.cpu_seconds();
@@ -226,7 +221,7 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
     turns_of_last_batch_ = std::make_unique<TurnServer>(place, slot_list_, sample_seed);
     turns_of_last_batch_->start();
   }
-  auto r = call(worker, worker::TimeRequest{slot_list_, turns_, calls}, e_.options.call_timeout_seconds * plan_.slots + 10, during, &s);
+  auto r = call(worker, worker::TimeRequest{slot_list_, turns_}, e_.options.call_timeout_seconds * plan_.slots + 10, during, &s);
   double served = 0;
   if (turns_of_last_batch_) {
     turns_of_last_batch_->stop();
@@ -240,7 +235,15 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
   if (turns_of_last_batch_ && turns_of_last_batch_->problem()) {
     return Failure::of(VerdictStatus::kCrash, during + ": " + *turns_of_last_batch_->problem());
   }
-  return TimedBatch{std::move(*r), charge_cpu(worker, s, served, cpu_before, charged, ratio_max)};
+  TimedBatch batch{std::move(*r), charge_cpu(worker, s, served, cpu_before, charged, ratio_max), std::nullopt};
+  int dropped = 0;
+  if (const auto per_call = turns_of_last_batch_ ? turns_of_last_batch_->per_call_seconds(&dropped) : std::nullopt) {
+    const double charge_ratio = s > 0 ? std::max(batch.seconds / s, 1.0) : 1.0;  // CPU time over the cores given, as the batch's
+    batch.per_call_us = *per_call * 1e6 * charge_ratio;
+    d_.turn_calls += turns_of_last_batch_->turns_served() - 1;
+    d_.turn_calls_dropped += dropped;
+  }
+  return batch;
 }
 
 std::optional<Failure> TimingRun::time_reference(double round_trip_us, double* us, double* seconds) {
@@ -250,7 +253,7 @@ std::optional<Failure> TimingRun::time_reference(double round_trip_us, double* u
                           &d_.reference_cpu_ratio_max);
   if (!batch) return internal("timing the reference");
   *seconds = batch->seconds;
-  *us = std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
+  *us = batch->per_call_us ? *batch->per_call_us : std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
   const worker::BatchTimelineSummary& timeline = batch->reply.timeline;
   if (timeline.first_call_device_us) {
     d_.reference_first_call_us.push_back(*timeline.first_call_device_us);
@@ -277,7 +280,7 @@ std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* u
   candidate_turns_ = std::move(turns_of_last_batch_);
   if (!batch) return batch.failure();
   *seconds = batch->seconds;
-  *us = std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
+  *us = batch->per_call_us ? *batch->per_call_us : std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
   *reply = std::move(batch->reply);
   if (!e_.cuda()) return std::nullopt;
   // Work still running now, with the candidate's worker frozen, ran after its reply: the GPU is
@@ -387,7 +390,7 @@ Result<Measurement> TimingRun::run() {
   m_.pair_cost = pair_cost();
   if (!fixed_costs_us_.empty()) {
     m_.pair_cost += fmt::format("; a timed request's fixed cost {:.1f} us (median of the rounds'){}", median(fixed_costs_us_),
-                                turns_ ? ", turns without calls included" : "");
+                                turns_ && plan_.slots > 1 ? ", not in calls timed by their turns" : "");
   }
   return m_;
 }
@@ -424,8 +427,9 @@ std::string TimingRun::pair_cost() const {
                         who, cores_given_, ratio);
   }
   if (d_.turns_served > 0) {
-    cost += fmt::format("; the calls took turns, the evaluator's reveals and samples {:.1f} us a call (taken out of both programs' times)",
-                        1e6 * d_.turns_served_seconds / d_.turns_served);
+    cost += fmt::format("; the calls took turns, the evaluator's reveals and samples {:.1f} us a call (taken out of both programs' "
+                        "times); timed call by call, {} of {} calls left out as stretched (over 4x their batch's median)",
+                        1e6 * d_.turns_served_seconds / d_.turns_served, d_.turn_calls_dropped, d_.turn_calls);
   }
   if (d_.late_idle_pairs > 0) {
     cost += fmt::format("; in {} pairs the GPU read busy after the candidate's reply, idle within {:.1f} ms (the wait charged to it)",
