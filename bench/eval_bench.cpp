@@ -153,7 +153,7 @@ BENCHMARK(BM_GroupOfSixteen)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTi
 
 // One candidate judged 5 times by one evaluator: the spread of its speedup, (max - min) / median,
 // and the seconds an evaluation takes. Second argument: the calls of CPU timed batches take turns
-// (1, the default) or not (0: what the turns cost; call_turns.h).
+// (1, `crl eval --call-turns`) or not (0, the default; worker/call_turns.h).
 void BM_Repeatability(benchmark::State& state) {
   const Backend backend = bench_backend();
   ScratchDir cache("crl-bench-eval-cache-");

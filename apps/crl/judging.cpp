@@ -44,8 +44,8 @@ void add_judge_options(CLI::App* cmd, JudgeOptions& o) {
       ->check(CLI::Range(0.0, 3600.0));
   cmd->add_flag("--no-timing", o.no_timing, "Check correctness only");
   cmd->add_option("--cpu-threads", o.cpu_threads,
-                  "Intra-op threads of the CPU backend's workers (default 0: LibTorch's, the physical cores, less "
-                  "one core left to the evaluator, which serves the timed calls' turns)")
+                  "Intra-op threads of the CPU backend's workers (default 0: LibTorch's, every core; with "
+                  "--call-turns, one core less, left to the evaluator, which serves the turns)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--remeasure-above", o.remeasure_above,
@@ -65,6 +65,9 @@ void add_judge_options(CLI::App* cmd, JudgeOptions& o) {
       ->check(CLI::IsMember({"eager", "cuda_graph", "kernelbench"}));
   add_kernelbench_option(cmd, o.kernelbench);
   cmd->add_flag("--no-sandbox", o.no_sandbox, "Run candidates without seccomp and Landlock (debugging only)");
+  cmd->add_flag("--call-turns", o.call_turns,
+                "CPU backend: the calls of a timed batch take turns, so none can read a later call's inputs or leave "
+                "its work to a later call (precise on a quiet machine; too noisy under parallel load: docs/evaluation.md)");
   cmd->add_option("--gpu", o.gpu,
                   "Which GPU (an index into those this process sees) the judge and the workers use; they see "
                   "that one alone")
@@ -104,6 +107,7 @@ eval::EvalOptions eval_options_of(const JudgeOptions& o, uint64_t seed) {
   options.remeasure_above_speedup = o.remeasure_above;
   options.max_relative_ci = o.max_relative_ci;
   options.sandbox = !o.no_sandbox;
+  options.call_turns = o.call_turns;
   options.baseline = o.baseline;
   options.kernelbench_dir = o.kernelbench;
   options.cpu_threads = o.cpu_threads;

@@ -70,10 +70,12 @@ struct EvalOptions {
   uint64_t arena_bytes = uint64_t{16} << 30;        // the candidate's input slots, at most
   uint64_t judge_cache_bytes = uint64_t{16} << 30;  // reference outputs the judge keeps per task
   int max_slots = 64;                   // inputs per timed batch to exceed the caches (fresh values in each)
-  // CPU backend: a timed batch's calls take turns (call_turns.h): each call's inputs reach the
-  // arena only after the call before it returned, so no call sees a later call's inputs. false
-  // only to measure what the turns cost (bench); the GPU's batches have no turns yet (docs).
-  bool call_turns = true;
+  // CPU backend: a timed batch's calls take turns (worker/call_turns.h): each call's inputs reach
+  // the arena only after the call before it returned, so no call sees a later call's inputs or
+  // leaves its work to a later call. Opt-in (`crl eval --call-turns`): precise on a quiet machine,
+  // but on CI's loaded 2 cores (a job's ranks busy-polling beside other tests) the per-call
+  // handshakes made jobs' planted programs too noisy to reward (docs/evaluation.md). Not on the GPU.
+  bool call_turns = false;
   // A timed batch has enough slots (calls) for the reference's calls to take this long, so that a
   // request's fixed cost (waking the worker, the GPU's switch between processes' contexts,
   // describing the outputs) is a small part of what is timed; within max_batch_calls, arena_bytes and

@@ -19,6 +19,9 @@ namespace {
 // its outputs are almost all one value (then a correct program need not compute much either).
 constexpr int kSamplesPerOutput = 4;
 constexpr uint64_t kSampleBytes = 64;
+// The evaluator stops waiting for a call only when the batch's request ends (stop()); this bounds a
+// thread that outlived it.
+constexpr double kTurnWaitSeconds = 24 * 3600;
 
 }  // namespace
 
@@ -79,21 +82,9 @@ void TurnServer::record(size_t call) {
 void TurnServer::serve() {
   auto turn_given = std::chrono::steady_clock::now();
   for (size_t call = 0; call < slots_.size(); ++call) {
-    // Awake, yielding, for the first moments of the call (worker/call_turns.h: kTurnSpinMicroseconds):
-    // asleep, the evaluator's wake-up (20-40 us on two cores, varying) came into every call of both
-    // programs, and its calibration (turns without calls) did not see the same wake-ups. Yielding,
-    // it takes no core a program's thread wants, even where the evaluator rank and its workers
-    // share one core.
-    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(worker::kTurnSpinMicroseconds);
-    while (page_->done.load(std::memory_order_acquire) <= call && !stopping_ && std::chrono::steady_clock::now() < spin_until) {
-      worker::cpu_relax();
-    }
-    for (;;) {
-      const uint32_t done = page_->done.load(std::memory_order_acquire);
-      if (done > call) break;
-      if (stopping_) return;
-      worker::wait_while_equal(page_->done, done, 50);
-    }
+    // Awake at first (worker/call_turns.h, await_above): asleep, the evaluator's wake-up (20-40 us on
+    // two cores, varying) came into every call of both programs.
+    if (!worker::await_above(page_->done, static_cast<uint32_t>(call), kTurnWaitSeconds, &stopping_)) return;
     const auto started = std::chrono::steady_clock::now();
     if (call > 0) call_seconds_.push_back(std::chrono::duration<double>(started - turn_given).count());
     record(call);

@@ -22,13 +22,6 @@ uint32_t* futex_word(const std::atomic<uint32_t>& word) {
 
 }  // namespace
 
-void cpu_relax() {
-  // The scheduler's yield, not only the CPU's pause hint: where the core is wanted (two
-  // evaluations side by side on two cores, a program's own threads) the spinner gives it up at
-  // once instead of holding it for a time slice; where the core is idle it returns at once.
-  sched_yield();
-}
-
 void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t seen, int timeout_ms) {
   if (word.load(std::memory_order_acquire) != seen) return;
   timespec timeout{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
@@ -38,22 +31,42 @@ void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t seen, int time
 
 void wake_all(std::atomic<uint32_t>& word) { (void)syscall(SYS_futex, futex_word(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0); }
 
-void TurnGate::wait_for_turn(uint32_t call) const {
-  // Spinning first: the evaluator gives the turn within microseconds of the call before, and a
-  // worker that slept paid the scheduler's wake-up (20-40 us on two cores, varying) at every call.
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(kTurnSpinMicroseconds);
-  while (std::chrono::steady_clock::now() < spin_until) {
-    if (page_->go.load(std::memory_order_acquire) > call) return;
-    cpu_relax();
+bool await_above(const std::atomic<uint32_t>& word, uint32_t value, double timeout_seconds, const std::atomic<bool>* stop) {
+  using Clock = std::chrono::steady_clock;
+  const auto above = [&] { return word.load(std::memory_order_acquire) > value; };
+  const auto stopped = [&] { return stop != nullptr && stop->load(std::memory_order_relaxed); };
+  const auto started = Clock::now();
+  // 1. The CPU's pause hint: the other side usually answers within this (an evaluator's reveal of
+  //    one slot, a small task's call), and a spinner that yielded here gave its core to another
+  //    process for a whole time slice on a loaded machine (CI's parallel tests).
+  while (Clock::now() - started < std::chrono::microseconds(kPauseSpinMicroseconds)) {
+    if (above()) return true;
+    if (stopped()) return false;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds_);
+  // 2. The scheduler's yield: a longer call (or a busy core) gets the core from the spinner at once.
+  while (Clock::now() - started < std::chrono::microseconds(kYieldSpinMicroseconds)) {
+    if (above()) return true;
+    if (stopped()) return false;
+    sched_yield();
+  }
+  // 3. Asleep on the futex (a long call: the wake-up is small beside it).
+  const auto deadline = started + std::chrono::duration<double>(timeout_seconds);
   for (;;) {
-    const uint32_t go = page_->go.load(std::memory_order_acquire);
-    if (go > call) return;
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw Error(fmt::format("call {} of a timed batch never got its turn within {:.0f} s", call, timeout_seconds_));
-    }
-    wait_while_equal(page_->go, go, 100);
+    const uint32_t now = word.load(std::memory_order_acquire);
+    if (now > value) return true;
+    if (stopped() || Clock::now() > deadline) return false;
+    wait_while_equal(word, now, 50);
+  }
+}
+
+void TurnGate::wait_for_turn(uint32_t call) const {
+  if (!await_above(page_->go, call, timeout_seconds_, nullptr)) {
+    throw Error(fmt::format("call {} of a timed batch never got its turn within {:.0f} s", call, timeout_seconds_));
   }
 }
 

@@ -3,7 +3,7 @@
 // call i-1 has returned (and after it has read a secret sample of that call's outputs), so no call
 // can read a later call's inputs, and a call that returns before its outputs are computed is seen.
 // The page lies in the program worker's arena memfd, after its slots; both sides wait on it with
-// futexes after a short spin that yields the core to any thread that wants it.
+// futexes after a short spin (await_above).
 #pragma once
 
 #include <atomic>
@@ -19,9 +19,9 @@ constexpr uint64_t kTurnPageBytes = 4096;
 // How long a worker waits for a turn before it gives up (the evaluator, which serves the turns, ends
 // a batch that outlasts its own limit first, by killing the worker).
 constexpr double kTurnTimeoutSeconds = 600;
-// How long each side spins (yielding) before it sleeps on the futex: the worker for its turn, the
-// evaluator for a call's return.
-constexpr int kTurnSpinMicroseconds = 2000;
+// How each side waits (await_above): the worker for its turn, the evaluator for a call's return.
+constexpr int kPauseSpinMicroseconds = 50;    // spinning on the CPU's pause hint, then
+constexpr int kYieldSpinMicroseconds = 2000;  // spinning on sched_yield, then asleep on the futex
 
 // What crosses between the worker and the evaluator, in shared memory.
 struct TurnPage {
@@ -41,8 +41,9 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 // Blocks while *word == seen, up to timeout_ms (a futex shared between processes); returns at once
 // when it already differs. Spurious returns happen: callers re-read the word.
 void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t seen, int timeout_ms);
-// One step of a spin-wait: gives the core to any other thread that wants it.
-void cpu_relax();
+// Waits until word > value: spinning, then yielding, then asleep (the phases above). False when
+// timeout_seconds passed or *stop (if given) became true first.
+bool await_above(const std::atomic<uint32_t>& word, uint32_t value, double timeout_seconds, const std::atomic<bool>* stop);
 // Wakes every process waiting on `word`.
 void wake_all(std::atomic<uint32_t>& word);
 
