@@ -134,6 +134,7 @@ nlohmann::json eval_options_json(const eval::EvalOptions& options, const Compile
           {"strict_trials", options.strict_trials},
           {"sandbox", options.sandbox},
           {"cpu_threads", options.cpu_threads},
+          {"call_turns", options.call_turns},
           {"host_compiler", compiler.host_cxx()},
           {"host", hostname()}};
 }
