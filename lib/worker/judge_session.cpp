@@ -240,8 +240,10 @@ ArenaReply JudgeSession::on(const ArenaRequest& request) {
   }
   arena_.map_shared(layout_, kArenaFd);
   reference_arena_.map_shared(layout_, kReferenceArenaFd);
-  // The staging arena where the evaluator gave one (every evaluation does; a test's judge may not).
-  if (fcntl(kStagingArenaFd, F_GETFD) != -1) staging_arena_.map_shared(layout_, kStagingArenaFd);
+  // The staging arena where the evaluator gave one (every evaluation does; a test's judge may not):
+  // a sealed memfd at its fd number, never a file a library opened there meanwhile.
+  const int seals = fcntl(kStagingArenaFd, F_GET_SEALS);
+  if (seals != -1 && (seals & F_SEAL_SHRINK) != 0) staging_arena_.map_shared(layout_, kStagingArenaFd);
   const uint64_t region = request.output_region_bytes;
   if (region != output_region_bytes_) {
     unmap_shared_memory(output_region_, output_region_bytes_);
