@@ -62,10 +62,10 @@ EvalOptions checked(EvalOptions options) {
   if (options.strict_trials < 0) throw InputError(fmt::format("strict_trials must be 0 or more (got {})", options.strict_trials));
   if (options.min_batch_us < 0) options.min_batch_us = options.backend == Backend::cuda ? 5000.0 : 0.0;
   if (options.backend == Backend::cpu && options.call_turns && options.cpu_threads == 0) {
-    // One core left to the evaluator, which serves the timed calls' turns awake: with every core
-    // given to the programs it had to sleep between turns, and its wake-ups (20-40 us, varying on
-    // two cores) came into every call of both programs (a 16 us ReLU measured 67-77 us, too noisy to
-    // reward). LibTorch's own default (the physical cores) where that is fewer.
+    // One core left to the evaluator, which serves the timed calls' turns awake (turn_server.h): with
+    // every core given to the programs it competed with their threads, and a 16 us ReLU call on two
+    // threads measured 44-100 us, too noisy to reward. LibTorch's own default (the physical cores)
+    // where that is fewer.
     options.cpu_threads = std::max(1, std::min(at::get_num_threads(), allowed_cpu_count() - 1));
   }
   if (options.cpu_address_space_limit == 0) options.cpu_address_space_limit = physical_memory_bytes() / 2 + (uint64_t{16} << 30);

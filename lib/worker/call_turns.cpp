@@ -20,14 +20,16 @@ uint32_t* futex_word(const std::atomic<uint32_t>& word) {
   return reinterpret_cast<uint32_t*>(const_cast<std::atomic<uint32_t>*>(&word));
 }
 
-}  // namespace
-
+// Blocks while word == seen, up to timeout_ms (a futex shared between processes); returns at once
+// when it already differs. Spurious returns happen: callers re-read the word.
 void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t seen, int timeout_ms) {
   if (word.load(std::memory_order_acquire) != seen) return;
   timespec timeout{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
   // Not FUTEX_PRIVATE: the page is shared between processes.
   (void)syscall(SYS_futex, futex_word(word), FUTEX_WAIT, seen, &timeout, nullptr, 0);
 }
+
+}  // namespace
 
 void wake_all(std::atomic<uint32_t>& word) { (void)syscall(SYS_futex, futex_word(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0); }
 

@@ -12,10 +12,11 @@
 
 #include <ATen/Tensor.h>
 
+#include "worker/exchange.h"
+
 namespace crl::worker {
 
-constexpr int kMaxTurnOutputs = 64;       // outputs of one call the page can describe
-constexpr uint64_t kTurnPageBytes = 4096;
+constexpr int kMaxTurnOutputs = 64;  // outputs of one call the page can describe (of kTurnPageBytes: exchange.h)
 // How long a worker waits for a turn before it gives up (the evaluator, which serves the turns, ends
 // a batch that outlasts its own limit first, by killing the worker).
 constexpr double kTurnTimeoutSeconds = 600;
@@ -38,9 +39,6 @@ struct TurnPage {
 static_assert(sizeof(TurnPage) <= kTurnPageBytes);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-// Blocks while *word == seen, up to timeout_ms (a futex shared between processes); returns at once
-// when it already differs. Spurious returns happen: callers re-read the word.
-void wait_while_equal(const std::atomic<uint32_t>& word, uint32_t seen, int timeout_ms);
 // Waits until word > value: spinning, then yielding, then asleep (the phases above). False when
 // timeout_seconds passed or *stop (if given) became true first.
 bool await_above(const std::atomic<uint32_t>& word, uint32_t value, double timeout_seconds, const std::atomic<bool>* stop);

@@ -61,6 +61,7 @@ struct TimedBatch {
   // With turns: a call's time by the evaluator's clock (turn_server.h), CPU time charged; the
   // request's fixed cost is then in no call's time.
   std::optional<double> per_call_us;
+  std::unique_ptr<TurnServer> turns;  // with turns: what was sampled, for the checked slot
 };
 
 class TimingRun {
@@ -95,7 +96,6 @@ class TimingRun {
   StopRule rule_;
   double cores_given_;
   bool turns_;  // the batches' calls take turns (CPU: turn_server.h)
-  std::unique_ptr<TurnServer> turns_of_last_batch_;
   std::unique_ptr<TurnServer> candidate_turns_;  // the last candidate batch's turns, for its checked slot
   std::vector<int64_t> slot_list_;
   Measurement m_;
@@ -214,33 +214,31 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
   double s = 0;
   worker.freeze();
   const double cpu_before = worker.cpu_seconds();
-  turns_of_last_batch_.reset();
+  std::unique_ptr<TurnServer> turns;
   if (turns_) {
     const TurnPlace place{arena, e_.task_judge.staging_map, &e_.task_judge.layout, worker.pid()};
     const uint64_t sample_seed = mix64(e_.task_judge.secret ^ mix64(0x7475726e ^ (m_.reference_us.size() << 1) ^ (&worker == &candidate_)));
-    turns_of_last_batch_ = std::make_unique<TurnServer>(place, slot_list_, sample_seed);
-    turns_of_last_batch_->start();
+    turns = std::make_unique<TurnServer>(place, slot_list_, sample_seed);
+    turns->start();
   }
   auto r = call(worker, worker::TimeRequest{slot_list_, turns_}, e_.options.call_timeout_seconds * plan_.slots + 10, during, &s);
   double served = 0;
-  if (turns_of_last_batch_) {
-    turns_of_last_batch_->stop();
-    served = turns_of_last_batch_->served_seconds();
+  if (turns) {
+    turns->stop();
+    served = turns->served_seconds();
     s = std::max(s - served, 0.0);
     d_.turns_served_seconds += served;
-    d_.turns_served += turns_of_last_batch_->turns_served();
+    d_.turns_served += turns->turns_served();
   }
   if (!r) return r.failure();
   worker.freeze();
-  if (turns_of_last_batch_ && turns_of_last_batch_->problem()) {
-    return Failure::of(VerdictStatus::kCrash, during + ": " + *turns_of_last_batch_->problem());
-  }
-  TimedBatch batch{std::move(*r), charge_cpu(worker, s, served, cpu_before, charged, ratio_max), std::nullopt};
+  if (turns && turns->problem()) return Failure::of(VerdictStatus::kCrash, during + ": " + *turns->problem());
+  TimedBatch batch{std::move(*r), charge_cpu(worker, s, served, cpu_before, charged, ratio_max), std::nullopt, std::move(turns)};
   int dropped = 0;
-  if (const auto per_call = turns_of_last_batch_ ? turns_of_last_batch_->per_call_seconds(&dropped) : std::nullopt) {
+  if (const auto per_call = batch.turns ? batch.turns->per_call_seconds(&dropped) : std::nullopt) {
     const double charge_ratio = s > 0 ? std::max(batch.seconds / s, 1.0) : 1.0;  // CPU time over the cores given, as the batch's
     batch.per_call_us = *per_call * 1e6 * charge_ratio;
-    d_.turn_calls += turns_of_last_batch_->turns_served() - 1;
+    d_.turn_calls += batch.turns->turns_served() - 1;
     d_.turn_calls_dropped += dropped;
   }
   return batch;
@@ -277,8 +275,9 @@ std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* u
   if (!e_.judge.ask(worker::FlushRequest{}, "flushing caches")) return internal("the judge failed");
   auto batch = time_batch(candidate_, e_.task_judge.arena_map, plan_.purpose + ": the candidate's timed calls",
                           &d_.candidate_cpu_charged, &d_.candidate_cpu_ratio_max);
-  candidate_turns_ = std::move(turns_of_last_batch_);
+  candidate_turns_.reset();
   if (!batch) return batch.failure();
+  candidate_turns_ = std::move(batch->turns);
   *seconds = batch->seconds;
   *us = batch->per_call_us ? *batch->per_call_us : std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
   *reply = std::move(batch->reply);
