@@ -151,7 +151,9 @@ void BM_GroupOfSixteen(benchmark::State& state) {
 }
 BENCHMARK(BM_GroupOfSixteen)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
-// One candidate judged 5 times by one evaluator: the spread of its speedup, (max - min) / median.
+// One candidate judged 5 times by one evaluator: the spread of its speedup, (max - min) / median,
+// and the seconds an evaluation takes. Second argument: the calls of CPU timed batches take turns
+// (1, `crl eval --call-turns`) or not (0, the default; worker/call_turns.h).
 void BM_Repeatability(benchmark::State& state) {
   const Backend backend = bench_backend();
   ScratchDir cache("crl-bench-eval-cache-");
@@ -159,15 +161,20 @@ void BM_Repeatability(benchmark::State& state) {
   co.cache_dir = cache.path();
   Compiler compiler(co);
   EvalOptions options = bench_options(backend);
+  options.call_turns = state.range(1) != 0;
   Evaluator evaluator(options, compiler);
   const std::string name = state.range(0) == 0 ? "same_as_reference" : "device_loop";
   const ProgramText program = load_program_file(kFixtures + "/relu/" + name + ".crl");
   std::vector<double> speedups;
   std::vector<double> half_widths;
   double reference_us = 0;
+  (void)evaluator.evaluate(relu_task(), program, "warm-up");  // the task's judge opened outside the measurement
+  double seconds = 0;
   for (auto _ : state) {
     for (int i = 0; i < 5; ++i) {
+      const auto start = std::chrono::steady_clock::now();
       const Verdict v = evaluator.evaluate(relu_task(), program, name);
+      seconds += crl::seconds_since(start);
       if (!v.ok()) {
         state.SkipWithError(("candidate not ok: " + v.message).c_str());
         return;
@@ -185,11 +192,14 @@ void BM_Repeatability(benchmark::State& state) {
       100.0 * (*std::max_element(speedups.begin(), speedups.end()) - *std::min_element(speedups.begin(), speedups.end())) / mid;
   state.counters["ci_half_width_pct"] = 100.0 * median(half_widths);
   state.counters["reference_us"] = reference_us;
-  state.SetLabel(fmt::format("{}, {} backend", name, backend_name(backend)));
+  state.counters["seconds_per_evaluation"] = seconds / static_cast<double>(speedups.size());
+  state.SetLabel(fmt::format("{}, {} backend, turns {}", name, backend_name(backend), options.call_turns ? "on" : "off"));
 }
 BENCHMARK(BM_Repeatability)
-    ->Arg(0)
-    ->Arg(1)
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({0, 0})
+    ->Args({1, 0})
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();

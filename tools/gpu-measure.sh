@@ -36,6 +36,11 @@
 #       correct programs, so the evaluator has work) with max_staleness 0, then 1, and prints per
 #       step the time split (generate, evaluate, train), generation tokens/s and each role's idle
 #       fraction (tools/bench/job_step_split.py), into $OUT/job-measure.json.
+#   tools/gpu-measure.sh kernelbench          (issue 42) builds crl, judges the KernelBench-format fixtures at full
+#       scale (a CUDA load_inline cold, renamed, cached; a fallback; attacks: step kb_checks), 16 ModelNew ReLUs
+#       beside 16 .crl ones (kb_rate_py, kb_rate_crl: evaluations per minute), with KERNELBENCH=DIR the Python
+#       overhead of KernelBench's own modules against crl's reference and against themselves (kb_overhead*),
+#       and with CUDA_L1=FILE CUDA-L1's released rows in chunks that later calls continue (cuda_l1).
 # ONLY="step1 step2" runs just those steps (configure and build always run, and are no-ops on a
 # warm machine whose build tree survived), so one measurement can span two device calls.
 set -uo pipefail
@@ -294,6 +299,64 @@ cudnn)
   done
   tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
   ;;
+kernelbench)
+  # Issue 42's GPU figures, each step's verdicts in results files ($LOGS/*.h5, flushed per verdict, so
+  # a step cut short keeps what it judged; read them with `crl report` or tools/analysis where the
+  # analysis venv is). KERNELBENCH=DIR (a KernelBench checkout, carried in an ignored folder) enables
+  # kb_overhead; CUDA_L1=FILE (CUDA-L1's optimized_cuda_code/h100.json, likewise) enables cuda_l1.
+  step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
+  crl="$PWD/$BUILD_DIR/apps/crl/crl"
+  kb=tests/data/eval/kernelbench
+  # The kind on the GPU: ModelNew modules, a CUDA load_inline cold (a fresh compile cache: the node's
+  # precompiled torch/extension.h included), cold again under another name, then cached, a fallback
+  # around a failing load_inline, and attacks, at full scale.
+  cache=$(mktemp -d /tmp/gpu-measure-kb-cache.XXXXXX)
+  sed "s/crl_test_relu_cuda/crl_test_relu_cuda_b/" "$kb/load_inline_cuda.legit.py" > "$cache/load_inline_cuda_b.legit.py"
+  CRL_CACHE_DIR="$cache" step kb_checks 300 bash -c "for f in relu.legit conv.legit load_inline_cuda.legit $cache/load_inline_cuda_b.legit \
+      load_inline_cuda.legit load_inline_fallback.legit attack_subprocess attack_lazy_subclass attack_mode_left_on; do \
+    task=level1/019_relu; [ \$f = conv.legit ] && task=level2/001_conv2d_relu_bias_add; \
+    path=\$f.py; [ -f \$path ] || path=$kb/\$f.py; \
+    \"$crl\" eval \$path --task \$task --backend cuda --scale full --time-budget 2 --h5 \"$LOGS/kb_checks.h5\" --append --json; done"
+  # Evaluations per minute: 16 ModelNew candidates of one task beside 16 .crl ones (the same ReLU).
+  rate=$(mktemp -d /tmp/gpu-measure-kb-rate.XXXXXX)
+  mkdir -p "$rate/py" "$rate/crl"
+  for i in $(seq -w 1 16); do cp "$kb/relu.legit.py" "$rate/py/relu_$i.py"; cp jobs/suite/level1/019_relu.crl "$rate/crl/relu_$i.crl"; done
+  for kind in crl py; do
+    step "kb_rate_$kind" 280 "$crl" eval "$rate/$kind" --task level1/019_relu --backend cuda --scale full --time-budget 2 \
+      --h5 "$LOGS/kb_rate_$kind.h5" --json
+  done
+  if [ -n "${KERNELBENCH:-}" ]; then
+    # Python's overhead: KernelBench's own modules as candidates against crl's C++ reference, then against
+    # the same modules as the baseline (--baseline kernelbench), for 19 tasks of the three levels.
+    python3 tools/bench/kernelbench_candidates.py --kernelbench "$KERNELBENCH" $(for t in level1/001 level1/013 level1/025 \
+      level1/037 level1/049 level1/061 level1/073 level1/085 level2/001 level2/017 level2/033 level2/049 level2/065 level2/081 \
+      level3/001 level3/011 level3/021 level3/031 level3/041; do echo --task "$t"; done) > "$LOGS/kb_overhead.jsonl"
+    step kb_overhead 300 "$crl" eval "$LOGS/kb_overhead.jsonl" --backend cuda --scale full --time-budget 2 --trials 2 \
+      --h5 "$LOGS/kb_overhead.h5" --json
+    step kb_overhead_python_baseline 300 "$crl" eval "$LOGS/kb_overhead.jsonl" --backend cuda --scale full --time-budget 2 \
+      --trials 2 --baseline kernelbench --kernelbench "$KERNELBENCH" --h5 "$LOGS/kb_overhead_python_baseline.h5" --json
+  fi
+  if [ -n "${CUDA_L1:-}" ]; then
+    # CUDA-L1's released rows with code, ten per chunk; a chunk already in the archive (results/gpu-measure,
+    # carried back) is skipped, so the table fills over several calls. tools/analysis/cuda_l1_table.py
+    # makes the table from the chunks' reports.
+    python3 - "$CUDA_L1" "$LOGS/cuda_l1_chunks" <<'PY'
+import json, os, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if isinstance(r.get("custom_code"), str) and r["custom_code"].strip() not in ("", "None")]
+os.makedirs(sys.argv[2], exist_ok=True)
+for i in range(0, len(rows), 10):
+    with open(os.path.join(sys.argv[2], f"cuda_l1_{i // 10:02d}.jsonl"), "w") as f:
+        f.writelines(json.dumps({k: r[k] for k in ("level_id", "task_id", "custom_code")}) + "\n" for r in rows[i:i + 10])
+PY
+    step cuda_l1 "${CUDA_L1_SECONDS:-480}" bash -c "for c in \"$LOGS\"/cuda_l1_chunks/cuda_l1_*.jsonl; do \
+      n=\$(basename \$c .jsonl); [ -s \"$LOGS/\$n.json\" ] && continue; \
+      rm -f \"$LOGS/\$n.h5\"; \"$crl\" data import \$c --out /tmp/\$n.kept.jsonl --backend cuda --scale full --time-budget 2 \
+        --h5 \"$LOGS/\$n.h5\" --json > \"$LOGS/\$n.part\" \
+        && mv \"$LOGS/\$n.part\" \"$LOGS/\$n.json\"; echo \"\$n: exit \$?\"; tar czf \"$OUT/gpu-measure.tgz\" -C \"$LOGS\" .; done"
+  fi
+  rm -rf "$cache" "$rate"
+  ;;
 default)
   step build 300 cmake --build "$BUILD_DIR" -j"$(nproc)" --target crl crl-worker
   # The README's first command on this GPU (the CUDA backend, cuda_default.jsonl, the GPU shared by
@@ -306,7 +369,7 @@ default)
   tar czf "$OUT/gpu-measure.tgz" -C "$LOGS" .
   ;;
 *)
-  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate | report | job | default | cudnn task-id..." >&2
+  echo "usage: tools/gpu-measure.sh eval [task-id ...] | train | baselines | generate | report | job | default | kernelbench | cudnn task-id..." >&2
   exit 2
   ;;
 esac

@@ -5,6 +5,7 @@
 #        (idempotent; quick when everything is already there)
 # Env:   CRL_HOME (default ~/.local/share/crl) holds the torch==2.11.0 venv shared by every clone.
 #        CRL_BUILD_DIR (default build), CRL_SKIP_BUILD=1 to stop after installing.
+#        CRL_CXX / CRL_CC: the compilers of a new build folder (default clang++/clang where they work).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGETS=(crl crl-worker)  # crl pulls in crl_exec, the static front (apps/crl/CMakeLists.txt)
@@ -19,7 +20,7 @@ BUILD_DIR=${CRL_BUILD_DIR:-build}
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
+APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv python3-dev
   libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev
   clang libclang-rt-dev)  # clang: programs' host sections (2-4x faster compiles than g++), the fuzzers (tools/fuzz.sh)
@@ -53,6 +54,11 @@ if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import h5py, matplotlib, pandas' 2>/d
   "$CRL_HOME/venv/bin/pip" install -q h5py matplotlib pandas
 fi
 
+# tensorboardX: tools/analysis/crl_tensorboard.py writes a run's curves for TensorBoard with it.
+if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import tensorboardX' 2>/dev/null; then
+  "$CRL_HOME/venv/bin/pip" install -q tensorboardX || echo "setup: tensorboardX did not install: crl_tensorboard.py will say so"
+fi
+
 # Hugging Face's own libraries, for the tests that check crl against them (transformers loads crl's
 # checkpoints, peft its adapters, safetensors reads its files, tokenizers makes golden data).
 if torch_ok "$VENV_PY" && ! "$VENV_PY" -c 'import transformers, peft, safetensors, tokenizers' 2>/dev/null; then
@@ -71,7 +77,9 @@ fi
 
 [ "${CRL_SKIP_BUILD:-0}" = 1 ] && exit 0
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  # The compilers (tools/choose_compilers.sh): clang where it works, else the system's c++.
+  # shellcheck disable=SC2046  # two words: the compiler options
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(tools/choose_compilers.sh)
 fi
 # Only what is asked for: the tests and benchmarks are ~270 of the tree's ~310 targets and most of
 # its compile time (issue 44: 28 minutes of a fresh 2-core machine's 31 were theirs).

@@ -40,7 +40,13 @@ int serve(Session& session) {
       if (request_op(request) == Op::quit) return 0;
       reply = session.handle(request);
     } catch (const std::exception& e) {
-      reply = encode_error({e.what(), session.poisoned(), is_out_of_memory(e)});
+      ErrorReply error{e.what(), session.poisoned(), is_out_of_memory(e)};
+      if (dynamic_cast<const crl::pyprogram::FormatError*>(&e) != nullptr) error.status = "format_error";
+      if (dynamic_cast<const crl::pyprogram::ImportError*>(&e) != nullptr) error.status = "compile_error";
+      std::string seen;
+      if (error.out_of_memory) error.device_short = session.device().device_ran_short(&seen);
+      if (!seen.empty()) error.error += " [" + seen + "]";
+      reply = encode_error(error);
     }
     try {
       write_message(kReplyFd, reply);

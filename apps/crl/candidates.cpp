@@ -11,6 +11,7 @@
 #include "compile/compiler.h"
 #include "core/error.h"
 #include "core/read_file.h"
+#include "rl/completion.h"
 #include "rl/sft_data.h"
 
 namespace crl::cli {
@@ -25,7 +26,11 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Every .crl under `dir`, as paths relative to it, sorted.
+// A candidate file's format by its name: .py is KernelBench's, .crl crl's; others are no candidates.
+bool is_candidate_file(const std::string& name) { return ends_with(name, ".crl") || ends_with(name, ".py"); }
+ProgramKind kind_of_file(const std::string& name) { return ends_with(name, ".py") ? ProgramKind::kernelbench : ProgramKind::crl; }
+
+// Every .crl and .py under `dir`, as paths relative to it, sorted.
 void list_programs(const std::string& dir, const std::string& relative, std::vector<std::string>& out) {
   DIR* d = opendir((dir + relative).c_str());
   if (d == nullptr) throw_io_error("cannot list the candidate folder", dir + relative);
@@ -35,7 +40,7 @@ void list_programs(const std::string& dir, const std::string& relative, std::vec
     const std::string rel = relative + "/" + name;
     if (is_directory(dir + rel)) {
       list_programs(dir, rel, out);
-    } else if (ends_with(name, ".crl")) {
+    } else if (is_candidate_file(name)) {
       out.push_back(rel.substr(1));
     }
   }
@@ -43,8 +48,8 @@ void list_programs(const std::string& dir, const std::string& relative, std::vec
   std::sort(out.begin(), out.end());
 }
 
-// The task of a candidate at `relative` in a folder: level<N>/<NNN>_<name>/<file>.crl or
-// level<N>/<NNN>_<name>.crl.
+// The task of a candidate at `relative` in a folder: level<N>/<NNN>_<name>/<file>.crl (or .py) or
+// level<N>/<NNN>_<name>.crl (or .py).
 std::string task_of_path(const std::string& relative, const std::string& folder) {
   const auto first = relative.find('/');
   if (first == std::string::npos) {
@@ -52,16 +57,16 @@ std::string task_of_path(const std::string& relative, const std::string& folder)
                                  folder, relative));
   }
   const auto second = relative.find('/', first + 1);
-  return second == std::string::npos ? relative.substr(0, relative.size() - 4) : relative.substr(0, second);
+  return second == std::string::npos ? relative.substr(0, relative.rfind('.')) : relative.substr(0, second);
 }
 
 // The candidate of `text` named `origin` in messages: its program, or why it has none (the
 // parser's message names origin and line). Only the text's own faults are caught here: reading it
 // happened before.
-Candidate candidate_of_text(std::string task, std::string name, std::string text, const std::string& origin) {
-  Candidate c{.task_id = std::move(task), .name = std::move(name), .text = std::move(text)};
+Candidate candidate_of_text(std::string task, std::string name, std::string text, const std::string& origin, ProgramKind kind) {
+  Candidate c{.task_id = std::move(task), .name = std::move(name), .text = std::move(text), .kind = kind};
   try {
-    c.program = parse_program_text(c.text, origin);
+    c.program = kind == ProgramKind::kernelbench ? parse_kernelbench_text(c.text, origin) : parse_program_text(c.text, origin);
   } catch (const InputError& e) {
     c.format_problem = e.what();
   }
@@ -71,7 +76,7 @@ Candidate candidate_of_text(std::string task, std::string name, std::string text
 Candidate candidate_file(const std::string& task, const std::string& name, const std::string& path) {
   // A file that cannot be read is bad input (exit 3); one that reads but does not parse is a format_error.
   if (access(path.c_str(), R_OK) != 0) throw InputError(path + ": no such candidate file (or it is unreadable)");
-  return candidate_of_text(task, name, read_input_file(path, "candidate program"), path);
+  return candidate_of_text(task, name, read_input_file(path, "candidate program"), path, kind_of_file(path));
 }
 
 }  // namespace
@@ -81,16 +86,30 @@ std::vector<Candidate> read_candidates_jsonl(const std::string& path) {
   for (rl::SftExample& e : rl::read_sft_jsonl(path, rl::UnparsedCompletions::kKeep)) {
     Candidate c;
     if (e.format_problem.empty()) {
-      c = candidate_of_text(e.task, e.id, e.program, fmt::format("{}:{}", path, e.line));
+      c = candidate_of_text(e.task, e.id, e.program, fmt::format("{}:{}", path, e.line), e.kind);
     } else {
       // No block was found: the results file keeps the completion, the only text there is.
-      c = Candidate{.task_id = e.task, .name = e.id, .text = e.completion, .format_problem = e.format_problem};
+      c = Candidate{.task_id = e.task, .name = e.id, .text = e.completion, .format_problem = e.format_problem, .kind = e.kind};
     }
     c.completion = std::move(e.completion);
     c.line = e.line;
     out.push_back(std::move(c));
   }
   return out;
+}
+
+Candidate candidate_of_completion(const std::string& task, const std::string& name, const std::string& completion,
+                                  const std::string& origin, ProgramKind kind) {
+  rl::ParsedCompletion parsed = rl::parse_completion(completion, origin, kind);
+  Candidate c{.task_id = task, .name = name, .completion = completion, .kind = kind};
+  if (parsed.ok) {
+    c.text = std::move(parsed.program_text);
+    c.program = std::move(parsed.program);
+  } else {
+    c.text = completion;
+    c.format_problem = fmt::format("{}: {}", origin, parsed.problem);
+  }
+  return c;
 }
 
 std::vector<Candidate> read_candidates(const std::vector<std::string>& inputs, const std::string& task) {
@@ -136,6 +155,8 @@ eval::Verdict format_error_verdict(const Candidate& candidate, const eval::EvalO
   v.backend = backend_name(options.backend);
   v.scale = options.scale;
   v.baseline = options.baseline;
+  v.format = program_kind_name(candidate.kind);
+  v.params = eval::params_rule_name(options);
   v.status = eval::VerdictStatus::kFormatError;
   v.message = candidate.format_problem;
   v.reward = 0;

@@ -1,5 +1,5 @@
-// The candidates of `crl eval` and `crl data validate`, read from .crl files, folders of them and
-// JSONL lines. A candidate whose text is no program to judge is kept with the reason, and becomes
+// The candidates of `crl eval` and `crl data validate`, read from .crl and KernelBench-format .py
+// files, folders of them and JSONL lines. A candidate whose text is no program to judge is kept with the reason, and becomes
 // its own format_error verdict (as the same text does in the job); the others are judged.
 #pragma once
 
@@ -22,6 +22,7 @@ struct Candidate {
   std::string format_problem;          // "FILE:LINE: what is wrong", naming the candidate's own line
   std::string completion;              // a JSONL line's completion (or its program as one), for data validate
   int line = 0;                        // a JSONL line's number (0 for a file)
+  ProgramKind kind = ProgramKind::crl;  // a .py file or a line's "format": "kernelbench" is KernelBench's
 };
 
 // What is bad input (exit 3, nothing judged) and what is one candidate's format_error:
@@ -38,6 +39,12 @@ std::vector<Candidate> read_candidates(const std::vector<std::string>& inputs, c
 
 // One JSONL file of {task, program or completion, id} lines (the SFT data's format, rl/sft_data.h).
 std::vector<Candidate> read_candidates_jsonl(const std::string& path);
+
+// The candidate of a policy's completion (its last fenced block, rl/completion.h) for `task`, named
+// `name`; `origin` names it in the parser's messages. A completion without a program is this
+// candidate's format_error, its text the completion.
+Candidate candidate_of_completion(const std::string& task, const std::string& name, const std::string& completion,
+                                  const std::string& origin, ProgramKind kind = ProgramKind::crl);
 
 // Checks every candidate's task exists (InputError otherwise: before any work) and turns a spec
 // section other than its task's own into that candidate's format_error.

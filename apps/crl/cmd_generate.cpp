@@ -14,9 +14,11 @@
 
 #include "apps/crl/commands.h"
 #include "apps/crl/input_paths.h"
+#include "apps/crl/sampling_options.h"
 #include "core/error.h"
 #include "core/json_bounded.h"
 #include "core/read_file.h"
+#include "policy/checkpoint.h"
 #include "policy/engine.h"
 #include "policy/generate.h"
 #include "policy/model.h"
@@ -31,17 +33,7 @@ struct GenerateArgs {
   std::vector<std::string> prompt_ids;  // "1,2,3": token ids directly (models without a tokenizer)
   std::string batch_file;               // JSON Lines: one request per line (see read_batch_file)
   int64_t samples = 1;                  // completions per --prompt / --prompt-ids
-  double kv_cache_gb = 0;               // 0: sized for the requests
-  int64_t max_new_tokens = 128;
-  double temperature = 1.0;
-  double top_p = 1.0;
-  int64_t top_k = 0;
-  uint64_t seed = 0;
-  std::string device = "cpu";
-  std::string dtype = "fp32";
-  std::vector<std::string> stop;
-  bool ignore_eos = false;
-  bool no_cuda_graph = false;
+  SamplingArgs sampling;                // its max_new_tokens: per --prompt / --prompt-ids, and per batch request without its own
   bool raw = false;  // no special tokens added to the prompt
   bool json = false;
 };
@@ -63,10 +55,27 @@ std::vector<int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// Why a model folder's tokenizer is missing, for the error of a prompt given as text: a crl
+// checkpoint written before checkpoints carried their model's tokenizer files names that model.
+std::string missing_tokenizer(const std::filesystem::path& dir) {
+  std::string hint = "use --prompt-ids or prompt_ids, or copy tokenizer.json and tokenizer_config.json from the model it was made from";
+  std::error_code ec;
+  if (std::filesystem::exists(dir / "trainer_state.json", ec)) {
+    const nlohmann::json job = policy::read_checkpoint_state(dir).user_state.value("job_config", nlohmann::json::object());
+    if (job.is_object() && job.contains("model") && job["model"].is_string()) {
+      hint = fmt::format("a crl checkpoint from before checkpoints carried their tokenizer: copy tokenizer.json and "
+                         "tokenizer_config.json from the job's model folder '{}' into it, or use --prompt-ids",
+                         job["model"].get<std::string>());
+    }
+  }
+  return fmt::format("{}: no tokenizer.json, so a prompt given as text cannot be encoded ({})", dir.string(), hint);
+}
+
 // A batch file: one JSON object per line, {"prompt": TEXT} or {"prompt_ids": [ids]}, and optionally
-// "samples" (completions of that prompt, default 1) and "max_new_tokens" (at most --max-new-tokens).
+// "samples" (completions of that prompt, default 1) and "max_new_tokens" (that request's limit, up
+// to kMaxNewTokensLimit; without it, --max-new-tokens).
 std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, const std::optional<policy::Tokenizer>& tokenizer,
-                                                       bool raw) {
+                                                       const std::filesystem::path& model_dir, bool raw) {
   constexpr size_t kMaxLines = 1 << 20;
   constexpr int64_t kMaxSamples = 4096;
   std::ifstream in(path);
@@ -87,7 +96,7 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
     }
     if (j.contains("prompt")) {
       if (!j["prompt"].is_string()) throw InputError(fmt::format("{}: field \"prompt\": expected a string", where));
-      if (!tokenizer) throw InputError(fmt::format("{}: field \"prompt\" needs the model's tokenizer.json (use \"prompt_ids\")", where));
+      if (!tokenizer) throw InputError(fmt::format("{}: field \"prompt\": {}", where, missing_tokenizer(model_dir)));
       const auto ids = tokenizer->encode(j["prompt"].get<std::string>(), /*add_special_tokens=*/!raw);
       r.prompt.assign(ids.begin(), ids.end());
     } else {
@@ -104,33 +113,16 @@ std::vector<policy::GenerationRequest> read_batch_file(const std::string& path, 
       r.samples = j["samples"].get<int64_t>();
     }
     if (j.contains("max_new_tokens")) {
-      if (!j["max_new_tokens"].is_number_integer()) throw InputError(fmt::format("{}: field \"max_new_tokens\": expected an integer", where));
-      r.max_new_tokens = j["max_new_tokens"].get<int64_t>();
+      const auto& limit = j["max_new_tokens"];
+      if (!limit.is_number_integer() || limit.get<int64_t>() < 1 || limit.get<int64_t>() > kMaxNewTokensLimit) {
+        throw InputError(fmt::format("{}: field \"max_new_tokens\": expected an integer in [1, {}]", where, kMaxNewTokensLimit));
+      }
+      r.max_new_tokens = limit.get<int64_t>();
     }
     requests.push_back(std::move(r));
   }
   if (requests.empty()) throw InputError(fmt::format("--batch-file {}: no requests", path));
   return requests;
-}
-
-// eos ids from generation_config.json (what transformers' generate() stops on), when present.
-std::vector<int64_t> generation_config_eos(const std::filesystem::path& dir) {
-  std::vector<int64_t> ids;
-  const auto file = dir / "generation_config.json";
-  if (!std::filesystem::exists(file)) return ids;
-  const nlohmann::json j = parse_json_bounded(read_file(file, "generation config", uint64_t{1} << 20), file.string());
-  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
-  const auto& e = j["eos_token_id"];
-  if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
-  else if (e.is_array()) {
-    for (const auto& v : e) {
-      if (!v.is_number_integer()) throw InputError(fmt::format("{}: field \"eos_token_id\": expected integers", file.string()));
-      ids.push_back(v.get<int64_t>());
-    }
-  } else {
-    throw InputError(fmt::format("{}: field \"eos_token_id\": expected an integer or a list", file.string()));
-  }
-  return ids;
 }
 
 int run_generate(const GenerateArgs& args) {
@@ -139,9 +131,7 @@ int run_generate(const GenerateArgs& args) {
   const bool have_tokenizer = std::filesystem::exists(dir / "tokenizer.json");
   std::optional<Tokenizer> tokenizer;
   if (have_tokenizer) tokenizer = Tokenizer::from_file(dir / "tokenizer.json");
-  if (!args.prompts.empty() && !tokenizer) {
-    throw InputError(fmt::format("{}: no tokenizer.json, so --prompt cannot be encoded (use --prompt-ids)", dir.string()));
-  }
+  if (!args.prompts.empty() && !tokenizer) throw InputError(fmt::format("--prompt: {}", missing_tokenizer(dir)));
   std::vector<GenerationRequest> requests;
   for (const auto& text : args.prompts) {
     const auto ids = tokenizer->encode(text, /*add_special_tokens=*/!args.raw);
@@ -149,48 +139,24 @@ int run_generate(const GenerateArgs& args) {
   }
   for (const auto& text : args.prompt_ids) requests.push_back({parse_ids(text), args.samples, std::nullopt, std::nullopt});
   if (!args.batch_file.empty()) {
-    for (auto& r : read_batch_file(args.batch_file, tokenizer, args.raw)) requests.push_back(std::move(r));
+    for (auto& r : read_batch_file(args.batch_file, tokenizer, dir, args.raw)) requests.push_back(std::move(r));
   }
   if (requests.empty()) throw InputError("give at least one --prompt, --prompt-ids or --batch-file");
-
-  const torch::Device device = parse_device(args.device);
-  CausalLm model = load_causal_lm(dir, parse_dtype(args.dtype), device);
-  GenerationOptions options;
-  options.max_new_tokens = args.max_new_tokens;
-  options.sampling.temperature = args.temperature;
-  options.sampling.top_p = args.top_p;
-  options.sampling.top_k = args.top_k;
-  options.sampling.seed = args.seed;
-  options.stop_strings = args.stop;
-  options.use_cuda_graph = !args.no_cuda_graph;
-  if (!args.ignore_eos) {
-    options.stop_token_ids = model->config().eos_token_ids;
-    for (int64_t id : generation_config_eos(dir)) {
-      if (std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), id) == options.stop_token_ids.end()) {
-        options.stop_token_ids.push_back(id);
-      }
-    }
+  // Every request's limit stated (its own, or --max-new-tokens); the run's is the largest.
+  int64_t run_limit = args.sampling.max_new_tokens;
+  for (auto& r : requests) {
+    if (!r.max_new_tokens) r.max_new_tokens = args.sampling.max_new_tokens;
+    run_limit = std::max(run_limit, *r.max_new_tokens);
   }
-  if (model->config().pad_token_id) options.pad_token_id = *model->config().pad_token_id;
+
+  const torch::Device device = parse_device(args.sampling.device);
+  CausalLm model = load_causal_lm(dir, parse_dtype(args.sampling.dtype), device);
+  const GenerationOptions options = generation_options_of(args.sampling, model, dir, run_limit);
   TokenDecoder decode;
   if (tokenizer) {
     decode = [&tokenizer](const std::vector<int64_t>& ids) { return tokenizer->decode_sampled(ids); };
   }
-  // The KV budget: --kv-cache-gb, or every distinct prompt and every sample at its limit (the
-  // engine then runs everything at once, up to its max_running sequences).
-  EngineOptions engine;
-  if (args.kv_cache_gb > 0) {
-    engine.kv_cache_bytes = static_cast<int64_t>(args.kv_cache_gb * static_cast<double>(int64_t{1} << 30));
-  } else {
-    std::set<std::vector<int64_t>> distinct;
-    int64_t blocks = 1;
-    for (const auto& r : requests) {
-      const auto need = GenerationEngine::block_need(static_cast<int64_t>(r.prompt.size()), options.max_new_tokens, engine.block_size);
-      if (distinct.insert(r.prompt).second) blocks += need.prompt_blocks;
-      blocks += need.own_blocks * r.samples;
-    }
-    engine.kv_cache_bytes = std::max<int64_t>(blocks, 2) * PagedKvCache::bytes_per_block(model->config(), engine.block_size, model->dtype());
-  }
+  const EngineOptions engine = engine_options_for(args.sampling, requests, model);
   GenerationEngine runner(model, engine);
   const GenerationResult result = runner.run(requests, options, decode);
   std::vector<std::vector<int64_t>> prompts;  // the prompt of each completion
@@ -201,9 +167,9 @@ int run_generate(const GenerateArgs& args) {
   if (args.json) {
     nlohmann::json out;
     out["model"] = dir.string();
-    out["device"] = args.device;
-    out["dtype"] = args.dtype;
-    out["seed"] = args.seed;
+    out["device"] = args.sampling.device;
+    out["dtype"] = args.sampling.dtype;
+    out["seed"] = args.sampling.seed;
     out["prefill_seconds"] = result.prefill_seconds;
     out["decode_seconds"] = result.decode_seconds;
     out["generated_tokens"] = generated;
@@ -240,8 +206,8 @@ int run_generate(const GenerateArgs& args) {
     }
     std::cerr << fmt::format("{} tokens in {:.3f} s decode ({:.1f} tokens/s, {} steps, up to {} sequences at once), "
                              "prefill {:.3f} s ({} tokens), {} {}{}\n", generated, result.decode_seconds, tokens_per_second,
-                             result.decode_steps, result.peak_running, result.prefill_seconds, result.prefill_tokens, args.device,
-                             args.dtype, result.used_cuda_graph ? ", CUDA graph" : "");
+                             result.decode_steps, result.peak_running, result.prefill_seconds, result.prefill_tokens, args.sampling.device,
+                             args.sampling.dtype, result.used_cuda_graph ? ", CUDA graph" : "");
   }
   return kExitOk;
 }
@@ -251,26 +217,16 @@ int run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("generate", "Sample completions from a Hugging Face-format model (Qwen2 / Llama)");
   static GenerateArgs args;
-  cmd->add_option("--model", args.model_dir, "Model folder: config.json, *.safetensors, tokenizer.json")->required()->check(existing_input(PathKind::directory, "--model"));
+  cmd->add_option("--model", args.model_dir, "Model folder (config.json, *.safetensors, tokenizer.json), or a checkpoint of crl run (RUN/checkpoints/step-N)")->required()->check(existing_input(PathKind::directory, "--model"));
   cmd->add_option("--prompt", args.prompts, "Prompt text (repeat for a batch)");
   cmd->add_option("--prompt-ids", args.prompt_ids, "Prompt as comma-separated token ids (repeatable)");
   cmd->add_option("--batch-file", args.batch_file,
-                  "JSON Lines of requests: {\"prompt\": TEXT} or {\"prompt_ids\": [ids]}, optional \"samples\", \"max_new_tokens\"")
+                  fmt::format("JSON Lines of requests: {{\"prompt\": TEXT}} or {{\"prompt_ids\": [ids]}}, optional \"samples\" and "
+                              "\"max_new_tokens\" (that request's limit, up to {}; without it --max-new-tokens)", kMaxNewTokensLimit))
       ->check(existing_input(PathKind::file, "--batch-file"));
   cmd->add_option("--samples", args.samples, "Completions per --prompt / --prompt-ids (one shared prefill)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--kv-cache-gb", args.kv_cache_gb, "KV cache budget in GiB; 0 = sized for the requests")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-new-tokens", args.max_new_tokens, "Tokens to generate at most")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", args.temperature, "Sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", args.top_p, "Nucleus sampling mass in (0, 1]; 1 = off")->capture_default_str();
-  cmd->add_option("--top-k", args.top_k, "Keep the k most likely tokens; 0 = off")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", args.seed, "Seed: the same seed gives the same tokens")->capture_default_str();
-  cmd->add_option("--device", args.device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--dtype", args.dtype, "fp32 or bf16")->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  cmd->add_option("--stop", args.stop, "Stop string (repeatable); the completion ends after it");
-  cmd->add_flag("--ignore-eos", args.ignore_eos, "Do not stop at the model's end-of-sequence tokens");
-  cmd->add_flag("--no-cuda-graph", args.no_cuda_graph, "Run the decode step eagerly on CUDA");
+  add_sampling_options(cmd, args.sampling);
   cmd->add_flag("--raw", args.raw, "Do not add the tokenizer's special tokens to prompts");
   cmd->add_flag("--json", args.json, "Print tokens, log-probabilities and timings as JSON");
   cmd->callback([&exit_code] { exit_code = run_generate(args); });

@@ -13,7 +13,7 @@ namespace crl::cli {
 void add_init_model_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("init-model",
                                  "Make a random Qwen2/Llama model (config.json, model.safetensors, tokenizer.json "
-                                 "trained on a corpus, generation_config.json) that transformers loads");
+                                 "trained on a corpus, tokenizer_config.json, generation_config.json) that transformers loads");
   static policy::InitModelOptions o;
   static std::string out_dir, corpus;
   static bool untied = false;

@@ -26,19 +26,50 @@
 #include "core/read_file.h"
 #include "dist/mpi_roles.h"
 #include "policy/config.h"
+#include "policy/model.h"
+#include "policy/tokenizer.h"
 #include "results/results_reader.h"
+#include "rl/chat_template.h"
 #include "rl/job.h"
 #include "rl/job_config.h"
 #include "rl/job_tables.h"
 #include "rl/sft_data.h"
+#include "suite/suite.h"
 
 namespace crl::cli {
 namespace {
 
+// The job's model folder as the trainers will read it (config.json, the weights' headers against
+// it, tokenizer.json, the chat template for prompt_format chat), without loading a tensor; an error
+// names the job file and the folder.
+void check_model_folder(const rl::JobConfig& job) {
+  const std::filesystem::path model = job.model;
+  const std::string where = fmt::format("{}: model '{}'", job.path, job.model);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model, ec)) {
+    throw InputError(fmt::format("{} {}: give a Hugging Face checkpoint folder (config.json, model.safetensors, tokenizer.json)",
+                                 where, std::filesystem::exists(model, ec) ? "is not a folder" : "does not exist"));
+  }
+  try {
+    const policy::ModelConfig config = policy::check_model_weights(model);
+    const policy::Tokenizer tokenizer = policy::Tokenizer::from_file(model / "tokenizer.json");
+    if (tokenizer.vocab_size() > config.vocab_size) {
+      throw InputError(fmt::format("{}: the tokenizer has {} ids but config.json's vocab_size is {}: the model cannot embed them",
+                                   (model / "tokenizer.json").string(), tokenizer.vocab_size(), config.vocab_size));
+    }
+    if (job.prompt_format == rl::PromptFormat::kChat) rl::ChatTemplate::from_model_dir(model);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", where, e.what()));
+  } catch (const IoError& e) {
+    throw IoError(fmt::format("{}: {}", where, e.what()), e.error_number());
+  }
+}
+
 // What the job will read from outside, checked before any rank starts work, so that a bad one is
 // exit 3 naming it (these readers live in lib/rl, which trusts them): the run folder, an earlier
-// run's results.h5 (its tables' columns and types, /meta's JSON), the model folder and its
-// config.json, and the SFT data (read whole as the sft stage reads it, so that a bad line is
+// run's results.h5 (its tables' columns and types, /meta's JSON), the tasks and held-out tasks
+// (one in both is refused), the model folder (config.json,
+// weights, tokenizer), and the SFT data (read whole as the sft stage reads it, so that a bad line is
 // found before the models load, not when its stage begins).
 void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
   // As rl::run_job chooses it.
@@ -50,16 +81,19 @@ void check_run_inputs(const rl::JobConfig& job, const rl::RunOptions& options) {
   const std::string results = run_dir + "/results.h5";
   if (std::filesystem::exists(results, ec)) {
     const results::ResultsReader reader(results);
-    reader.validate({.tables = {{.table = "steps", .columns = rl::steps_schema()},
-                                {.table = "rollouts", .columns = rl::rollouts_schema()}},
+    // A file of an older crl lacks the telemetry columns; the job adds them.
+    const results::TableSchema& telemetry = rl::steps_telemetry_columns();
+    const results::TableSchema steps(rl::steps_schema().begin(), rl::steps_schema().end() - static_cast<std::ptrdiff_t>(telemetry.size()));
+    reader.validate({.tables = {{.table = "steps", .columns = steps, .optional = telemetry},
+                                {.table = "rollouts", .columns = rl::rollouts_schema()},
+                                {.table = "validation", .columns = rl::rollouts_schema()}},
                      .meta = {{.key = "job_config", .shape = results::MetaShape::json_object}}});
   }
-  if (!std::filesystem::is_directory(job.model, ec)) {
-    throw InputError(fmt::format("{}: model '{}' {}: give a Hugging Face checkpoint folder (config.json, "
-                                 "model.safetensors, tokenizer.json)",
-                                 job.path, job.model, std::filesystem::exists(job.model, ec) ? "is not a folder" : "does not exist"));
-  }
-  policy::load_model_config(job.model);  // DIR/config.json, checked whole
+  // The tasks as the ranks select them: an unknown id, or a held-out task that is also trained on,
+  // is bad input before any rank starts.
+  const Suite suite = Suite::load(resolve_suite_dir(job.suite));
+  rl::select_validation_tasks(suite, job, rl::select_tasks(suite, job));
+  check_model_folder(job);
   for (const auto& stage : job.stages) {
     if (!stage.data.empty()) rl::read_sft_jsonl(stage.data);
   }

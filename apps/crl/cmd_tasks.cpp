@@ -19,6 +19,8 @@
 #include "core/text_table.h"
 #include "machine/machine_probe.h"
 #include "eval/reference_check.h"
+#include "rl/prompt.h"
+#include "suite/kernelbench_checkout.h"
 #include "suite/suite.h"
 
 namespace crl::cli {
@@ -43,6 +45,8 @@ struct TasksOptions {
   int cpu_threads = 0;
   size_t jobs = 0;
   std::string cache_dir;
+  std::string format = "crl";  // show: the reference as a .crl program, or as KernelBench's module
+  std::string kernelbench;     // show --format kernelbench: a KernelBench checkout
 };
 
 TaskFilter filter_of(const TasksOptions& o) {
@@ -86,26 +90,66 @@ void run_list(const TasksOptions& o, int& exit_code) {
   exit_code = kExitOk;
 }
 
+// The constructor's arguments at each scale, as Python literals ("(4096, 0.5)"), for a ModelNew
+// built as the judge builds it; empty when the spec records none.
+nlohmann::json init_args_by_scale(const TaskSpec& spec) {
+  nlohmann::json out = nlohmann::json::object();
+  if (!spec.init_args) return out;
+  for (const auto& scale : spec.scale_names()) out[scale] = python_literal(spec.init_args_at(scale));
+  return out;
+}
+
+// --format kernelbench: the task's KernelBench module from the checkout (--kernelbench, else
+// $CRL_KERNELBENCH_DIR); crl keeps no copy of KernelBench's modules.
+std::string kernelbench_module_of(const TasksOptions& o, const Task& task) {
+  std::string dir = o.kernelbench;
+  if (const char* env = std::getenv("CRL_KERNELBENCH_DIR"); dir.empty() && env != nullptr) dir = env;
+  if (dir.empty()) {
+    throw InputError(fmt::format("crl tasks show {} --format kernelbench: give a KernelBench checkout (--kernelbench DIR, or "
+                                 "$CRL_KERNELBENCH_DIR); crl keeps no copy of KernelBench's modules",
+                                 task.id));
+  }
+  try {
+    return read_kernelbench_module(dir, task.id);
+  } catch (const IoError& e) {
+    throw InputError(fmt::format("--kernelbench: {}", e.what()));
+  }
+}
+
 void run_show(const TasksOptions& o, int& exit_code) {
   const Suite suite = Suite::load(resolve_suite_dir(o.suite_dir));
   const Task& task = suite.find(o.id);
+  const bool kernelbench = o.format == "kernelbench";
+  const std::string program = kernelbench ? kernelbench_module_of(o, task) : task.text;
   if (o.json) {
     nlohmann::json j = task_metadata_json(task);
-    j["program"] = task.text;
+    j["format"] = o.format;
+    j["program"] = program;
+    if (kernelbench) j["init_args"] = init_args_by_scale(task.spec);
     std::cout << j.dump(2) << "\n";
-  } else {
-    const TaskSpec& s = task.spec;
-    std::cout << fmt::format("{}  ({}, level {})\n{}\n", task.id, s.category, task.level, s.name);
-    if (!s.description.empty()) std::cout << s.description << "\n";
-    for (const auto& scale : s.scale_names()) {
-      std::cout << fmt::format("scale {}: {}, {} per call\n", scale, si(s.flops_at(scale), "FLOP"),
-                               si(s.bytes_at(scale), "B"));
+    exit_code = kExitOk;
+    return;
+  }
+  const TaskSpec& s = task.spec;
+  std::cout << fmt::format("{}  ({}, level {})\n{}\n", task.id, s.category, task.level, s.name);
+  if (!s.description.empty()) std::cout << s.description << "\n";
+  for (const auto& scale : s.scale_names()) {
+    std::cout << fmt::format("scale {}: {}, {} per call\n", scale, si(s.flops_at(scale), "FLOP"),
+                             si(s.bytes_at(scale), "B"));
+  }
+  const Tolerance tol = s.tolerance_for(at::ScalarType::Float);
+  std::cout << fmt::format("tolerance: atol {} rtol {}{}\n", tol.atol, tol.rtol,
+                           s.tolerance ? "" : " (the float32 default)");
+  if (!s.notes.empty()) std::cout << "notes: " << s.notes << "\n";
+  if (kernelbench) {
+    // The arguments the judge builds ModelNew with follow the scale (KernelBench's module hard-codes the full one).
+    const nlohmann::json by_scale = init_args_by_scale(s);
+    for (const auto& [scale, args] : by_scale.items()) {
+      std::cout << fmt::format("ModelNew's arguments at scale {}: {}\n", scale, args.get<std::string>());
     }
-    const Tolerance tol = s.tolerance_for(at::ScalarType::Float);
-    std::cout << fmt::format("tolerance: atol {} rtol {}{}\n", tol.atol, tol.rtol,
-                             s.tolerance ? "" : " (the float32 default)");
-    if (!s.notes.empty()) std::cout << "notes: " << s.notes << "\n";
-    std::cout << fmt::format("\n--- {} (as the policy sees it) ---\n{}", task.path, task.text);
+    std::cout << fmt::format("\n--- KernelBench's module for {} (a candidate defines ModelNew alike) ---\n{}", task.id, program);
+  } else {
+    std::cout << fmt::format("\n--- {} (as the policy sees it) ---\n{}", task.path, rl::reference_for_prompt(task.text));
   }
   exit_code = kExitOk;
 }
@@ -256,6 +300,10 @@ void add_tasks_command(CLI::App& app, int& exit_code) {
   add_suite_dir(show);
   show->add_option("id", o.id, "Task id, e.g. level1/019_relu")->required();
   show->add_flag("--json", o.json, "Print metadata and program text as JSON");
+  show->add_option("--format", o.format,
+                   "crl: the reference program (default); kernelbench: the task's KernelBench module, from --kernelbench")
+      ->check(CLI::IsMember({"crl", "kernelbench"}));
+  show->add_option("--kernelbench", o.kernelbench, "A KernelBench checkout, for --format kernelbench (default: $CRL_KERNELBENCH_DIR)");
   show->callback([&exit_code] { run_show(o, exit_code); });
 
   auto* check = tasks->add_subcommand(

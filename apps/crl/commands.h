@@ -25,5 +25,7 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_data_command(CLI::App& app, int& exit_code);
 void add_report_command(CLI::App& app, int& exit_code);
 void add_results_command(CLI::App& app, int& exit_code);
+void add_prompt_command(CLI::App& app, int& exit_code);
+void add_eval_model_command(CLI::App& app, int& exit_code);
 
 }  // namespace crl::cli

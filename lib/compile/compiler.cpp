@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -69,6 +70,9 @@ std::string join(const std::vector<std::string>& parts) {
 }
 
 void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text, /*durable=*/false); }
+
+// What load_inline's main.cpp includes first, precompiled once per node (ensure_extension_pch).
+constexpr const char* kExtensionPrelude = "#include <torch/extension.h>\n";
 
 // Empty when every #include, #include_next and #embed of the program names a header by a
 // relative path without "..", and it embeds no file with .incbin; else a message naming the line.
@@ -146,7 +150,7 @@ struct Compiler::Impl {
   std::string cxx_version, host_cxx_version, nvcc_version;
   bool host_is_clang = false;  // clang++ compiles the host sections (toolchain.h: clang_can_compile_host)
   std::mutex pch_mutex;
-  std::map<Backend, std::string> pch_header;  // backend -> prelude header path (its .gch or .pch beside it)
+  std::map<std::string, std::string> pch_header;  // PCH key -> prelude header path (its .gch or .pch beside it)
   std::mutex inflight_mutex;
   std::map<std::string, std::vector<std::promise<CompileResult>>> inflight;  // key -> waiting duplicates
   std::unique_ptr<ThreadPool> pool;
@@ -159,12 +163,14 @@ struct Compiler::Impl {
     return request.program.host.text.find(library) != std::string::npos;
   }
 
-  std::string arch_of(const CompileRequest& request) const {
-    std::string arch = request.cuda_arch.empty() ? options.cuda_arch : request.cuda_arch;
+  // The request's arch, else the options', else the local GPU's; validated.
+  std::string arch_for(const std::string& requested) const {
+    std::string arch = requested.empty() ? options.cuda_arch : requested;
     if (arch.empty()) arch = local_cuda_arch();
     validate_cuda_arch(arch);
     return arch;
   }
+  std::string arch_of(const CompileRequest& request) const { return arch_for(request.cuda_arch); }
 
   void require_nvcc() const {
     if (toolchain.nvcc.empty()) {
@@ -281,38 +287,57 @@ struct Compiler::Impl {
   // g++ finds header.gch beside the header it is told to include; clang++ is given its .pch.
   std::string pch_file(const std::string& header) const { return header + (host_is_clang ? ".pch" : ".gch"); }
 
-  // Builds the backend's precompiled prelude once per node: under a lock, into a temporary file
-  // renamed into place, so concurrent processes neither race nor read a half-written .gch.
+  // Builds the backend's precompiled prelude once per node (ensure_prelude).
   std::string ensure_pch(Backend backend) {
+    return ensure_prelude(pch_key(backend), "crl_prelude.h", prelude_header_source(backend), host_flags(backend),
+                          fmt::format("the {} precompiled prelude", backend_name(backend)));
+  }
+
+  // torch/extension.h precompiled for load_inline extensions (their host file's flags without the
+  // request's own; extension_uses_pch says when a request may use it).
+  std::string ensure_extension_pch(bool cuda) {
+    ExtensionRequest base;
+    base.cuda = cuda;
+    const std::vector<std::string> flags = extension_host_flags(base);
+    Sha256 h;
+    h.field("crl-extension-pch/1").field(kExtensionPrelude).field(join(flags));
+    h.field(toolchain.host_cxx).field(host_cxx_version).field(toolchain.torch_version);
+    return ensure_prelude(h.hex(), "crl_extension_prelude.h", kExtensionPrelude, flags,
+                          fmt::format("torch/extension.h precompiled for {} extensions", cuda ? "cuda" : "cpu"));
+  }
+
+  // Builds a precompiled header once per node: under a lock, into a temporary file renamed into
+  // place, so concurrent processes neither race nor read a half-written .gch.
+  std::string ensure_prelude(const std::string& key, const std::string& file_name, const std::string& source,
+                             const std::vector<std::string>& flags, const std::string& what) {
     std::lock_guard guard(pch_mutex);
-    if (const auto it = pch_header.find(backend); it != pch_header.end()) return it->second;
-    const std::string dir = cache->pch_dir(pch_key(backend));
-    const std::string header = dir + "/crl_prelude.h";
+    if (const auto it = pch_header.find(key); it != pch_header.end()) return it->second;
+    const std::string dir = cache->pch_dir(key);
+    const std::string header = dir + "/" + file_name;
     const std::string gch = pch_file(header);
     fs::create_directories(dir);
     if (!fs::exists(gch)) {
       FileLock lock(dir + "/build.lock");
       if (!fs::exists(gch)) {
-        write_text(header, prelude_header_source(backend));
+        write_text(header, source);
         const std::string tmp = fmt::format("{}.tmp{}", gch, static_cast<long>(getpid()));
         std::vector<std::string> argv = {toolchain.host_cxx};
-        for (auto& f : host_flags(backend)) argv.push_back(f);
+        for (auto& f : flags) argv.push_back(f);
         for (const auto& f : {"-x", "c++-header", header.c_str(), "-o", tmp.c_str()}) argv.push_back(f);
         if (host_is_clang) argv.push_back("-fpch-instantiate-templates");
-        // The prelude takes tens of seconds; a program's short timeout must not fail it.
+        // A prelude takes tens of seconds; a program's short timeout must not fail it.
         const CommandResult r = run_tool(argv, dir, std::max(options.timeout_seconds, 1800.0));
         if (!r.ok()) {
           std::error_code ec;
           fs::remove(tmp, ec);
-          throw Error(fmt::format("building the {} precompiled prelude failed ({}){}:\n{}\n{}", backend_name(backend),
-                                  r.timed_out ? "timed out" : fmt::format("exit {}", r.exit_code),
+          throw Error(fmt::format("building {} failed ({}){}:\n{}\n{}", what, r.timed_out ? "timed out" : fmt::format("exit {}", r.exit_code),
                                   host_is_clang ? " with clang++ (CRL_HOST_CXX=g++ compiles host sections with g++)" : "",
                                   join(argv), r.output.substr(0, 8000)));
         }
         fs::rename(tmp, gch);
       }
     }
-    pch_header[backend] = header;
+    pch_header[key] = header;
     return header;
   }
 
@@ -353,6 +378,7 @@ struct Compiler::Impl {
     if (!toolchain.torch_include_dir.empty()) add(fs::path(toolchain.torch_include_dir).parent_path());
     if (!toolchain.torch_library_dir.empty()) add(toolchain.torch_library_dir);
     if (!toolchain.cuda_home.empty()) add(toolchain.cuda_home);
+    if (!toolchain.python_include_dir.empty()) add(toolchain.python_include_dir);  // torch extensions
     if (const char* paths = std::getenv("LD_LIBRARY_PATH"); paths != nullptr) {
       std::istringstream in(paths);
       for (std::string dir; std::getline(in, dir, ':');) {
@@ -435,7 +461,6 @@ struct Compiler::Impl {
   CompileResult compile_in(const std::string& dir, const CompileRequest& request, const std::string& pch, int ruleset,
                            bool* transient_out, bool* timed_out_out) {
     const Backend backend = request.backend;
-    CompileResult result;
     const std::string host_cpp = dir + "/host.cpp";
     write_text(host_cpp, host_source(request.program, request.num_args, program_abi_version()));
     const std::string device_text = device_source(request.program, backend);
@@ -450,13 +475,25 @@ struct Compiler::Impl {
       for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) host_argv.push_back(f);
     }
     for (const auto& f : {std::string("-c"), host_cpp, std::string("-o"), dir + "/host.o"}) host_argv.push_back(f);
-    std::future<CommandResult> device_run;
+    std::vector<std::string> device_argv;
     if (!device_text.empty()) {
-      std::vector<std::string> device_argv = {backend == Backend::cuda ? toolchain.nvcc : toolchain.cxx};
+      device_argv = {backend == Backend::cuda ? toolchain.nvcc : toolchain.cxx};
       for (auto& f : device_flags(backend, backend == Backend::cuda ? arch_of(request) : "")) device_argv.push_back(f);
-      for (const auto& f : {std::string("-c"), device_file, std::string("-o"), dir + "/device.o"}) {
-        device_argv.push_back(f);
-      }
+      for (const auto& f : {std::string("-c"), device_file, std::string("-o"), dir + "/device.o"}) device_argv.push_back(f);
+    }
+    std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
+    if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
+    for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
+    return run_build(dir, host_argv, device_argv, link_argv, ruleset, transient_out, timed_out_out);
+  }
+
+  // Runs the host and device compiles in parallel (no device compile when its argv is empty), then
+  // the link, each restricted to `ruleset`; the result's log and failing stage.
+  CompileResult run_build(const std::string& dir, const std::vector<std::string>& host_argv, const std::vector<std::string>& device_argv,
+                          const std::vector<std::string>& link_argv, int ruleset, bool* transient_out, bool* timed_out_out) {
+    CompileResult result;
+    std::future<CommandResult> device_run;
+    if (!device_argv.empty()) {
       device_run = std::async(std::launch::async, [this, device_argv, dir, ruleset] { return run_tool(device_argv, dir, 0, ruleset); });
     }
     const CommandResult host = run_tool(host_argv, dir, 0, ruleset);
@@ -482,9 +519,6 @@ struct Compiler::Impl {
       result.ok = false;
     } else {
       log = host.output + device.output;  // warnings, if any
-      std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
-      if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
-      for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
       const CommandResult link = run_tool(link_argv, dir, 0, ruleset);
       if (!link.ok()) {
         result.stage = "link";
@@ -500,16 +534,28 @@ struct Compiler::Impl {
 
   CompileResult build(const CompileRequest& request, const std::string& key) {
     const std::string pch = ensure_pch(request.backend);
+    return build_in_dir(request.backend, pch, key, request.program.origin,
+                        [&](const std::string& dir, int ruleset, bool* transient, bool* timed_out) {
+                          return compile_in(dir, request, pch, ruleset, transient, timed_out);
+                        });
+  }
+
+  // A fresh build folder under the compile sandbox (`pch`'s folder readable), `compile` run in it,
+  // and its result published into the cache as `key`: a failure drops its objects (a success keeps
+  // them for the symbol guard); a transient one (timeout, signal) is not cached, a timeout remembered
+  // with its limit (compile_cache.h).
+  CompileResult build_in_dir(Backend backend, const std::string& pch, const std::string& key, const std::string& origin,
+                             const std::function<CompileResult(const std::string&, int, bool*, bool*)>& compile) {
     const std::string dir = cache->make_build_dir();
     CompileResult result;
     int ruleset = -1;
     try {
-      ruleset = compile_ruleset(request.backend, dir, pch);
+      ruleset = compile_ruleset(backend, dir, pch);
       bool transient = false, timed_out = false;
-      result = compile_in(dir, request, pch, ruleset, &transient, &timed_out);
+      result = compile(dir, ruleset, &transient, &timed_out);
       if (ruleset >= 0) close(ruleset);
       ruleset = -1;
-      if (!result.ok) {  // a successful entry keeps its objects: the symbol guard reads them
+      if (!result.ok) {
         std::error_code ec;
         fs::remove(dir + "/host.o", ec);
         fs::remove(dir + "/device.o", ec);
@@ -517,8 +563,7 @@ struct Compiler::Impl {
       if (transient) {
         remove_tree(dir);
         result.key = key;
-        // A timeout is remembered with its limit (compile_cache.h); a signal is not.
-        if (timed_out) cache->remember_timeout(key, request.program.origin, options.timeout_seconds, result);
+        if (timed_out) cache->remember_timeout(key, origin, options.timeout_seconds, result);
         return result;
       }
     } catch (...) {
@@ -526,7 +571,161 @@ struct Compiler::Impl {
       remove_tree(dir);
       throw;
     }
-    return cache->publish(dir, key, request.program.origin, result);
+    return cache->publish(dir, key, origin, result);
+  }
+
+  std::string extension_key(const ExtensionRequest& r) {
+    const Backend backend = r.cuda ? Backend::cuda : Backend::cpu;
+    Sha256 h;
+    h.field("crl-extension/1").field(backend_name(backend)).field(r.name).field(r.cpp_source).field(r.cuda_source);
+    h.field(r.bindings ? "bindings" : "no bindings");
+    for (const auto* list : {&r.functions, &r.extra_cflags, &r.extra_cuda_cflags, &r.extra_ldflags}) h.field(join(*list)).field("|");
+    h.field(toolchain.cxx).field(cxx_version).field(toolchain.host_cxx).field(host_cxx_version);
+    h.field(toolchain.torch_version).field(toolchain.torch_include_dir).field(toolchain.python_include_dir);
+    h.field(join(extension_host_flags(r)));
+    if (r.cuda) {
+      require_nvcc();
+      h.field(toolchain.nvcc).field(nvcc_version).field(arch_for(r.cuda_arch));
+    }
+    h.field(sandbox_on(backend) ? "sandboxed" : "unsandboxed");
+    return h.hex();
+  }
+
+  // As torch's own extension builds: C++17, its macros, its and the embedded Python's headers; the
+  // module's init function must stay visible (no -fvisibility=hidden).
+  std::vector<std::string> extension_defines(const ExtensionRequest& r) const {
+    // TORCH_EXTENSION_NAME is main.cpp's first line (extension_main_source), not a flag: the
+    // precompiled torch/extension.h then serves every extension.
+    std::vector<std::string> flags = {"-DTORCH_API_INCLUDE_EXTENSION_H"};
+    for (auto& f : split_flags(toolchain.torch_cxx_flags)) flags.push_back(f);
+    for (const auto& dir : {toolchain.torch_include_dir, toolchain.torch_include_dir + "/torch/csrc/api/include", toolchain.python_include_dir}) {
+      flags.push_back("-isystem");
+      flags.push_back(dir);
+    }
+    if (r.cuda) {
+      flags.push_back("-isystem");
+      flags.push_back(toolchain.cuda_home + "/include");
+    }
+    return flags;
+  }
+
+  std::vector<std::string> extension_host_flags(const ExtensionRequest& r) const {
+    std::vector<std::string> flags = {"-std=c++17", "-O3", "-fPIC"};
+    for (auto& f : extension_defines(r)) flags.push_back(f);
+    for (const auto& f : r.extra_cflags) flags.push_back(f);
+    return flags;
+  }
+
+  // Whether the precompiled torch/extension.h serves `r`: its extra flags are all the prelude's own
+  // (a -O or -D of its own would not match the header's).
+  bool extension_uses_pch(const ExtensionRequest& r) const {
+    const std::vector<std::string> base = extension_host_flags(ExtensionRequest{.cuda = r.cuda});
+    return std::all_of(r.extra_cflags.begin(), r.extra_cflags.end(),
+                       [&base](const std::string& f) { return std::find(base.begin(), base.end(), f) != base.end(); });
+  }
+
+  CompileResult build_extension(const ExtensionRequest& r, const std::string& key) {
+    const Backend backend = r.cuda ? Backend::cuda : Backend::cpu;
+    const bool use_pch = extension_uses_pch(r);
+    // Without the extension prelude, the program prelude's folder only serves the sandbox's rules.
+    const std::string pch = use_pch ? ensure_extension_pch(r.cuda) : ensure_pch(backend);
+    return build_in_dir(backend, pch, key, r.origin, [&](const std::string& dir, int ruleset, bool* transient, bool* timed_out) {
+      return run_build(dir, extension_host_argv(r, dir, use_pch ? pch : ""), extension_device_argv(r, dir),
+                       extension_link_argv(r, dir), ruleset, transient, timed_out);
+    });
+  }
+
+  // main.cpp written into `dir` and its compile (with the precompiled `pch` unless "").
+  std::vector<std::string> extension_host_argv(const ExtensionRequest& r, const std::string& dir, const std::string& pch) const {
+    write_text(dir + "/main.cpp", extension_main_source(r));
+    std::vector<std::string> argv = {toolchain.host_cxx};
+    for (auto& f : extension_host_flags(r)) argv.push_back(f);
+    if (!pch.empty() && host_is_clang) {
+      for (const auto& f : {std::string("-include-pch"), pch_file(pch)}) argv.push_back(f);
+    } else if (!pch.empty()) {
+      for (const auto& f : {std::string("-Winvalid-pch"), std::string("-include"), pch}) argv.push_back(f);
+    }
+    for (const auto& f : {std::string("-c"), dir + "/main.cpp", std::string("-o"), dir + "/host.o"}) argv.push_back(f);
+    return argv;
+  }
+
+  // cuda.cu written into `dir` and its nvcc compile; empty without CUDA sources.
+  std::vector<std::string> extension_device_argv(const ExtensionRequest& r, const std::string& dir) const {
+    const std::string cuda_text = extension_cuda_source(r);
+    if (cuda_text.empty()) return {};
+    write_text(dir + "/cuda.cu", cuda_text);
+    const std::string arch = arch_for(r.cuda_arch);
+    std::vector<std::string> argv = {toolchain.nvcc, "-ccbin", toolchain.cxx, "-O3", "-std=c++17", "-gencode",
+                                     "arch=compute_" + arch.substr(3) + ",code=" + arch, "-Xcompiler", "-fPIC",
+                                     // torch's own nvcc flags for extensions (cpp_extension.COMMON_NVCC_FLAGS)
+                                     "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                                     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"};
+    for (auto& f : extension_defines(r)) argv.push_back(f);
+    argv.push_back("-DTORCH_EXTENSION_NAME=" + r.name);
+    for (const auto& f : r.extra_cuda_cflags) argv.push_back(f);
+    for (const auto& f : {std::string("-c"), dir + "/cuda.cu", std::string("-o"), dir + "/device.o"}) argv.push_back(f);
+    return argv;
+  }
+
+  // The module's link: LibTorch and libtorch_python (CUDA's libraries on the cuda backend), no -z defs
+  // (Python's symbols come from the interpreter that imports it).
+  std::vector<std::string> extension_link_argv(const ExtensionRequest& r, const std::string& dir) const {
+    std::vector<std::string> argv = {toolchain.cxx, "-shared", "-o", dir + "/program.so", dir + "/host.o"};
+    if (use_gold) argv.insert(argv.begin() + 1, "-fuse-ld=gold");
+    if (!r.cuda_source.empty()) argv.push_back(dir + "/device.o");
+    for (const auto& f : {"-L" + toolchain.torch_library_dir, "-Wl,-rpath," + toolchain.torch_library_dir}) argv.push_back(f);
+    for (const auto& f : {"-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"}) argv.push_back(f);
+    if (r.cuda) {
+      const std::string cuda_lib = toolchain.cuda_home + "/lib64";
+      for (const auto& f : {std::string("-lc10_cuda"), std::string("-ltorch_cuda"), "-L" + cuda_lib, "-Wl,-rpath," + cuda_lib,
+                            std::string("-lcudart")}) {
+        argv.push_back(f);
+      }
+    }
+    for (const auto& f : r.extra_ldflags) argv.push_back(f);
+    return argv;
+  }
+
+  CompileResult compile_extension(const ExtensionRequest& r) {
+    const auto start = Clock::now();
+    const auto refused = [&start](std::string why) {
+      CompileResult c;
+      c.stage = "request";
+      c.log = std::move(why);
+      c.seconds = seconds_since(start);
+      return c;
+    };
+    if (toolchain.python_include_dir.empty()) return refused(r.origin + ": this crl was built without Python's headers, so it cannot build load_inline extensions");
+    if (std::string why = extension_request_problem(r); !why.empty()) return refused(why);
+    ProgramText sources;  // the C++ and CUDA sources, for the check of what they include
+    sources.origin = r.origin;
+    sources.host = {true, r.cpp_source, 1};
+    sources.device = {!r.cuda_source.empty(), r.cuda_source, 1};
+    if (std::string why = file_inclusion_outside_the_toolchain(sources); !why.empty()) return refused(why);
+    return cached(extension_key(r), r.origin, start, [&](const std::string& key) { return build_extension(r, key); });
+  }
+
+  // The cache's entry for `key`, else `build(key)` under the key's lock (another process may have
+  // published it, or timed out on it, meanwhile).
+  CompileResult cached(const std::string& key, const std::string& origin, Clock::time_point start,
+                       const std::function<CompileResult(const std::string&)>& build) {
+    if (auto hit = cache->lookup(key, origin)) {
+      hit->seconds = seconds_since(start);
+      return *hit;
+    }
+    FileLock lock(cache->lock_path(key));
+    if (auto hit = cache->lookup(key, origin)) {
+      hit->seconds = seconds_since(start);
+      return *hit;
+    }
+    if (auto timed_out = cache->lookup_timeout(key, origin, options.timeout_seconds)) {
+      timed_out->seconds = seconds_since(start);
+      return *timed_out;
+    }
+    CompileResult result = build(key);
+    result.seconds = seconds_since(start);
+    result.cache_hit = false;
+    return result;
   }
 
   CompileResult compile(const CompileRequest& request) {
@@ -540,25 +739,7 @@ struct Compiler::Impl {
       refused.seconds = seconds_since(start);
       return refused;
     }
-    const std::string key = key_of(request);
-    if (auto hit = cache->lookup(key, request.program.origin)) {
-      hit->seconds = seconds_since(start);
-      return *hit;
-    }
-    FileLock lock(cache->lock_path(key));
-    // Whoever held the lock before us may have just published this key (or timed out on it).
-    if (auto hit = cache->lookup(key, request.program.origin)) {
-      hit->seconds = seconds_since(start);
-      return *hit;
-    }
-    if (auto timed_out = cache->lookup_timeout(key, request.program.origin, options.timeout_seconds)) {
-      timed_out->seconds = seconds_since(start);
-      return *timed_out;
-    }
-    CompileResult result = build(request, key);
-    result.seconds = seconds_since(start);
-    result.cache_hit = false;
-    return result;
+    return cached(key_of(request), request.program.origin, start, [&](const std::string& key) { return build(request, key); });
   }
 };
 
@@ -617,6 +798,8 @@ std::string Compiler::key_of(const CompileRequest& request) { return impl_->key_
 const CompilerOptions& Compiler::options() const { return impl_->options; }
 
 const std::string& Compiler::host_cxx() const { return impl_->toolchain.host_cxx; }
+
+CompileResult Compiler::compile_extension(const ExtensionRequest& request) { return impl_->compile_extension(request); }
 
 void Compiler::prepare(Backend backend) {
   if (backend == Backend::cuda) impl_->require_nvcc();

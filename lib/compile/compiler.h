@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compile/torch_extension.h"
 #include "program/program_text.h"
 
 namespace crl {
@@ -79,6 +80,13 @@ class Compiler {
   CompileResult compile(const CompileRequest& request);
   // compile() on the pool; identical requests in flight share one compile.
   std::future<CompileResult> submit(CompileRequest request);
+
+  // A KernelBench-format candidate's load_inline extension, built as torch builds it (main.cpp and
+  // cuda.cu, torch's and the embedded Python's headers, linked with LibTorch and libtorch_python)
+  // into program.so in the cache, with the same sandbox, cache and node slots as a program. A
+  // request extension_request_problem refuses, or a crl built without Python headers, gives ok=false
+  // with the reason as the log (stage "request").
+  CompileResult compile_extension(const ExtensionRequest& request);
 
   // The cache key compile() would use (no compiler is run).
   std::string key_of(const CompileRequest& request);

@@ -50,6 +50,9 @@ Toolchain default_toolchain() {
   t.cuda_home = CRL_DEFAULT_CUDA_HOME;
 #endif
   if (t.cuda_home.empty() && !t.nvcc.empty()) t.cuda_home = fs::path(t.nvcc).parent_path().parent_path().string();
+#ifdef CRL_PYTHON_INCLUDE_DIR
+  t.python_include_dir = CRL_PYTHON_INCLUDE_DIR;
+#endif
   return t;
 }
 

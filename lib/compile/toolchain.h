@@ -15,6 +15,7 @@ struct Toolchain {
   std::string torch_cxx_flags;     // e.g. -D_GLIBCXX_USE_CXX11_ABI=1
   std::string torch_version;
   std::string cuda_home;           // "" when absent
+  std::string python_include_dir;  // the embedded Python's headers (torch extensions); "" when crl has none
 };
 
 // What crl was built with (CMake bakes the paths in); empty fields of `overrides` keep those.

@@ -30,6 +30,12 @@ constexpr uint64_t sampling_seed(uint64_t job_seed, int64_t job_step, int traine
          static_cast<uint64_t>(trainer_rank);
 }
 
+// The generation engine's sampling of the held-out validation after job step `job_step` on trainer
+// `trainer_rank` (job key `validation`): apart from the training steps' draws.
+constexpr uint64_t validation_sampling_seed(uint64_t job_seed, int64_t job_step, int trainer_rank) {
+  return sampling_seed(job_seed ^ 0x56414C4944415445ull, job_step, trainer_rank);
+}
+
 // The LoRA adapters' initial A matrices (every trainer alike).
 constexpr uint64_t lora_seed(uint64_t job_seed) { return job_seed * 0x9E3779B97F4A7C15ull + 0x4C6F5241ull; }
 

@@ -18,7 +18,14 @@ struct EvalOptions {
                                         // seeds derive from it (replays an evaluation exactly)
   bool timing = true;                   // false: stop after the correctness trials
   std::string baseline = "eager";       // the reference as timed: "eager" (called), or "cuda_graph"
-                                        // (each slot's call captured once and replayed; CUDA only)
+                                        // (each slot's call captured once and replayed; CUDA only), or
+                                        // "kernelbench" (the checkout's Model from Python, as KernelBench
+                                        // times it; needs kernelbench_dir; outputs still judged by crl's)
+  // A KernelBench checkout: KernelBench's rule for parameters (docs/evaluation.md, "Parameters"):
+  // every call's params hold the values of the task's Model built under one secret seed, and a
+  // KernelBench-format candidate's ModelNew, built under the same seed, keeps its own. "": crl's
+  // rule (fresh secret values for every call, given to a ModelNew's tensors by order and shape).
+  std::string kernelbench_dir;
   // The float32 math allowed (program/run_settings.h): fp32, or tf32 (opted in: every worker,
   // the reference's too, may use TF32, and the precision contract's bound follows the reference's).
   Precision precision = Precision::fp32;
@@ -47,8 +54,12 @@ struct EvalOptions {
   // Which of the evaluator's GPUs (an index into what it sees) the judge and the program workers
   // use; they see that one alone (CUDA_VISIBLE_DEVICES). The job: the evaluator rank's own GPU.
   int gpu = 0;
-  double gpu_memory_fraction = 0.6;     // candidate worker's share of the GPU's memory
-  double judge_gpu_memory_fraction = 0.3;  // the judge's (its cached outputs are let go when a request needs more)
+  // One budget of the GPU's memory for the evaluation's three processes, shares of the card (its
+  // input arena counted in a worker's share): the three together at most 0.95, the rest left to
+  // their CUDA contexts (docs/evaluation.md: what fits on an 80 GB H100).
+  double gpu_memory_fraction = 0.45;            // the candidate's worker
+  double reference_gpu_memory_fraction = 0.25;  // the reference's timing worker
+  double judge_gpu_memory_fraction = 0.25;      // the judge (its cached outputs are let go when a request needs more)
   int cpu_threads = 0;                  // intra-op threads of CPU workers; 0: LibTorch's default
   size_t max_log_bytes = 8192;          // compile and worker logs kept in a verdict
   std::string worker_executable;        // empty: find_worker_executable()
@@ -63,6 +74,12 @@ struct EvalOptions {
   uint64_t arena_bytes = uint64_t{16} << 30;        // the candidate's input slots, at most
   uint64_t judge_cache_bytes = uint64_t{16} << 30;  // reference outputs the judge keeps per task
   int max_slots = 64;                   // inputs per timed batch to exceed the caches (fresh values in each)
+  // CPU backend: a timed batch's calls take turns (worker/call_turns.h): each call's inputs reach
+  // the arena only after the call before it returned, so no call sees a later call's inputs or
+  // leaves its work to a later call. Opt-in (`crl eval --call-turns`): precise on a quiet machine,
+  // but on CI's loaded 2 cores (a job's ranks busy-polling beside other tests) the per-call
+  // handshakes made jobs' planted programs too noisy to reward (docs/evaluation.md). Not on the GPU.
+  bool call_turns = false;
   // A timed batch has enough slots (calls) for the reference's calls to take this long, so that a
   // request's fixed cost (waking the worker, the GPU's switch between processes' contexts,
   // describing the outputs) is a small part of what is timed; within max_batch_calls, arena_bytes and
@@ -80,5 +97,9 @@ struct EvalOptions {
   double peak_bytes_per_second = 0;     // the GPU's peaks for the gate; 0: roofline.h's table by
   double peak_flops_per_second = 0;     // device name (both must be set to override it)
 };
+
+// The rule the parameters are given by, as verdicts and results files name it: "crl" (fresh secret
+// values every call) or "kernelbench" (KernelBench's Model under one seed: kernelbench_dir).
+inline const char* params_rule_name(const EvalOptions& options) { return options.kernelbench_dir.empty() ? "crl" : "kernelbench"; }
 
 }  // namespace crl::eval

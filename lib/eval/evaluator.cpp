@@ -4,10 +4,14 @@
 // makes the verdict of it. The design and its threat model: docs/evaluation.md.
 #include "eval/evaluator.h"
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/process_env.h"
 #include "eval/failure.h"
 #include "eval/judge_client.h"
 #include "eval/stages/compile.h"
@@ -31,8 +35,11 @@ uint64_t physical_memory_bytes() {
 }
 
 EvalOptions checked(EvalOptions options) {
-  if (options.baseline != "eager" && options.baseline != "cuda_graph") {
-    throw InputError(fmt::format("baseline must be eager or cuda_graph (got '{}')", options.baseline));
+  if (options.baseline != "eager" && options.baseline != "cuda_graph" && options.baseline != "kernelbench") {
+    throw InputError(fmt::format("baseline must be eager, cuda_graph or kernelbench (got '{}')", options.baseline));
+  }
+  if (options.baseline == "kernelbench" && options.kernelbench_dir.empty()) {
+    throw InputError("baseline kernelbench times the task's KernelBench module: give a checkout (--kernelbench DIR)");
   }
   if (options.baseline == "cuda_graph" && options.backend != Backend::cuda) {
     throw InputError("baseline cuda_graph needs the cuda backend (CUDA graphs replay GPU work)");
@@ -40,22 +47,40 @@ EvalOptions checked(EvalOptions options) {
   if (options.trials < 1) throw InputError(fmt::format("trials must be at least 1 (got {})", options.trials));
   if (options.time_budget_seconds < 0) throw InputError("the time budget must not be negative");
   if (options.max_slots < 1) throw InputError("max_slots must be at least 1");
+  for (const double share : {options.gpu_memory_fraction, options.reference_gpu_memory_fraction, options.judge_gpu_memory_fraction}) {
+    if (!(share > 0 && share <= 1)) throw InputError(fmt::format("a GPU memory fraction must lie in (0, 1] (got {})", share));
+  }
+  if (const double sum = options.gpu_memory_fraction + options.reference_gpu_memory_fraction + options.judge_gpu_memory_fraction;
+      sum > 0.95 + 1e-9) {
+    throw InputError(fmt::format("the GPU memory fractions add up to {:.2f} (candidate {:g}, reference {:g}, judge {:g}); the three "
+                                 "processes share one card, so at most 0.95 (lower --gpu-memory-fraction)",
+                                 sum, options.gpu_memory_fraction, options.reference_gpu_memory_fraction, options.judge_gpu_memory_fraction));
+  }
   if (options.max_batch_calls < 1) throw InputError("max_batch_calls must be at least 1");
   if (options.backend == Backend::cuda && options.gpu < 0) throw InputError(fmt::format("gpu must be 0 or more (got {})", options.gpu));
   if (!(options.max_relative_ci > 0)) throw InputError(fmt::format("max_relative_ci must be > 0 (got {})", options.max_relative_ci));
   if (options.strict_trials < 0) throw InputError(fmt::format("strict_trials must be 0 or more (got {})", options.strict_trials));
   if (options.min_batch_us < 0) options.min_batch_us = options.backend == Backend::cuda ? 5000.0 : 0.0;
+  if (options.backend == Backend::cpu && options.call_turns && options.cpu_threads == 0) {
+    // One core left to the evaluator, which serves the timed calls' turns awake (turn_server.h): with
+    // every core given to the programs it competed with their threads, and a 16 us ReLU call on two
+    // threads measured 44-100 us, too noisy to reward. LibTorch's own default (the physical cores)
+    // where that is fewer.
+    options.cpu_threads = std::max(1, std::min(at::get_num_threads(), allowed_cpu_count() - 1));
+  }
   if (options.cpu_address_space_limit == 0) options.cpu_address_space_limit = physical_memory_bytes() / 2 + (uint64_t{16} << 30);
   return options;
 }
 
-Verdict opening_verdict(const Task& task, const std::string& name, const EvalOptions& options) {
+Verdict opening_verdict(const Task& task, const ProgramText& program, const std::string& name, const EvalOptions& options) {
   Verdict v;
   v.task_id = task.id;
   v.candidate = name;
   v.backend = backend_name(options.backend);
   v.scale = options.scale;
   v.baseline = options.baseline;
+  v.format = program_kind_name(program.kind);
+  v.params = params_rule_name(options);
   return v;
 }
 
@@ -88,15 +113,15 @@ Evaluator::~Evaluator() {
 }
 
 Verdict Evaluator::evaluate(const Task& task, const ProgramText& program, const std::string& name) {
-  Trace trace(opening_verdict(task, name, options_));
+  Trace trace(opening_verdict(task, program, name, options_));
   CandidateWorker worker;
   const auto judge = judge_for(task, trace);
   if (!judge) return finish(trace, worker, judge.failure());
   JudgeClient client(*(*judge)->judge, options_.call_timeout_seconds * 4, options_.max_log_bytes, trace);
-  Evaluation e{task, options_, **judge, client, trace};
-  const auto compiled = compile_candidate(compiler_, task, program, options_, trace);
+  Evaluation e{task, options_, **judge, client, trace, compiler_};
+  auto compiled = compile_candidate(compiler_, task, program, options_, trace);
   if (!compiled) return finish(trace, worker, compiled.failure());
-  if (auto f = load_candidate(e, *pool_, compiled->library_path, worker)) return finish(trace, worker, *f);
+  if (auto f = load_candidate(e, *pool_, *compiled, worker)) return finish(trace, worker, *f);
   if (auto f = run_trials(e, worker)) return finish(trace, worker, *f);
   if (options_.hack_guards) {
     if (auto f = run_guards(e, worker)) return finish(trace, worker, *f);
@@ -113,7 +138,7 @@ Verdict Evaluator::evaluate(const Task& task, const ProgramText& program, const 
     if (auto f = roofline_gate(e, worker, trace.verdict().candidate_time.median_us)) return finish(trace, worker, *f);
   }
   if (options_.hack_guards && timed->estimate.speedup > options_.remeasure_above_speedup) {
-    if (auto f = remeasure(e, *pool_, compiled->library_path, worker, *timed)) return finish(trace, worker, *f);
+    if (auto f = remeasure(e, *pool_, *compiled, worker, *timed)) return finish(trace, worker, *f);
   }
   return finish_ok(trace, worker, "");
 }
@@ -178,6 +203,7 @@ Verdict Evaluator::close(Trace& trace, CandidateWorker& worker) {
 }
 
 void Evaluator::compile_ahead(const Task& task, const ProgramText& candidate) {
+  if (candidate.kind == ProgramKind::kernelbench) return;  // nothing to compile
   // The future is dropped: the result lands in the cache (or reaches whoever joins the compile).
   (void)compiler_.submit({candidate, task.spec.num_args(), options_.backend, ""});
 }

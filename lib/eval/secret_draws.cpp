@@ -39,6 +39,10 @@ std::vector<uint64_t> edge_trial_seeds(uint64_t secret, int count, const std::st
 uint64_t bootstrap_seed(uint64_t secret, const std::string& task_id) { return mix_seed(secret, task_id, "bootstrap", 0); }
 
 uint64_t value_probe_seed(uint64_t secret, const std::string& task_id) { return mix_seed(secret, task_id, "value probe", 0); }
+uint64_t kernelbench_seed_of(uint64_t secret, const std::string& task_id) {
+  const uint64_t seed = mix_seed(secret, task_id, "kernelbench params", 0) & kSixtyBits;
+  return seed != 0 ? seed : 1;
+}
 
 uint64_t timing_draw(uint64_t secret, const std::string& task_id, uint64_t index) {
   return mix_seed(secret, task_id, "timing", index);

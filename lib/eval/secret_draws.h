@@ -21,6 +21,9 @@ std::vector<uint64_t> edge_trial_seeds(uint64_t secret, int count, const std::st
 uint64_t bootstrap_seed(uint64_t secret, const std::string& task_id);
 // The seed of the judge's domain probe of the value mix (program/value_mix.h).
 uint64_t value_probe_seed(uint64_t secret, const std::string& task_id);
+// The seed KernelBench's Model and a candidate's ModelNew are built under (KernelBench's rule for
+// parameters, EvalOptions::kernelbench_dir): 60 bits, never 0 (0 means crl's rule).
+uint64_t kernelbench_seed_of(uint64_t secret, const std::string& task_id);
 
 // The `index`-th draw of a task's timing under a secret (60 bits): its slots' input seeds, each
 // pair's order and checked slot, in the order the evaluator makes them. Whoever knows the secret

@@ -10,8 +10,10 @@
 #include "core/error.h"
 #include "eval/batch_plan.h"
 #include "eval/worker_call.h"
+#include "program/program_text.h"
 #include "program/task_spec.h"
 #include "program/value_mix.h"
+#include "suite/kernelbench_checkout.h"
 
 namespace crl::eval {
 namespace {
@@ -89,10 +91,17 @@ void plan_arenas(TaskJudge& j, const Task& task, const EvalOptions& options, con
   if (options.backend == Backend::cpu) {
     // Sealed at their sizes: the candidate's worker inherits its arena's fd, and shrinking it would
     // crash the judge (SIGBUS) at its next fill (attacks/shared_memory.cpu.crl).
-    worker::size_and_seal_shared_memory(j.arena_fd, j.layout.total_bytes(), "the input arena of " + task.id);
-    worker::size_and_seal_shared_memory(j.reference_arena_fd, j.layout.total_bytes(), "the reference's input arena of " + task.id);
+    // Each arena ends with its program's turn page (worker/call_turns.h); this process maps all
+    // three arenas to serve the turns of timed batches (eval/turn_server.h).
+    const uint64_t shared = j.layout.shared_bytes();
+    worker::size_and_seal_shared_memory(j.arena_fd, shared, "the input arena of " + task.id);
+    worker::size_and_seal_shared_memory(j.reference_arena_fd, shared, "the reference's input arena of " + task.id);
+    worker::size_and_seal_shared_memory(j.staging_fd, shared, "the staging arena of " + task.id);
     worker::size_and_seal_shared_memory(j.region_fd, j.region_bytes, "the output region of " + task.id);
     j.region = worker::map_shared_memory(j.region_fd, j.region_bytes, "the candidate output region");
+    j.arena_map = static_cast<char*>(worker::map_shared_memory(j.arena_fd, shared, "the input arena"));
+    j.reference_arena_map = static_cast<char*>(worker::map_shared_memory(j.reference_arena_fd, shared, "the reference's input arena"));
+    j.staging_map = static_cast<char*>(worker::map_shared_memory(j.staging_fd, shared, "the staging arena"));
   }
   (void)opening.ask(worker::ArenaRequest{j.layout, j.region_bytes}, "setting up the input arenas");
 }
@@ -143,26 +152,51 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   j->draws = SecretDraws(j->secret, task.id);
   j->seeds = trial_seeds(j->secret, options.trials, task.id);
   if (task.spec.has_edges()) j->edge_seeds = edge_trial_seeds(j->secret, kEdgeTrials, task.id);
+  if (!options.kernelbench_dir.empty()) {
+    try {
+      j->kernelbench_model = read_kernelbench_module(options.kernelbench_dir, task.id);
+    } catch (const IoError& e) {
+      throw InputError(fmt::format("--kernelbench: {}", e.what()));
+    }
+    j->kernelbench_seed = kernelbench_seed_of(j->secret, task.id);
+  }
   const bool cpu = options.backend == Backend::cpu;
   if (cpu) {
     j->arena_fd = worker::create_shared_memory("crl-arena", 0);
     j->region_fd = worker::create_shared_memory("crl-outputs", 0);
     j->reference_arena_fd = worker::create_shared_memory("crl-reference-arena", 0);
+    j->staging_fd = worker::create_shared_memory("crl-staging", 0);
   }
-  j->judge = pool.start_judge(cpu ? std::vector<int>{j->arena_fd, j->region_fd, j->reference_arena_fd} : std::vector<int>{});
+  // (in the judge at 5, 6, 7 and 8: worker_device.h's fd numbers)
+  j->judge = pool.start_judge(cpu ? std::vector<int>{j->arena_fd, j->region_fd, j->reference_arena_fd, j->staging_fd}
+                                  : std::vector<int>{});
   // The reference's timing worker loads (LibTorch, CUDA) while the judge makes its outputs.
   j->reference_worker = pool.start_program_worker("reference", {j->task_dir, j->reference_arena_fd});
-  worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*j->reference_worker, j->library), options.gpu_memory_fraction);
+  worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*j->reference_worker, j->library),
+                                                    options.reference_gpu_memory_fraction);
   timing_load.program_name = "reference";
   timing_load.replay_as_graph = options.baseline == "cuda_graph";
+  if (options.baseline == "kernelbench") {
+    // KernelBench's own Model, from Python, times the reference's half of every pair (bound to the
+    // same params as crl's reference by its rule); crl's program still decides what is correct.
+    timing_load.program_kind = program_kind_name(ProgramKind::kernelbench);
+    timing_load.python_source = j->kernelbench_model;
+    timing_load.python_class = "Model";
+    timing_load.origin = fmt::format("KernelBench's module for {}", task.id);
+    timing_load.library.clear();
+    timing_load.kernelbench_seed = j->kernelbench_seed;
+  }
   auto reference_loaded = std::async(std::launch::async, [&, timing_load] {
     return call(*j->reference_worker, timing_load, options.load_timeout_seconds, "loading the reference's timing worker");
   });
   Opening opening(task, options, *j->judge);
-  const auto loaded =
-      opening.ask(load_request(task, options, j->library, options.judge_gpu_memory_fraction), "loading the reference");
+  worker::LoadRequest judge_load = load_request(task, options, j->library, options.judge_gpu_memory_fraction);
+  judge_load.kernelbench_model = j->kernelbench_model;
+  judge_load.kernelbench_seed = j->kernelbench_seed;
+  const auto loaded = opening.ask(judge_load, "loading the reference");
   j->device_name = loaded.device_name;
   probe_values(*j, task, opening);
+  j->timed_against_kernelbench = options.baseline == "kernelbench";
   hold_reference_outputs(*j, opening);
   plan_arenas(*j, task, options, loaded.arguments, opening);
   auto ready = reference_loaded.get();
@@ -185,6 +219,8 @@ TaskJudge::~TaskJudge() {
   if (judge) judge->stop();
   if (reference_worker) reference_worker->stop();
   worker::unmap_shared_memory(region, region_bytes);
+  for (char* map : {arena_map, reference_arena_map, staging_map}) worker::unmap_shared_memory(map, layout.shared_bytes());
+  if (staging_fd >= 0) close(staging_fd);
   if (arena_fd >= 0) close(arena_fd);
   if (reference_arena_fd >= 0) close(reference_arena_fd);
   if (region_fd >= 0) close(region_fd);
@@ -193,11 +229,16 @@ TaskJudge::~TaskJudge() {
 std::string TaskJudge::describe() const {
   return fmt::format(
       "reference held for {} trial seeds{} from secret {} (crl eval --seed {} replays this evaluation); "
-      "{} input slots per timed batch{}; precision {}: {}; {}",
+      "{} input slots per timed batch{}; precision {}: {}; {}{}{}",
       seeds.size(), edge_seeds.empty() ? "" : fmt::format(" and {} edge trials", edge_seeds.size()), secret, secret, layout.slots,
       reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "", precision_name(precision),
       float64_missing.empty() ? "float32 outputs held to the float64 reference" : "no float64 reference (" + float64_missing + ")",
-      values_described);
+      values_described,
+      timed_against_kernelbench ? "; the reference's time is KernelBench's Model's, from Python (baseline kernelbench)" : "",
+      kernelbench_seed != 0 ? fmt::format("; parameters by KernelBench's rule: the values of its Model built under seed {}, "
+                                          "the same for every call (a ModelNew is built under that seed too)",
+                                          kernelbench_seed)
+                            : "");
 }
 
 }  // namespace crl::eval

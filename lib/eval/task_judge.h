@@ -67,11 +67,21 @@ class TaskJudge {
   int arena_fd = -1;
   int reference_arena_fd = -1;
   int region_fd = -1;
+  int staging_fd = -1;  // timed inputs before their turn: the judge fills it, no program worker maps it
   void* region = nullptr;
+  // This process's mappings of the three arenas (turn pages included), to serve timed batches' turns.
+  char* arena_map = nullptr;
+  char* reference_arena_map = nullptr;
+  char* staging_map = nullptr;
   uint64_t region_bytes = 0;
   double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
   int reference_threads = 0;     // the reference's timing worker's intra-op threads (0: not said)
   SecretDraws draws;
+  // KernelBench's rule (EvalOptions::kernelbench_dir): the seed Model and every ModelNew are built
+  // under, drawn from the secret; 0 under crl's rule.
+  uint64_t kernelbench_seed = 0;
+  std::string kernelbench_model;  // the checkout's module for the task (a .crl candidate's worker builds it too)
+  bool timed_against_kernelbench = false;  // baseline kernelbench: the reference's timing worker runs Model
 
  private:
   TaskJudge() = default;

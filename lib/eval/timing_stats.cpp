@@ -15,7 +15,12 @@ double quantile(std::vector<double> values, double q) {
   const double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(values.size() - 1);
   const auto lo = static_cast<size_t>(std::floor(pos));
   const auto hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
+  const double frac = pos - static_cast<double>(lo);
+  // An infinite end (a ratio over a time of 0) is the answer wherever it weighs at all: inf - inf
+  // made NaN, which a verdict cannot carry (a job's trainer refused one and the job ended).
+  if (values[hi] == values[lo] || std::isinf(values[lo])) return values[lo];
+  if (std::isinf(values[hi])) return frac > 0 ? values[hi] : values[lo];
+  return values[lo] + (values[hi] - values[lo]) * frac;
 }
 
 TimeSummary summarize_times(const std::vector<double>& times_us) {

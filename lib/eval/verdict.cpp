@@ -106,6 +106,22 @@ std::string truncate_log(const std::string& log, size_t max_bytes) {
 
 namespace {
 
+// A speedup may be infinite (a candidate timed at 0 us) or not a number; JSON has neither, so
+// they travel as the strings "inf", "-inf" and "nan" (a null made the verdict unreadable).
+nlohmann::json number_to_json(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+double number_from_json(const nlohmann::json& json, const std::string& what) {
+  if (json.is_number()) return json.get<double>();
+  if (json == "inf") return INFINITY;
+  if (json == "-inf") return -INFINITY;
+  if (json == "nan") return NAN;
+  throw InputError(what + " must be a number (or \"inf\", \"-inf\", \"nan\")");
+}
+
 nlohmann::json time_to_json(const TimeSummary& t) {
   return {{"median_us", t.median_us}, {"iqr_us", t.iqr_us}, {"samples", t.samples}};
 }
@@ -149,14 +165,16 @@ nlohmann::json to_json(const Verdict& v) {
           {"backend", v.backend},
           {"scale", v.scale},
           {"baseline", v.baseline},
+          {"format", v.format},
+          {"params", v.params},
           {"status", v.status_text()},
           {"message", v.message},
           {"trials_run", v.trials_run},
           {"trials_passed", v.trials_passed},
           {"reference_time", time_to_json(v.reference_time)},
           {"candidate_time", time_to_json(v.candidate_time)},
-          {"speedup", v.speedup},
-          {"speedup_ci", {v.speedup_ci_low, v.speedup_ci_high}},
+          {"speedup", number_to_json(v.speedup)},
+          {"speedup_ci", {number_to_json(v.speedup_ci_low), number_to_json(v.speedup_ci_high)}},
           {"speedup_ci_half_width", std::isfinite(v.speedup_ci_half_width()) ? v.speedup_ci_half_width() : 0.0},
           {"reward", v.reward},
           {"steps", steps},
@@ -174,17 +192,19 @@ Verdict verdict_from_json(const nlohmann::json& json) {
   v.backend = field<std::string>(json, "backend", where);
   v.scale = field<std::string>(json, "scale", where);
   v.baseline = json.value("baseline", std::string("eager"));  // files from before baselines: eager
+  v.format = json.value("format", std::string("crl"));        // files from before KernelBench's format: crl
+  v.params = json.value("params", std::string("crl"));        // and from before KernelBench's rule
   v.status = parse_verdict_status(field<std::string>(json, "status", where), &v.hack_kind);
   v.message = field<std::string>(json, "message", where);
   v.trials_run = field<int>(json, "trials_run", where);
   v.trials_passed = field<int>(json, "trials_passed", where);
   v.reference_time = time_from_json(field<nlohmann::json>(json, "reference_time", where), where + ".reference_time");
   v.candidate_time = time_from_json(field<nlohmann::json>(json, "candidate_time", where), where + ".candidate_time");
-  v.speedup = field<double>(json, "speedup", where);
-  const auto ci = field<std::vector<double>>(json, "speedup_ci", where);
-  if (ci.size() != 2) throw InputError(where + ": field 'speedup_ci' must hold two numbers");
-  v.speedup_ci_low = ci[0];
-  v.speedup_ci_high = ci[1];
+  v.speedup = number_from_json(field<nlohmann::json>(json, "speedup", where), where + ": field 'speedup'");
+  const auto ci = field<nlohmann::json>(json, "speedup_ci", where);
+  if (!ci.is_array() || ci.size() != 2) throw InputError(where + ": field 'speedup_ci' must hold two numbers");
+  v.speedup_ci_low = number_from_json(ci[0], where + ": field 'speedup_ci'");
+  v.speedup_ci_high = number_from_json(ci[1], where + ": field 'speedup_ci'");
   v.reward = field<double>(json, "reward", where);
   const auto steps = field<nlohmann::json>(json, "steps", where);
   if (!steps.is_array()) throw InputError(where + ": field 'steps' must be an array");

@@ -48,6 +48,8 @@ struct Verdict {
   std::string backend;     // "cpu" or "cuda"
   std::string scale;       // "small" or "full"
   std::string baseline = "eager";  // how the reference was timed: "eager" or "cuda_graph" (replayed)
+  std::string format = "crl";      // the candidate's kind: "crl" (a .crl program) or "kernelbench" (a ModelNew module)
+  std::string params = "crl";      // the parameters' rule: "crl" (fresh values per call) or "kernelbench" (Model's, one seed)
   VerdictStatus status = VerdictStatus::kRuntimeError;
   std::string hack_kind;   // set only when status is kHack
   std::string message;     // one line: what happened (the first failure, or the speedup)

@@ -37,11 +37,25 @@ const results::TableSchema& verdict_table_schema() {
       {"seconds", ColumnType::float64},
       {"baseline", ColumnType::string},
       {"speedup_ci_half_width", ColumnType::float64},
+      {"format", ColumnType::string},
+      {"params", ColumnType::string},
   };
   return schema;
 }
 
 namespace {
+
+// The columns added to the table after its first files were written: appending to such a file
+// adds them, its earlier rows reading "" (read back as eager and crl) or NaN.
+const results::TableSchema& columns_older_files_lack() {
+  static const results::TableSchema columns = {
+      {"baseline", ColumnType::string},
+      {"speedup_ci_half_width", ColumnType::float64},
+      {"format", ColumnType::string},
+      {"params", ColumnType::string},
+  };
+  return columns;
+}
 
 constexpr const char* kCompileLogStore = "verdict_compile_log";
 constexpr const char* kWorkerLogStore = "verdict_worker_log";
@@ -69,7 +83,7 @@ int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdic
   if (!programs.empty() && programs.size() != verdicts.size()) {
     throw Error(fmt::format("append_verdicts: {} programs for {} verdicts", programs.size(), verdicts.size()));
   }
-  const int64_t first = writer.declare_table(kVerdictTable, verdict_table_schema());
+  const int64_t first = writer.declare_table(kVerdictTable, verdict_table_schema(), columns_older_files_lack());
   results::RowBatch batch(verdict_table_schema());
   std::vector<int64_t> ids;
   std::vector<std::string> compile_logs;
@@ -82,7 +96,8 @@ int64_t append_verdicts(results::ResultsWriter& writer, const std::vector<Verdic
                    v.reference_time.iqr_us, CellValue{int64_t{v.reference_time.samples}}, v.candidate_time.median_us,
                    v.candidate_time.iqr_us, CellValue{int64_t{v.candidate_time.samples}}, v.speedup, v.speedup_ci_low,
                    v.speedup_ci_high, v.reward, v.seconds, v.baseline,
-                   std::isfinite(v.speedup_ci_half_width()) ? v.speedup_ci_half_width() : 0.0});
+                   std::isfinite(v.speedup_ci_half_width()) ? v.speedup_ci_half_width() : 0.0, v.format,
+                   v.params});
     ids.push_back(row++);
     compile_logs.push_back(results::to_valid_utf8(v.compile_log));
     worker_logs.push_back(results::to_valid_utf8(v.worker_log));
@@ -110,8 +125,13 @@ std::vector<Verdict> read_verdicts(const results::ResultsReader& reader) {
              cs = col("candidate_samples"), sp = col("speedup"), lo = col("speedup_ci_low"), hi = col("speedup_ci_high"),
              reward = col("reward"), seconds = col("seconds");
   const auto schema = reader.schema(kVerdictTable);
-  const bool has_baseline = std::any_of(schema.begin(), schema.end(), [](const auto& c) { return c.name == "baseline"; });
+  const auto has = [&](const char* name) {
+    return std::any_of(schema.begin(), schema.end(), [&](const auto& c) { return c.name == name; });
+  };
+  const bool has_baseline = has("baseline"), has_format = has("format"), has_params = has("params");
   const auto baseline = has_baseline ? col("baseline") : results::ColumnValues{};
+  const auto format = has_format ? col("format") : results::ColumnValues{};
+  const auto params = has_params ? col("params") : results::ColumnValues{};
   std::vector<Verdict> out;
   for (int64_t r = 0; r < rows; ++r) {
     const auto i = static_cast<size_t>(r);
@@ -134,7 +154,12 @@ std::vector<Verdict> read_verdicts(const results::ResultsReader& reader) {
     v.speedup_ci_high = column_as<double>(hi, "speedup_ci_high")[i];
     v.reward = column_as<double>(reward, "reward")[i];
     v.seconds = column_as<double>(seconds, "seconds")[i];
-    if (has_baseline) v.baseline = column_as<std::string>(baseline, "baseline")[i];
+    // "" where a column was added to an older file: its rows were judged before the column existed.
+    if (has_baseline && !column_as<std::string>(baseline, "baseline")[i].empty()) {
+      v.baseline = column_as<std::string>(baseline, "baseline")[i];
+    }
+    if (has_format && !column_as<std::string>(format, "format")[i].empty()) v.format = column_as<std::string>(format, "format")[i];
+    if (has_params && !column_as<std::string>(params, "params")[i].empty()) v.params = column_as<std::string>(params, "params")[i];
     v.compile_log = reader.text(kCompileLogStore, id).value_or("");
     v.worker_log = reader.text(kWorkerLogStore, id).value_or("");
     const auto steps = nlohmann::json::parse(reader.text(kStepsStore, id).value_or("[]"), nullptr, false);

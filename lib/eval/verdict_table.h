@@ -17,7 +17,9 @@ inline constexpr const char* kVerdictTable = "verdicts";
 // reference_median_us, reference_iqr_us, reference_samples, candidate_median_us, candidate_iqr_us,
 // candidate_samples, speedup, speedup_ci_low, speedup_ci_high, reward, seconds, baseline (files
 // written before it existed read as "eager"), speedup_ci_half_width (relative; 0 when not timed;
-// written for readers, not read back: a verdict derives it from its interval).
+// written for readers, not read back: a verdict derives it from its interval), format (the
+// candidate's kind, "crl" or "kernelbench"; files written before it existed read as "crl"), params
+// (the parameters' rule, "crl" or "kernelbench": EvalOptions::kernelbench_dir; older files: "crl").
 const results::TableSchema& verdict_table_schema();
 
 // Appends the verdicts (declaring the table on first use) and stores each one's compile log,

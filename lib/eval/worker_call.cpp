@@ -19,8 +19,21 @@ Result<nlohmann::json> call_raw(WorkerProcess& worker, worker::Op op, const nloh
     if (seconds != nullptr) *seconds = seconds_since(start);
     const auto error = worker::reply_error(reply, op);
     if (!error) return reply;
-    Failure f = Failure::of(VerdictStatus::kRuntimeError, fmt::format("{}: {}", during, error->error), kill);
+    const VerdictStatus status = error->status == "format_error"    ? VerdictStatus::kFormatError
+                                 : error->status == "compile_error" ? VerdictStatus::kCompileError
+                                                                    : VerdictStatus::kRuntimeError;
+    Failure f = Failure::of(status, fmt::format("{}: {}", during, error->error), kill);
     f.out_of_memory = error->out_of_memory;
+    if (error->device_short) {
+      // The GPU ran out while this worker was within its share: the evaluation's processes
+      // together (judge, reference worker, candidate) asked for more than the card holds.
+      f.status = VerdictStatus::kInternalError;
+      f.message = fmt::format("{}: the GPU ran out of memory for crl's processes together, with this worker within its share "
+                              "(crl's limit, not the program's): {}",
+                              during, error->error);
+    } else if (error->out_of_memory) {
+      f.message = fmt::format("{}: out of its share of the GPU's memory: {}", during, error->error);
+    }
     if (error->sticky) {
       // A sticky CUDA error: the worker exits after this reply (crl-worker's main), and the next
       // request goes to a fresh one. Waiting here makes the verdict say so and frees the GPU now.

@@ -93,11 +93,11 @@ std::unique_ptr<WorkerProcess> WorkerPool::start_program_worker(const std::strin
   return std::make_unique<WorkerProcess>(std::move(w));
 }
 
-std::string WorkerPool::library_for(const WorkerProcess& worker, const std::string& library) const {
+std::string WorkerPool::library_for(const WorkerProcess& worker, const std::string& library, const std::string& file_name) const {
   if (!options_.sandbox) return library;
   // A copy, not a link: the worker may write in its folder, and a link would let a candidate write
   // into the cache's file that every later evaluation of the same program loads.
-  const std::string copy = (std::filesystem::path(worker.working_dir()) / "program.so").string();
+  const std::string copy = (std::filesystem::path(worker.working_dir()) / file_name).string();
   // A folder on a filesystem mounted noexec (a hardened /tmp) cannot hold a library to load.
   if (struct statvfs fs {}; statvfs(worker.working_dir().c_str(), &fs) == 0 && (fs.f_flag & ST_NOEXEC) != 0) {
     throw InputError(fmt::format("the evaluation's scratch folder {} is on a filesystem mounted noexec, so no program can be loaded "

@@ -39,7 +39,7 @@ class WorkerPool {
   // The path `worker` loads `library` from: with the sandbox, a copy in the worker's own folder (it
   // reads nothing of the compile cache, where the task's reference and the other candidates lie);
   // without, the library itself.
-  std::string library_for(const WorkerProcess& worker, const std::string& library) const;
+  std::string library_for(const WorkerProcess& worker, const std::string& library, const std::string& file_name = "program.so") const;
   // The spare candidate worker when it runs, else a new one.
   std::unique_ptr<WorkerProcess> take_candidate_worker(const ProgramWorkerPlace& place);
   // Starts a spare candidate worker unless one runs.

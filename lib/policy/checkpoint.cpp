@@ -68,6 +68,17 @@ std::string file_sha256(const fs::path& path) {
 
 }  // namespace
 
+const std::vector<std::string>& tokenizer_files() {
+  // transformers' save_pretrained writes these (tokenizer_config.json holding the special tokens,
+  // and since 4.43 the chat template as chat_template.jinja); slow tokenizers read vocab.json and
+  // merges.txt (BPE) or tokenizer.model (SentencePiece).
+  static const std::vector<std::string> names = {
+      "tokenizer.json",      "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+      "vocab.json",          "merges.txt",            "tokenizer.model",         "chat_template.jinja",
+      "chat_template.json",  "generation_config.json"};
+  return names;
+}
+
 NamedTensors generator_states() {
   NamedTensors out;
   out.emplace_back("cpu", at::detail::getDefaultCPUGenerator().get_state());
@@ -140,6 +151,29 @@ CheckpointCheck check_one(const fs::path& dir) {
   }
   check.ok = true;
   return check;
+}
+
+// Copies the tokenizer files `from` holds into `to` (durably, as every file of a checkpoint),
+// returning their names. Regular files only; a symlink is followed, as in a Hugging Face cache's
+// snapshot folder.
+std::vector<std::string> copy_tokenizer_files(const fs::path& from, const fs::path& to) {
+  std::vector<std::string> copied;
+  std::vector<char> buffer(1 << 20);
+  for (const std::string& name : tokenizer_files()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(from / name, ec)) continue;
+    std::ifstream in(from / name, std::ios::binary);
+    if (!in) throw IoError(fmt::format("{}: cannot open for reading (copying it into the checkpoint)", (from / name).string()));
+    AtomicFileWriter out(to / name);
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      if (in.gcount() > 0) out.write(buffer.data(), static_cast<size_t>(in.gcount()));
+    }
+    if (in.bad()) throw IoError(fmt::format("{}: read failed (copying it into the checkpoint)", (from / name).string()));
+    out.commit();
+    copied.push_back(name);
+  }
+  return copied;
 }
 
 // Makes the folder's renames durable (a lost node keeps them); a failure only costs that.
@@ -232,6 +266,9 @@ fs::path save_checkpoint(const fs::path& root, const CheckpointContents& content
                           {"user_state", contents.user_state}};
   write_file_atomically(temp_dir / "trainer_state.json", state.dump(2));
   add_file("trainer_state.json");
+  if (!contents.tokenizer_from.empty()) {
+    for (const std::string& name : copy_tokenizer_files(contents.tokenizer_from, temp_dir)) add_file(name);
+  }
 
   nlohmann::json manifest = {{"step", contents.step}, {"sha256", nlohmann::json::object()}};
   for (const auto& name : files) manifest["sha256"][name] = file_sha256(temp_dir / name);

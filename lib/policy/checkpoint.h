@@ -9,6 +9,10 @@
 //     rng.safetensors                      CPU (and CUDA) generator states: this process's
 //                                          ("cpu", "cuda:0"), or every rank's ("rank1.cpu")
 //     trainer_state.json                   step, schedule, LoRA settings, user data
+//     tokenizer.json, tokenizer_config.json, the tokenizer and generation files of the model
+//     generation_config.json, ...          folder the job started from, copied as they are, so
+//                                          that Hugging Face tools (AutoTokenizer, AutoModel...)
+//                                          and `crl generate` load the folder whole
 //     DONE                                 SHA-256 of every file above; written last
 //
 // Everything is written into ROOT/.tmp-step-00000042, then DONE, then the directory is renamed
@@ -36,6 +40,9 @@ struct CheckpointContents {
   const LoraAdapters* lora = nullptr;      // null: full fine-tuning
   bool lora_write_merged_model = true;     // LoRA: also write the merged model.safetensors
   std::string base_model;                  // LoRA: recorded in adapter_config.json
+  // The model folder whose tokenizer and generation files (tokenizer_files() that it holds) go
+  // into the checkpoint; empty: none.
+  std::filesystem::path tokenizer_from;
   const OptimizerState* optimizer = nullptr;  // required (rl::MasterAdamW)
   nlohmann::json schedule = nlohmann::json::object();  // the LR schedule (rl::LrSchedule::to_json())
   int64_t step = 0;
@@ -44,6 +51,12 @@ struct CheckpointContents {
   // gathered by the writing rank); empty: this process's own.
   std::vector<NamedTensors> rank_generator_states;
 };
+
+// The files of a Hugging Face model folder that make its tokenizer, chat template and generation
+// settings (tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.json, merges.txt,
+// tokenizer.model, chat_template.jinja, generation_config.json, ...): what a checkpoint copies from
+// CheckpointContents::tokenizer_from.
+const std::vector<std::string>& tokenizer_files();
 
 // This process's generator states (CPU, and each CUDA device's), as a checkpoint saves them.
 NamedTensors generator_states();

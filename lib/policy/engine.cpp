@@ -355,15 +355,17 @@ GenerationResult GenerationEngine::run(const std::vector<GenerationRequest>& req
       throw InputError(fmt::format("generate: request {} asks for max_new_tokens {}; it must be in [1, {}] (the run's limit)", i,
                                    *r.max_new_tokens, options.max_new_tokens));
     }
-    const int64_t positions = static_cast<int64_t>(r.prompt.size()) + options.max_new_tokens;
+    // Each request by its own limit: a short one beside a long one is not refused for the long one's.
+    const int64_t limit = r.max_new_tokens.value_or(options.max_new_tokens);
+    const int64_t positions = static_cast<int64_t>(r.prompt.size()) + limit;
     if (config.rope.type == RopeType::kDynamic && positions > config.max_position_embeddings) {
       throw InputError(fmt::format("generate: {} positions exceed max_position_embeddings {}; crl applies dynamic rope "
                                    "scaling only within that length", positions, config.max_position_embeddings));
     }
-    const BlockNeed need = block_need(static_cast<int64_t>(r.prompt.size()), options.max_new_tokens, cache_.block_size);
+    const BlockNeed need = block_need(static_cast<int64_t>(r.prompt.size()), limit, cache_.block_size);
     if (need.prompt_blocks + need.own_blocks > usable_blocks()) {
       throw InputError(fmt::format("generate: prompt {} ({} tokens) with max_new_tokens {} needs {} KV blocks; the cache holds {} "
-                                   "(raise kv_cache_bytes or lower max_new_tokens)", i, r.prompt.size(), options.max_new_tokens,
+                                   "(raise kv_cache_bytes or lower max_new_tokens)", i, r.prompt.size(), limit,
                                    need.prompt_blocks + need.own_blocks, usable_blocks()));
     }
     total_samples += r.samples;

@@ -125,6 +125,18 @@ InitModelResult init_model(const InitModelOptions& o) {
   generation["temperature"] = 1.0;
   generation["top_p"] = 1.0;
   write_file_atomically(o.out_dir / "generation_config.json", generation.dump(2) + "\n");
+  // The special tokens for Hugging Face's AutoTokenizer, which otherwise takes a class's defaults
+  // from config.json's model_type (Llama's <s> and </s>, absent here) or none. The generic class
+  // reads tokenizer.json as it is.
+  nlohmann::json tokenizer_config;
+  tokenizer_config["tokenizer_class"] = "PreTrainedTokenizerFast";
+  tokenizer_config["eos_token"] = "<|endoftext|>";
+  tokenizer_config["pad_token"] = "<|endoftext|>";
+  tokenizer_config["bos_token"] = nullptr;
+  tokenizer_config["unk_token"] = nullptr;
+  tokenizer_config["model_max_length"] = o.max_position_embeddings;
+  tokenizer_config["clean_up_tokenization_spaces"] = false;
+  write_file_atomically(o.out_dir / "tokenizer_config.json", tokenizer_config.dump(2) + "\n");
   return {c, tokenizer.vocab_size(), parameters};
 }
 

@@ -1,7 +1,7 @@
 // Making a new small model in Hugging Face format (for tests, the built-in default job, and
 // benchmarks): config.json, model.safetensors (random init as transformers does), tokenizer.json
-// (a byte-level BPE trained on a given corpus) and generation_config.json. transformers'
-// AutoModelForCausalLM / AutoTokenizer load the folder as is.
+// (a byte-level BPE trained on a given corpus), tokenizer_config.json (its special tokens) and
+// generation_config.json. transformers' AutoModelForCausalLM / AutoTokenizer load the folder as is.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ struct InitModelResult {
 };
 
 // Validates the options (InputError naming the option), trains the tokenizer, initialises the
-// weights from `seed`, and writes the four files (each atomically).
+// weights from `seed`, and writes the five files (each atomically).
 InitModelResult init_model(const InitModelOptions& options);
 
 }  // namespace crl::policy

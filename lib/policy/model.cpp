@@ -599,13 +599,27 @@ torch::Device parse_device(const std::string& name) {
   }
 }
 
+namespace {
+
+void check_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint, const std::filesystem::path& dir) {
+  std::vector<SafetensorsEntry> entries;
+  for (const auto& name : checkpoint.names()) entries.push_back(checkpoint.entry(name));
+  check_checkpoint_shapes(config, entries, dir.string());
+}
+
+}  // namespace
+
+ModelConfig check_model_weights(const std::filesystem::path& dir) {
+  ModelConfig config = load_model_config(dir);
+  check_weights(config, SafetensorsCheckpoint(dir), dir);
+  return config;
+}
+
 CausalLm load_causal_lm(const std::filesystem::path& dir, torch::ScalarType dtype, torch::Device device) {
   const ModelConfig config = load_model_config(dir);
   const SafetensorsCheckpoint checkpoint(dir);
   // The shapes first: a config whose sizes the checkpoint does not hold must not allocate a model.
-  std::vector<SafetensorsEntry> entries;
-  for (const auto& name : checkpoint.names()) entries.push_back(checkpoint.entry(name));
-  check_checkpoint_shapes(config, entries, dir.string());
+  check_weights(config, checkpoint, dir);
   CausalLm model(config, WeightInit::kUninitialised);  // every weight comes from the checkpoint
   model->eval();
   load_state(model, checkpoint.load_all(), dir.string());

@@ -188,6 +188,11 @@ std::vector<std::pair<std::string, torch::Tensor>> state_tensors(const CausalLm&
 torch::ScalarType parse_dtype(const std::string& name);  // "fp32"/"float32", "bf16"/"bfloat16", "fp16"/"float16"
 torch::Device parse_device(const std::string& name);     // "cpu", "cuda", "cuda:N"
 
+// What load_causal_lm reads, checked without reading a tensor or allocating the model: DIR/config.json
+// whole, and the headers of DIR's safetensors weights against the parameters it implies. Returns the
+// config; InputError (or IoError) naming the file otherwise.
+ModelConfig check_model_weights(const std::filesystem::path& dir);
+
 // Loads DIR/config.json and DIR's safetensors weights into a model on `device` in `dtype`.
 CausalLm load_causal_lm(const std::filesystem::path& dir, torch::ScalarType dtype, torch::Device device);
 

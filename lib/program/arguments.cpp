@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -37,7 +38,7 @@ uint64_t argument_stream_seed(const TaskSpec& spec, uint64_t seed, size_t index)
 }
 
 at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale,
-                         uint64_t stream_seed, const at::Device& device) {
+                         uint64_t stream_seed, const at::Device& device, at::Tensor into) {
   const ScaleVariables& vars = spec.scale_variables(scale);
   const std::vector<int64_t> shape = spec.shape_at(tensor, scale);
   // Random draws are made in the tensor's own dtype (ATen samples in float and rounds inside the
@@ -46,30 +47,36 @@ at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const s
   const auto exact = draw;
   at::Generator gen = make_argument_generator(device, stream_seed);
   const auto arg = [&](size_t i) { return tensor.init.args.at(i).evaluate(vars); };
+  if (into.defined() && (into.sizes() != at::IntArrayRef(shape) || into.scalar_type() != tensor.dtype || !into.is_contiguous())) {
+    throw InputError(fmt::format("make_argument: the destination is not a contiguous {} tensor of the argument's shape", at::toString(tensor.dtype)));
+  }
+  // The tensor the draw starts in: `into`, else a new one (ATen's rand, ones, full are such a
+  // tensor filled in place, so both give the same values).
+  const auto start = [&] { return into.defined() ? into : at::empty(shape, draw); };
   at::Tensor t;
   switch (tensor.init.kind) {
-    case InitKind::randn: t = at::empty(shape, draw).normal_(0, 1, gen); break;
-    case InitKind::rand: t = at::empty(shape, draw).uniform_(0, 1, gen); break;
-    case InitKind::uniform: t = at::empty(shape, draw).uniform_(arg(0), arg(1), gen); break;
-    case InitKind::normal: t = at::empty(shape, draw).normal_(arg(0), arg(1), gen); break;
+    case InitKind::randn: t = start().normal_(0, 1, gen); break;
+    case InitKind::rand: t = start().uniform_(0, 1, gen); break;
+    case InitKind::uniform: t = start().uniform_(arg(0), arg(1), gen); break;
+    case InitKind::normal: t = start().normal_(arg(0), arg(1), gen); break;
     case InitKind::uniform_fan_in: {
       const double bound = 1.0 / std::sqrt(arg(0));
-      t = at::empty(shape, draw).uniform_(-bound, bound, gen);
+      t = start().uniform_(-bound, bound, gen);
       break;
     }
     case InitKind::randint: {
       const int64_t lo = tensor.init.args[0].evaluate_integer(vars), hi = tensor.init.args[1].evaluate_integer(vars);
       // random_(from, to) draws integers in [from, to) for any dtype, bool included.
-      t = at::empty(shape, exact).random_(lo, hi, gen);
+      t = start().random_(lo, hi, gen);
       break;
     }
-    case InitKind::ones: t = at::ones(shape, exact); break;
-    case InitKind::zeros: t = at::zeros(shape, exact); break;
+    case InitKind::ones: t = start().fill_(1); break;
+    case InitKind::zeros: t = start().zero_(); break;
     case InitKind::full:
       if (at::isFloatingType(tensor.dtype)) {
-        t = at::full(shape, arg(0), exact);
+        t = start().fill_(arg(0));
       } else {
-        t = at::full(shape, tensor.init.args[0].evaluate_integer(vars), exact);
+        t = start().fill_(tensor.init.args[0].evaluate_integer(vars));
       }
       break;
   }
@@ -104,7 +111,18 @@ at::Tensor make_argument(const TaskSpec& spec, const TensorSpec& tensor, const s
       }
     }
   }
+  if (into.defined()) {
+    if (!t.is_same(into)) into.copy_(t);  // (a post op that made a new tensor: symmetric, softmax)
+    return into;
+  }
   return t.contiguous();
+}
+
+void fill_arguments(const TaskSpec& spec, const std::string& scale, uint64_t seed, const std::vector<at::Tensor>& args) {
+  if (args.size() != spec.num_args()) throw InputError(fmt::format("fill_arguments: {} tensors for {} arguments", args.size(), spec.num_args()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    (void)make_argument(spec, spec.arg(i), scale, argument_stream_seed(spec, seed, i), args[i].device(), args[i]);
+  }
 }
 
 size_t spread_samples(const TaskSpec& spec, std::vector<at::Tensor>& args) {
@@ -138,6 +156,30 @@ std::vector<at::Tensor> make_arguments(const TaskSpec& spec, const std::string& 
     args.push_back(make_argument(spec, spec.arg(i), scale, argument_stream_seed(spec, seed, i), device));
   }
   return args;
+}
+
+at::Tensor kernelbench_value(const TaskSpec& spec, const KernelBenchTensor& tensor, const at::Tensor& value,
+                             const std::string& scale) {
+  const std::vector<int64_t> shape = spec.kernelbench_shape_at(tensor, scale);
+  if (!tensor.param || value.sizes() != at::IntArrayRef(spec.shape_at(spec.params.at(*tensor.param), scale))) {
+    const std::string what = tensor.param
+                                 ? fmt::format("a value of shape [{}] is not its param's", fmt::join(value.sizes(), ", "))
+                                 : std::string("no param holds it");
+    throw Error(fmt::format("{}: KernelBench tensor '{}' at scale '{}': {}", tensor.where, tensor.name, scale, what));
+  }
+  switch (tensor.transform) {
+    case KernelBenchTransform::identity:
+      return value;
+    case KernelBenchTransform::reshape:
+      return value.reshape(shape);
+    case KernelBenchTransform::transpose:
+      return value.transpose(tensor.dim0, tensor.dim1).contiguous();
+  }
+  return value;
+}
+
+void apply_fixed_params(const TaskSpec& spec, const FixedParams& fixed, const std::vector<at::Tensor>& args) {
+  for (const auto& [param, value] : fixed) args.at(spec.inputs.size() + param).copy_(value);
 }
 
 }  // namespace crl

@@ -1,8 +1,11 @@
-// Line-by-line splitter of .crl programs at their marker lines.
+// Line-by-line splitter of .crl programs at their marker lines; the light check of KernelBench-format modules.
 #include "program/program_text.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -24,6 +27,26 @@ std::string quoted_excerpt(std::string_view line) {
   constexpr size_t kMax = 60;
   if (line.size() <= kMax) return fmt::format("'{}'", line);
   return fmt::format("'{}...'", line.substr(0, kMax));
+}
+
+// Whether a line starts with `class ModelNew` (then not an identifier's character).
+bool defines_model_new(std::string_view text) {
+  constexpr std::string_view kClass = "class";
+  constexpr std::string_view kName = "ModelNew";
+  for (size_t start = 0; start < text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    std::string_view line = text.substr(start, end - start);
+    if (line.substr(0, kClass.size()) == kClass && line.size() > kClass.size() &&
+        (line[kClass.size()] == ' ' || line[kClass.size()] == '\t')) {
+      line = trim(line.substr(kClass.size()));
+      if (line.substr(0, kName.size()) == kName) {
+        const char next = line.size() > kName.size() ? line[kName.size()] : '\0';
+        if (!(std::isalnum(static_cast<unsigned char>(next)) || next == '_')) return true;
+      }
+    }
+    start = end + 1;
+  }
+  return false;
 }
 
 constexpr const char* kUtf8ByteOrderMark = "\xEF\xBB\xBF";
@@ -93,11 +116,40 @@ ProgramText parse_program_text(const std::string& text, const std::string& origi
   return program;
 }
 
+const char* program_kind_name(ProgramKind kind) { return kind == ProgramKind::kernelbench ? "kernelbench" : "crl"; }
+
+ProgramKind parse_program_kind(const std::string& name, const std::string& where) {
+  if (name == "crl") return ProgramKind::crl;
+  if (name == "kernelbench") return ProgramKind::kernelbench;
+  throw InputError(fmt::format("{}: expected a program format 'crl' or 'kernelbench' (found {})", where, quoted_excerpt(name)));
+}
+
+ProgramText parse_kernelbench_text(const std::string& text, const std::string& origin) {
+  if (text.find('\0') != std::string::npos) {
+    throw InputError(fmt::format("{}: expected Python source text (found a NUL byte at offset {})", origin, text.find('\0')));
+  }
+  // A definition at the start of a line (not indented, so not nested in another block); whether
+  // it is one, and a subclass of nn.Module, the worker finds out by running it.
+  if (!defines_model_new(text)) {
+    throw InputError(fmt::format("{}: expected a `class ModelNew(nn.Module)` definition at the start of a line "
+                                 "(KernelBench's format; found none)",
+                                 origin));
+  }
+  ProgramText program;
+  program.origin = origin;
+  program.kind = ProgramKind::kernelbench;
+  program.python = {true, text, 1};
+  return program;
+}
+
 ProgramText load_program_file(const std::string& path) {
-  return parse_program_text(read_file(path, "program file"), path);
+  const std::string text = read_file(path, "program file");
+  if (std::filesystem::path(path).extension() == ".py") return parse_kernelbench_text(text, path);
+  return parse_program_text(text, path);
 }
 
 std::string render_program_text(const ProgramText& program) {
+  if (program.kind == ProgramKind::kernelbench) return program.python.text;
   std::string out;
   const auto add = [&out](const SourceSection& section, const char* marker) {
     if (!section.present) return;

@@ -17,12 +17,14 @@ Precision parse_precision(std::string_view name) {
 }
 
 void apply_program_run_settings(Precision precision) {
-  // The per-op precision API (the allow_tf32 setters are its deprecated front end).
+  // Through the allow_tf32 setters, not the per-op precision API: torch 2.11 keeps a legacy flag
+  // beside the per-op ones, and a per-op setting alone makes Python's `torch.backends.cudnn.allow_tf32`
+  // getter raise ("a mix of the legacy and new APIs"), which a KernelBench-format candidate reading
+  // it (7 of CUDA-L1's H100 modules, in their constructors) then failed on, through no fault of its own.
   auto& context = at::globalContext();
-  const at::Float32Precision p = precision == Precision::tf32 ? at::Float32Precision::TF32 : at::Float32Precision::IEEE;
-  for (const at::Float32Op op : {at::Float32Op::CONV, at::Float32Op::RNN, at::Float32Op::MATMUL}) {
-    context.setFloat32Precision(at::Float32Backend::CUDA, op, p);
-  }
+  const bool tf32 = precision == Precision::tf32;
+  context.setAllowTF32CuDNN(tf32);
+  context.setAllowTF32CuBLAS(tf32);
 }
 
 }  // namespace crl

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <set>
@@ -308,6 +309,132 @@ std::vector<InitArg> parse_init_args(const SpecContext& ctx, const YAML::Node& n
   return args;
 }
 
+// `kernelbench_inputs`: input names (each input once) and values (as init_args writes them).
+std::vector<TaskSpec::KernelBenchInput> parse_kernelbench_inputs(const SpecContext& ctx, const YAML::Node& node, const TaskSpec& spec) {
+  if (!node.IsSequence()) ctx.fail(node, fmt::format("expected 'kernelbench_inputs' to be a list (found '{}')", dump(node)));
+  std::vector<TaskSpec::KernelBenchInput> out;
+  std::vector<bool> named(spec.inputs.size(), false);
+  size_t count = 0;
+  for (const auto& entry : node) {
+    if (!entry.IsScalar()) ctx.fail(entry, fmt::format("kernelbench_inputs: expected an input's name or a value (found '{}')", dump(entry)));
+    TaskSpec::KernelBenchInput in;
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      if (spec.inputs[i].name == entry.Scalar()) in.input = i;
+    }
+    if (in.input) {
+      if (named[*in.input]) ctx.fail(entry, fmt::format("kernelbench_inputs: input '{}' is named twice", entry.Scalar()));
+      named[*in.input] = true;
+    } else {
+      in.value = parse_init_arg(entry.Scalar(), ctx.where(entry) + ": kernelbench_inputs", count);
+    }
+    out.push_back(std::move(in));
+  }
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (!named[i]) ctx.fail(node, fmt::format("kernelbench_inputs: input '{}' is missing (name every input once)", spec.inputs[i].name));
+  }
+  return out;
+}
+
+// One entry of `kernelbench_params`' parameters or buffers (`list`): a tensor's qualified name and shape, and
+// either the crl param that holds its value (with a transform, where it is not the tensor as it is) or why
+// no param does.
+KernelBenchTensor parse_kernelbench_tensor(const SpecContext& ctx, const YAML::Node& node, const std::string& list,
+                                           const TaskSpec& spec) {
+  const std::string what = "kernelbench_params: " + list;
+  require_map(ctx, node, "an entry of " + what);
+  reject_unknown_keys(ctx, node, {"name", "shape", "param", "transform", "unmatched"}, "an entry of " + what);
+  KernelBenchTensor t;
+  t.where = ctx.where(node);
+  if (!node["name"]) ctx.fail(node, fmt::format("{}: an entry without 'name' (the tensor's qualified name)", what));
+  t.name = scalar_text(ctx, node["name"], "name");
+  if (!is_kernelbench_name(t.name)) {
+    ctx.fail(node["name"], fmt::format("{}: expected a qualified name such as conv.weight or layers.0.bias (found '{}')",
+                                       what, t.name));
+  }
+  const std::string entry = fmt::format("kernelbench_params: {} '{}'", list == "parameters" ? "parameter" : "buffer", t.name);
+  const YAML::Node shape = node["shape"];
+  if (!shape || !shape.IsSequence()) {
+    ctx.fail(shape ? shape : node, fmt::format("{}: expected 'shape' to be a list of expressions ([] for a scalar)", entry));
+  }
+  for (const auto& dim : shape) {
+    t.shape.push_back(Expr::parse(scalar_text(ctx, dim, "shape"), ctx.where(dim) + ": " + entry + " shape"));
+  }
+  const YAML::Node param = node["param"], unmatched = node["unmatched"], transform = node["transform"];
+  if (bool(param) == bool(unmatched)) {
+    ctx.fail(node, fmt::format("{}: give either 'param' (the crl param that holds its value) or 'unmatched' (why none "
+                               "does), {}", entry, param ? "not both" : "found neither"));
+  }
+  if (unmatched) {
+    t.unmatched = scalar_text(ctx, unmatched, "unmatched");
+    if (t.unmatched.empty()) ctx.fail(unmatched, fmt::format("{}: 'unmatched' must say why no param holds it", entry));
+    if (transform) ctx.fail(transform, fmt::format("{}: a transform needs a param to transform", entry));
+    return t;
+  }
+  const std::string name = scalar_text(ctx, param, "param");
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    if (spec.params[i].name == name) t.param = i;
+  }
+  if (!t.param) {
+    std::string known;
+    for (const TensorSpec& p : spec.params) known += (known.empty() ? "" : ", ") + p.name;
+    const bool input =
+        std::any_of(spec.inputs.begin(), spec.inputs.end(), [&](const TensorSpec& i) { return i.name == name; });
+    ctx.fail(param, fmt::format("{}: param '{}' is {} (the params: {})", entry, name,
+                                input ? "an input, not a param" : "not one of the spec's params",
+                                known.empty() ? "none" : known));
+  }
+  if (transform) parse_kernelbench_transform(scalar_text(ctx, transform, "transform"), ctx.where(transform) + ": " + entry, t);
+  return t;
+}
+
+// `kernelbench_params`: the module's tensors, parameters then buffers, each in its declaration order, and the
+// crl params no tensor holds (crl_only, each with why). `key` is the key's own node, for the line of errors.
+KernelBenchParams parse_kernelbench_params(const SpecContext& ctx, const YAML::Node& key, const YAML::Node& node,
+                                           const TaskSpec& spec) {
+  if (!node.IsMap()) {
+    ctx.fail(node, fmt::format("expected 'kernelbench_params' to be a mapping of parameters and buffers (lists) and "
+                               "crl_only (optional) (found '{}')", dump(node)));
+  }
+  reject_unknown_keys(ctx, node, {"parameters", "buffers", "crl_only"}, "'kernelbench_params'");
+  KernelBenchParams kernelbench;
+  kernelbench.where = ctx.where(key);
+  std::set<std::string> names;
+  for (const char* list : {"parameters", "buffers"}) {
+    const YAML::Node entries = node[list];
+    if (!entries || !entries.IsSequence()) {
+      ctx.fail(entries ? entries : key, fmt::format("kernelbench_params: expected '{}' to be a list (the module's named_{}() "
+                                                    "in order; [] for none)", list, list));
+    }
+    auto& out = std::string(list) == "parameters" ? kernelbench.parameters : kernelbench.buffers;
+    for (const auto& entry : entries) {
+      if (kernelbench.parameters.size() + kernelbench.buffers.size() >= kMaxKernelBenchTensors) {
+        ctx.fail(entry, fmt::format("kernelbench_params: more than {} tensors (crl's limit)", kMaxKernelBenchTensors));
+      }
+      KernelBenchTensor t = parse_kernelbench_tensor(ctx, entry, list, spec);
+      if (!names.insert(t.name).second) {
+        ctx.fail(entry, fmt::format("kernelbench_params: tensor '{}' appears twice (parameters and buffers share the "
+                                    "module's names)", t.name));
+      }
+      out.push_back(std::move(t));
+    }
+  }
+  if (const YAML::Node crl_only = node["crl_only"]) {
+    require_map(ctx, crl_only, "'kernelbench_params: crl_only' (param: why no KernelBench tensor holds it)");
+    reject_duplicate_keys(ctx, crl_only, "'kernelbench_params: crl_only'");
+    for (const auto& entry : crl_only) {
+      const std::string why = scalar_text(ctx, entry.second, "crl_only");
+      if (why.empty()) {
+        ctx.fail(entry.second, fmt::format("kernelbench_params: crl_only: say why no tensor holds '{}'", entry.first.Scalar()));
+      }
+      kernelbench.crl_only[entry.first.Scalar()] = why;
+    }
+  }
+  std::vector<std::string> param_names;
+  for (const TensorSpec& p : spec.params) param_names.push_back(p.name);
+  check_kernelbench_coverage(kernelbench, param_names);
+  return kernelbench;
+}
+
 // The task's cost expressions at one scale (`where` names it): bytes and flops finite and >= 0, and a
 // floor, what every correct program must do, no more than the task's own estimate: a floor above it
 // would call the estimate's programs impossible.
@@ -423,14 +550,31 @@ void check_at_scales(const SpecContext& ctx, const TaskSpec& spec) {
     }
     spec.check_argument_bytes(scale, kMaxArgumentBytes);
     check_costs(spec, vars, in_scale(""));
+    std::vector<const InitArg*> values;  // init_args and kernelbench_inputs' values, evaluated at every scale
     if (spec.init_args) {
-      for (const InitArg& arg : *spec.init_args) {
-        try {
-          evaluate_init_arg(arg, vars);
-        } catch (const InputError& e) {
-          throw InputError(fmt::format("{} (scale '{}')", e.what(), scale));  // e names file, line and key
-        }
+      for (const InitArg& arg : *spec.init_args) values.push_back(&arg);
+    }
+    if (spec.kernelbench_inputs) {
+      for (const auto& in : *spec.kernelbench_inputs) {
+        if (!in.input) values.push_back(&in.value);
       }
+    }
+    for (const InitArg* arg : values) {
+      try {
+        evaluate_init_arg(*arg, vars);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{} (scale '{}')", e.what(), scale));  // e names file, line and key
+      }
+    }
+    if (spec.kernelbench_params) {
+      std::vector<std::string> names;
+      std::vector<std::vector<int64_t>> shapes;
+      for (const TensorSpec& p : spec.params) {
+        names.push_back(p.name);
+        shapes.emplace_back();
+        for (const auto& dim : p.shape) shapes.back().push_back(dim.evaluate_integer(vars));
+      }
+      check_kernelbench_shapes(*spec.kernelbench_params, names, shapes, vars, scale);
     }
   }
   (void)ctx;
@@ -498,6 +642,13 @@ std::vector<InitValue> TaskSpec::init_args_at(const std::string& scale) const {
   std::vector<InitValue> values;
   for (const InitArg& arg : *init_args) values.push_back(evaluate_init_arg(arg, vars));
   return values;
+}
+
+std::vector<int64_t> TaskSpec::kernelbench_shape_at(const KernelBenchTensor& tensor, const std::string& scale) const {
+  const ScaleVariables& vars = scale_variables(scale);
+  std::vector<int64_t> shape;
+  for (const auto& dim : tensor.shape) shape.push_back(dim.evaluate_integer(vars));
+  return shape;
 }
 
 const TensorSpec& TaskSpec::arg(size_t index) const {
@@ -597,7 +748,7 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
   }
   reject_unknown_keys(ctx, root,
                       {"task", "name", "category", "description", "notes", "inputs", "params", "scales", "flops",
-                       "bytes", "floor", "tolerance", "init_args"},
+                       "bytes", "floor", "tolerance", "init_args", "kernelbench_params", "kernelbench_inputs"},
                       "the spec");
   TaskSpec spec;
   spec.origin = origin;
@@ -689,6 +840,12 @@ TaskSpec parse_task_spec_unguarded(const SourceSection& section, const std::stri
     spec.tolerance = t;
   }
   if (const YAML::Node init_args = root["init_args"]) spec.init_args = parse_init_args(ctx, init_args);
+  if (const YAML::Node inputs = root["kernelbench_inputs"]) spec.kernelbench_inputs = parse_kernelbench_inputs(ctx, inputs, spec);
+  for (const auto& entry : root) {
+    if (entry.first.Scalar() == "kernelbench_params") {
+      spec.kernelbench_params = parse_kernelbench_params(ctx, entry.first, entry.second, spec);
+    }
+  }
   check_at_scales(ctx, spec);
   return spec;
 }

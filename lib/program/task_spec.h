@@ -12,6 +12,7 @@
 
 #include "program/expression.h"
 #include "program/init_args.h"
+#include "program/kernelbench_params.h"
 #include "program/program_text.h"
 #include "program/tolerance.h"
 
@@ -73,6 +74,17 @@ struct TaskSpec {
   // `init_args`: the constructor arguments of the task's KernelBench module, in its order; absent when
   // the spec does not record them (every suite task does; `[]`: a constructor without arguments).
   std::optional<std::vector<InitArg>> init_args;
+  // `kernelbench_params`: the module's parameters and buffers in its declaration order, each with the crl
+  // param that holds its value; absent when the spec does not record them (every suite task does).
+  std::optional<KernelBenchParams> kernelbench_params;
+  // `kernelbench_inputs`: forward's arguments in the order KernelBench's module takes them, each an
+  // input (its index) or a value KernelBench passes where crl has no tensor (level1/005's Python
+  // float); absent: the inputs in their order.
+  struct KernelBenchInput {
+    std::optional<size_t> input;
+    InitArg value;  // when not an input
+  };
+  std::optional<std::vector<KernelBenchInput>> kernelbench_inputs;
 
   // Throws InputError naming the task when `scale` is not one of its scales.
   const ScaleVariables& scale_variables(const std::string& scale) const;
@@ -86,6 +98,8 @@ struct TaskSpec {
   Tolerance tolerance_for(at::ScalarType output_dtype) const;
   // The constructor arguments at `scale`; throws InputError naming the task when it records none.
   std::vector<InitValue> init_args_at(const std::string& scale) const;
+  // A KernelBench tensor's shape at `scale` (one of kernelbench_params' entries).
+  std::vector<int64_t> kernelbench_shape_at(const KernelBenchTensor& tensor, const std::string& scale) const;
   // forward's arity: inputs, then params.
   size_t num_args() const { return inputs.size() + params.size(); }
   // The i-th argument of forward (inputs first, then params).

@@ -152,12 +152,14 @@ ValueMix eligible_mix(const TaskSpec& spec) {
   return mix;
 }
 
-std::vector<at::Tensor> make_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call,
-                                            const ValueMix& mix, const at::Device& device) {
+namespace {
+
+// Every argument's mix, then spread_samples where asked, in place.
+void mix_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call, const ValueMix& mix,
+                        std::vector<at::Tensor>& args) {
   if (!mix.kinds.empty() && mix.kinds.size() != spec.num_args()) {
     throw InputError(fmt::format("a value mix of {} arguments for task {}, which has {}", mix.kinds.size(), spec.id, spec.num_args()));
   }
-  std::vector<at::Tensor> args = make_arguments(spec, scale, call.seed, device);
   const bool mixing = !mix.kinds.empty();
   for (size_t i = 0; i < args.size(); ++i) {
     const uint32_t kinds = mixing ? mix.kinds[i] : 0;
@@ -169,7 +171,21 @@ std::vector<at::Tensor> make_call_arguments(const TaskSpec& spec, const std::str
     mix_argument(spec, t, scale, argument_stream_seed(spec, call.seed, i), kinds, call, mix.probing, sprinkle, args[i]);
   }
   if (call.spread) spread_samples(spec, args);
+}
+
+}  // namespace
+
+std::vector<at::Tensor> make_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call,
+                                            const ValueMix& mix, const at::Device& device) {
+  std::vector<at::Tensor> args = make_arguments(spec, scale, call.seed, device);
+  mix_call_arguments(spec, scale, call, mix, args);
   return args;
+}
+
+void fill_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call, const ValueMix& mix,
+                         std::vector<at::Tensor>& args) {
+  fill_arguments(spec, scale, call.seed, args);
+  mix_call_arguments(spec, scale, call, mix, args);
 }
 
 std::string describe_mix(const TaskSpec& spec, const ValueMix& mix) {

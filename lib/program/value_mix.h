@@ -69,6 +69,10 @@ struct CallValues {
 // Temporaries are bounded by chunks of kEdgeChunkElements, whatever a tensor's size.
 std::vector<at::Tensor> make_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call,
                                             const ValueMix& mix, const at::Device& device);
+// The same values written into `args` (contiguous tensors of the arguments' shapes and dtypes), in
+// place: the guards' new values at the same addresses, without a second set of inputs.
+void fill_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call, const ValueMix& mix,
+                         std::vector<at::Tensor>& args);
 
 // "x: signs, magnitudes; weight: constants" (the judge step's words); "nothing" when empty.
 std::string describe_mix(const TaskSpec& spec, const ValueMix& mix);

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <mutex>
 
 #include "core/error.h"
@@ -151,9 +153,29 @@ void ResultsWriter::require_open() const {
   if (!file_.valid()) throw Error(fmt::format("results file '{}' is closed", path_));
 }
 
+namespace {
+
+// The columns a table in the file lacks of the ones declared, when it may gain them: the file's
+// columns are the declared ones' start and every column after them is in `addable` (float64 or
+// string: the rows already written read NaN or ""). Otherwise the schemas must be equal (check_same_schema).
+TableSchema columns_to_add(const std::string& where, const TableSchema& in_file, const TableSchema& declared,
+                           const TableSchema& addable) {
+  if (in_file.size() < declared.size() && std::equal(in_file.begin(), in_file.end(), declared.begin())) {
+    const TableSchema missing(declared.begin() + static_cast<std::ptrdiff_t>(in_file.size()), declared.end());
+    const bool all_addable = std::all_of(missing.begin(), missing.end(), [&](const ColumnSpec& c) {
+      return std::find(addable.begin(), addable.end(), c) != addable.end();
+    });
+    if (all_addable) return missing;
+  }
+  check_same_schema(where, in_file, declared);
+  return {};
+}
+
+}  // namespace
+
 ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const std::string& name,
                                                           const std::string& key, const char* kind,
-                                                          const TableSchema& schema) {
+                                                          const TableSchema& schema, const TableSchema& addable) {
   Table table;
   table.where = fmt::format("{} '{}' in '{}'", kind, key, path_);
   Hdf5Group group;
@@ -170,7 +192,7 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
       throw not_ours();
     }
     table.schema = read_schema(group.id(), table.where);
-    check_same_schema(table.where, table.schema, schema);
+    const TableSchema missing = columns_to_add(table.where, table.schema, schema, addable);
     for (const auto& column : table.schema) {
       table.columns.emplace_back(
           CRL_H5_CHECK(H5Dopen2(group.id(), column.name.c_str(), H5P_DEFAULT)));
@@ -187,6 +209,7 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
             table.where, table.schema[0].name, table.rows, table.schema[i].name, length));
       }
     }
+    if (!missing.empty()) add_columns_to_written_rows(group.id(), table, missing);
   } else {
     group = Hdf5Group(
         CRL_H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
@@ -223,7 +246,40 @@ ResultsWriter::Table& ResultsWriter::open_or_create_table(hid_t parent, const st
   return tables_.insert_or_assign(key, std::move(table)).first->second;
 }
 
-std::int64_t ResultsWriter::declare_table(const std::string& name, const TableSchema& schema) {
+void ResultsWriter::add_columns_to_written_rows(hid_t group, Table& table, const TableSchema& columns) {
+  const hsize_t rows = table.rows, unlimited = H5S_UNLIMITED, chunk = options_.chunk_rows;
+  Hdf5Dataspace space(CRL_H5_CHECK(H5Screate_simple(1, &rows, &unlimited)));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const char* empty = "";
+  for (const auto& column : columns) {
+    if (column.type != ColumnType::float64 && column.type != ColumnType::string) {
+      throw InputError(fmt::format("{}: column '{}' cannot be added to rows already written: only float64 columns "
+                                   "(read NaN there) and string ones (read \"\") can", table.where, column.name));
+    }
+    Hdf5PropertyList dcpl(CRL_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+    CRL_H5_CHECK(H5Pset_chunk(dcpl.id(), 1, &chunk));
+    // Storage for the earlier rows now, holding NaN or "": readers that check a column's rows
+    // against the bytes it holds (crl_results.py) see them written.
+    CRL_H5_CHECK(H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY));
+    CRL_H5_CHECK(H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_ALLOC));
+    const Hdf5Datatype file_type = column.type == ColumnType::float64 ? Hdf5Datatype(CRL_H5_CHECK(H5Tcopy(H5T_IEEE_F64LE)))
+                                                                      : string_type();
+    if (column.type == ColumnType::float64) {
+      CRL_H5_CHECK(H5Pset_fill_value(dcpl.id(), H5T_NATIVE_DOUBLE, &nan));
+    } else {
+      CRL_H5_CHECK(H5Pset_fill_value(dcpl.id(), file_type.id(), static_cast<const void*>(&empty)));
+    }
+    table.columns.emplace_back(CRL_H5_CHECK(
+        H5Dcreate2(group, column.name.c_str(), file_type.id(), space.id(), H5P_DEFAULT, dcpl.id(), H5P_DEFAULT)));
+    table.schema.push_back(column);
+  }
+  std::vector<std::string> names;
+  for (const auto& column : table.schema) names.push_back(column.name);
+  write_string_list_attribute(group, kColumnsAttribute, names);
+}
+
+std::int64_t ResultsWriter::declare_table(const std::string& name, const TableSchema& schema,
+                                          const TableSchema& older_files_lack) {
   return with_file_named(path_, [&]() -> std::int64_t {
     require_open();
     check_result_name("table", name);
@@ -236,7 +292,7 @@ std::int64_t ResultsWriter::declare_table(const std::string& name, const TableSc
       return static_cast<std::int64_t>(it->second.rows);
     }
     return static_cast<std::int64_t>(
-        open_or_create_table(file_.id(), name, name, "table", schema).rows);
+        open_or_create_table(file_.id(), name, name, "table", schema, older_files_lack).rows);
   });
 }
 
@@ -359,7 +415,7 @@ ResultsWriter::TextStore& ResultsWriter::text_store(const std::string& store) {
   check_result_name("text store", store);
   const std::string key = fmt::format("{}/{}", kTextGroup, store);
   if (const auto it = text_stores_.find(key); it != text_stores_.end()) return it->second;
-  auto& table = open_or_create_table(text_.id(), store, key, "text", kTextSchema);
+  auto& table = open_or_create_table(text_.id(), store, key, "text", kTextSchema, {});
   TextStore loaded;
   const auto ids = std::get<std::vector<std::int64_t>>(
       read_column_values(table.columns[0].id(), ColumnType::int64, table.rows, table.where));

@@ -61,8 +61,11 @@ class ResultsWriter {
 
   // Makes table /<name> available for append: creates it, or checks that the existing table's
   // schema equals `schema` (InputError naming the first column that differs). "meta" and
-  // "text" are reserved. Returns the rows it already holds.
-  std::int64_t declare_table(const std::string& name, const TableSchema& schema);
+  // "text" are reserved. Returns the rows it already holds. An existing table whose columns are
+  // the start of `schema`, and lacks only columns listed in `older_files_lack` (float64 or string:
+  // columns added to the format later), gains them; its rows read NaN or "" there.
+  std::int64_t declare_table(const std::string& name, const TableSchema& schema,
+                             const TableSchema& older_files_lack = {});
   // Appends the batch's rows to a declared table; its schema must equal the table's.
   void append(const std::string& table, const RowBatch& rows);
   std::int64_t rows(const std::string& table) const;
@@ -109,7 +112,8 @@ class ResultsWriter {
 
   Table& find_table(const std::string& key, const char* what);
   Table& open_or_create_table(hid_t parent, const std::string& name, const std::string& key,
-                              const char* kind, const TableSchema& schema);
+                              const char* kind, const TableSchema& schema, const TableSchema& addable);
+  void add_columns_to_written_rows(hid_t group, Table& table, const TableSchema& columns);
   void append_rows(Table& table, const RowBatch& rows);
   TextStore& text_store(const std::string& store);
   void require_open() const;

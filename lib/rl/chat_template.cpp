@@ -84,9 +84,16 @@ ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& model_dir
   }
   const auto config = nlohmann::json::parse(read_file(path, "tokenizer config", kMaxConfigBytes), nullptr, false);
   if (!config.is_object()) throw InputError(fmt::format("{}: not a JSON object", path.string()));
+  if (!config.contains("chat_template")) {
+    // transformers 4.43 and later save the template beside the config, in chat_template.jinja.
+    const std::filesystem::path jinja = model_dir / "chat_template.jinja";
+    if (std::filesystem::exists(jinja)) {
+      return from_text(read_file(jinja, "chat template", kMaxConfigBytes), token_field(config, "bos_token"), jinja.string());
+    }
+  }
   if (!config.contains("chat_template") || !config["chat_template"].is_string()) {
-    throw InputError(fmt::format("{}: no 'chat_template' string (a list of named templates is not supported); use "
-                                 "`prompt_format: raw` for a base model",
+    throw InputError(fmt::format("{}: no 'chat_template' string and no chat_template.jinja beside it (a list of named "
+                                 "templates is not supported); use `prompt_format: raw` for a base model",
                                  path.string()));
   }
   return from_text(config["chat_template"].get<std::string>(), token_field(config, "bos_token"), path.string());
@@ -115,6 +122,11 @@ std::vector<int32_t> ChatTemplate::apply(const policy::Tokenizer& tokenizer, con
 
 std::vector<int32_t> raw_prompt_ids(const policy::Tokenizer& tokenizer, const std::string& text) {
   return tokenizer.encode(text, /*add_special_tokens=*/true, /*parse_special_tokens=*/false);
+}
+
+std::vector<int64_t> policy_prompt_ids(const policy::Tokenizer& tokenizer, const ChatTemplate* chat, const std::string& prompt) {
+  const std::vector<int32_t> ids = chat != nullptr ? chat->apply(tokenizer, {{"user", prompt}}) : raw_prompt_ids(tokenizer, prompt);
+  return {ids.begin(), ids.end()};
 }
 
 }  // namespace crl::rl

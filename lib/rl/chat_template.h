@@ -27,8 +27,9 @@ enum class ChatTemplateKind { kQwen2ChatMl, kLlama3 };
 
 class ChatTemplate {
  public:
-  // Reads MODEL_DIR/tokenizer_config.json's chat_template (and bos_token for Llama 3). Throws
-  // InputError naming the file when it is missing or holds a template crl does not know.
+  // Reads MODEL_DIR/tokenizer_config.json's chat_template, or, where the config has none, the
+  // chat_template.jinja beside it (newer transformers save it so), and bos_token for Llama 3.
+  // Throws InputError naming the file when it is missing or holds a template crl does not know.
   static ChatTemplate from_model_dir(const std::filesystem::path& model_dir);
   // From tokenizer_config.json's fields directly; `origin` names them in errors.
   static ChatTemplate from_text(const std::string& chat_template, const std::string& bos_token, const std::string& origin);
@@ -48,5 +49,9 @@ class ChatTemplate {
 // A base model's prompt: the text encoded with the tokenizer's own post-processor (e.g. a
 // leading <|begin_of_text|>); text that looks like a special token stays text.
 std::vector<int32_t> raw_prompt_ids(const policy::Tokenizer& tokenizer, const std::string& text);
+
+// The policy's prompt as token ids, as every stage and `crl eval-model` give it to the model: the
+// user's message through `chat` (prompt_format chat), or raw_prompt_ids without one (prompt_format raw).
+std::vector<int64_t> policy_prompt_ids(const policy::Tokenizer& tokenizer, const ChatTemplate* chat, const std::string& prompt);
 
 }  // namespace crl::rl

@@ -28,7 +28,7 @@ std::optional<size_t> fence_length(const std::string& line, bool closing) {
 
 }  // namespace
 
-ParsedCompletion parse_completion(const std::string& completion, const std::string& origin) {
+ParsedCompletion parse_completion(const std::string& completion, const std::string& origin, ProgramKind kind) {
   ParsedCompletion out;
   std::vector<std::string> lines;
   {
@@ -68,6 +68,16 @@ ParsedCompletion parse_completion(const std::string& completion, const std::stri
     return out;
   }
   out.program_text = *last_block;
+  if (kind == ProgramKind::kernelbench) {
+    try {
+      out.program = parse_kernelbench_text(out.program_text, origin);
+    } catch (const InputError& e) {
+      out.problem = fmt::format("the code block is not a KernelBench-format module: {}", e.what());
+      return out;
+    }
+    out.ok = true;
+    return out;
+  }
   {
     std::istringstream in(out.program_text);
     std::string line;

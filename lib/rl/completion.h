@@ -17,7 +17,9 @@ struct ParsedCompletion {
   std::string problem;       // why not, one line (when !ok)
 };
 
-// `origin` names the completion in the program's messages (e.g. "rollout 17").
-ParsedCompletion parse_completion(const std::string& completion, const std::string& origin);
+// `origin` names the completion in the program's messages (e.g. "rollout 17"); `kind` is the
+// program format the block must hold (a .crl program without a spec section, or a KernelBench module).
+ParsedCompletion parse_completion(const std::string& completion, const std::string& origin,
+                                  ProgramKind kind = ProgramKind::crl);
 
 }  // namespace crl::rl

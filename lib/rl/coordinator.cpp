@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -65,7 +66,7 @@ void Coordinator::open_results_file() {
                                  context_.run_dir, path));
   }
   writer_ = std::make_unique<results::ResultsWriter>(path);
-  const int64_t steps_rows = writer_->declare_table("steps", steps_schema());
+  const int64_t steps_rows = writer_->declare_table("steps", steps_schema(), steps_telemetry_columns());
   const int64_t rollouts_rows = writer_->declare_table("rollouts", rollouts_schema());
   const int64_t keep_steps = resume ? resume->state.steps_rows : 0, keep_rollouts = resume ? resume->state.rollouts_rows : 0;
   if (keep_steps > steps_rows || keep_rollouts > rollouts_rows) {
@@ -79,6 +80,20 @@ void Coordinator::open_results_file() {
                  steps_rows - keep_steps, rollouts_rows - keep_rollouts);
   }
   next_rollout_id_ = rollouts_rows;
+  if (job.validation.enabled) open_validation_table();
+}
+
+// /validation has /rollouts' columns (its rows are rollouts no update sees) and its own ids; rows a
+// resumed run re-does are marked superseded as theirs are.
+void Coordinator::open_validation_table() {
+  const int64_t rows = writer_->declare_table("validation", rollouts_schema());
+  const int64_t keep = context_.resume ? context_.resume->state.validation_rows : 0;
+  if (keep > rows) {
+    throw InputError(fmt::format("{}: the checkpoint {} covers {} /validation rows, but the file holds only {}", writer_->path(),
+                                 context_.resume->dir, keep, rows));
+  }
+  writer_->set_flag("validation", "superseded", keep, rows, true);
+  next_validation_id_ = rows;
 }
 
 void Coordinator::write_meta(const std::vector<RankInfo>& ranks) {
@@ -90,6 +105,7 @@ void Coordinator::write_meta(const std::vector<RankInfo>& ranks) {
   }
   writer_->set_meta_json("job_config", job.as_json);
   writer_->set_meta("job_file", job.path);
+  writer_->set_meta("program_format", program_kind_name(job.program_format));  // every rollout's kind
   writer_->set_meta("git_commit", git_commit());
   writer_->set_meta_json("hosts", hosts);
   writer_->set_meta_json("gpu_names", gpus);
@@ -124,6 +140,7 @@ void Coordinator::begin_generating_stage(const StageConfig& stage, const ResumeP
   exemplars_->set_bucket_width(stage.bucket_width);
   stage_statuses_ = {};
   stage_resumed_ = resume != nullptr;
+  zero_advantage_watch_.reset();
 }
 
 StepPlan Coordinator::plan_step(const StageConfig& stage, int64_t job_step) const {
@@ -143,7 +160,7 @@ StepBatch Coordinator::batch_of(StepPlan plan, int64_t group_size, int64_t polic
 }
 
 StepOutcome Coordinator::judge(StepBatch& batch, const StageConfig& stage) {
-  extract_programs(batch);
+  extract_programs(batch, context_.job.program_format);
   const VerdictReuse::Judge dispatch = [this](const std::vector<WorkItem>& work) { return dispatcher_->evaluate(work); };
   judge_programs(batch, dispatch, context_.job.eval.reuse_verdicts ? &verdict_reuse_ : nullptr);
   assign_rewards(batch, *normalizer_, stage);
@@ -167,6 +184,10 @@ void Coordinator::record_step(const StepBatch& batch, const UpdateStats& update,
   for (const RolloutRecord& r : batch.rollouts) statuses.add(r.verdict.status_text());
   stage_statuses_.add(statuses);
   log_step(row, done, total, true, statuses.text());
+  if (std::string warning = zero_advantage_watch_.add(stage_name, row.step, row.zero_advantage_fraction); !warning.empty()) {
+    spdlog::warn("{}", warning);
+    warnings_.push_back(std::move(warning));
+  }
   // A stage that never saw a correct program ended without learning: said, not a silent "done".
   if (done == total) {
     if (std::string warning = stage_warning(stage_name, row.step, stage_statuses_, stage_resumed_); !warning.empty()) {
@@ -174,6 +195,30 @@ void Coordinator::record_step(const StepBatch& batch, const UpdateStats& update,
       warnings_.push_back(std::move(warning));
     }
   }
+}
+
+void Coordinator::validate(const StepPlan& plan, int64_t policy_version, const std::vector<std::vector<CompletionMessage>>& per_trainer,
+                           const std::string& stage_name) {
+  StepBatch batch;
+  batch.group_size = context_.job.validation.group;
+  batch.rollouts = records_from(plan, batch.group_size, per_trainer, next_validation_id_);
+  next_validation_id_ += static_cast<int64_t>(batch.rollouts.size());
+  batch.plan = plan;
+  batch.policy_version = policy_version;
+  extract_programs(batch, context_.job.program_format);
+  judge_programs(batch, [this](const std::vector<WorkItem>& work) { return dispatcher_->evaluate(work); }, nullptr);
+  StatusTally statuses;
+  for (RolloutRecord& r : batch.rollouts) {
+    // The verdict's reward, for the record only: no normaliser, no advantage, no update.
+    r.reward = r.verdict.status == eval::VerdictStatus::kInternalError ? 0.0 : r.verdict.reward;
+    r.train = false;
+    statuses.add(r.verdict.status_text());
+  }
+  writer_->append("validation", rollout_rows(rollout_rows_of(batch, stage_name, context_.job.eval.scale, restart_)));
+  for (const StepText& t : texts_of(batch, "validation_")) writer_->put_text(t.store, t.id, t.text);
+  note_restart_of_rows();
+  writer_->flush();
+  log_validation(batch, stage_name, statuses.text());
 }
 
 void Coordinator::record_sft_step(StepRow row, int64_t done, int64_t total) {
@@ -192,15 +237,35 @@ void Coordinator::start_stage_clock(int64_t first_step) {
 
 namespace {
 
-std::string duration_text(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
+// ", entropy 1.234, kl 0.0012, zero-advantage groups 50%": the figures of the row that were measured.
+std::string telemetry_text(const StepRow& row) {
+  std::string text;
+  if (std::isfinite(row.entropy)) text += fmt::format(", entropy {:.3f}", row.entropy);
+  if (std::isfinite(row.kl)) text += fmt::format(", kl {:.4f}", row.kl);
+  if (std::isfinite(row.zero_advantage_fraction)) {
+    text += fmt::format(", zero-advantage groups {:.0f}%", 100 * row.zero_advantage_fraction);
+  }
+  return text;
 }
 
 }  // namespace
+
+void Coordinator::log_validation(const StepBatch& batch, const std::string& stage_name, const std::string& statuses) const {
+  std::set<std::string> solved;
+  int64_t correct = 0;
+  double reward_sum = 0;
+  for (const RolloutRecord& r : batch.rollouts) {
+    reward_sum += r.reward;
+    if (!r.verdict.ok()) continue;
+    ++correct;
+    solved.insert(r.task);
+  }
+  const size_t n = batch.rollouts.size();
+  spdlog::info("[validation] after {} step {}: {} held-out task(s) x G {}: correct {} of {}, tasks with a correct program {} of {}, "
+               "reward mean {:.3f} | {}",
+               stage_name, batch.plan.job_step, batch.plan.groups.size(), batch.group_size, correct, n, solved.size(),
+               batch.plan.groups.size(), n > 0 ? reward_sum / static_cast<double>(n) : 0.0, statuses);
+}
 
 void Coordinator::log_step(const StepRow& row, int64_t done, int64_t total, bool rewards, const std::string& statuses) const {
   // The rate over this process's steps of the stage (a resumed stage counts from its resume).
@@ -217,9 +282,9 @@ void Coordinator::log_step(const StepRow& row, int64_t done, int64_t total, bool
       rewards ? fmt::format(" | rollouts {}: {} | evaluators busy {:.0f}%, trainers waited {:.1f} s", rollouts, statuses,
                             100 * row.evaluator_busy_fraction, row.trainer_wait_seconds)
               : "";
-  spdlog::info("[{}] step {} ({}/{}){}, loss {:.4f}{}, {:.1f} steps/min, ETA {} | grad_norm {:.3f}, lr {:.2e}{}", row.stage,
+  spdlog::info("[{}] step {} ({}/{}){}, loss {:.4f}{}, {:.1f} steps/min, ETA {} | grad_norm {:.3f}, lr {:.2e}{}{}", row.stage,
                row.step, done, total, reward, row.loss, row.skipped ? " (skipped)" : "", per_minute, duration_text(eta_seconds),
-               row.grad_norm, row.lr, detail);
+               row.grad_norm, row.lr, telemetry_text(row), detail);
 }
 
 void Coordinator::write_checkpoint(policy::CheckpointContents contents, RunState state, int64_t keep) {
@@ -227,6 +292,7 @@ void Coordinator::write_checkpoint(policy::CheckpointContents contents, RunState
   writer_->flush();  // the rows the checkpoint counts are on disk before it exists
   state.steps_rows = writer_->rows("steps");
   state.rollouts_rows = writer_->rows("rollouts");
+  state.validation_rows = context_.job.validation.enabled ? writer_->rows("validation") : 0;
   state.restart = restart_;
   state.stage_start = stage_start_dir_.empty() ? "" : fs::path(stage_start_dir_).filename().string();
   contents.user_state = user_state_json(state, context_.job.as_json);

@@ -19,6 +19,7 @@
 #include "rl/failing_evaluation.h"
 #include "rl/job_context.h"
 #include "rl/job_tables.h"
+#include "rl/learning_watch.h"
 #include "rl/reward_shaping.h"
 #include "rl/run_state.h"
 #include "rl/step.h"
@@ -74,6 +75,13 @@ class Coordinator {
   // Marks the start of a stage (or of its resumed part) for the progress line's rate and ETA.
   void start_stage_clock(int64_t first_step);
 
+  // ---- held-out validation (job key `validation`) ----
+  // Judges a validation's completions (each program afresh: no reused verdicts) and writes them to
+  // /validation, its ids its own, with their texts in the validation_* stores, flushed; one line
+  // says how the policy did. Nothing of it reaches the rewards, the exemplars or an update.
+  void validate(const StepPlan& plan, int64_t policy_version, const std::vector<std::vector<CompletionMessage>>& per_trainer,
+                const std::string& stage_name);
+
   // ---- checkpoints ----
   // Writes `contents` with `state` (its row counts and restart filled in here) as user_state,
   // after flushing the results file (the rows it counts are on disk before it exists), then keeps
@@ -98,6 +106,7 @@ class Coordinator {
 
  private:
   void open_results_file();
+  void open_validation_table();
   // Before the flush of this run's first rows: /meta `restarts` becomes this run's restart, in the
   // same commit as the rows, so /meta never names a restart that wrote no row (a resume that finds
   // the job complete, or a run killed before its first step, leaves it as it was).
@@ -105,12 +114,15 @@ class Coordinator {
   // The contract's progress line: stage, step/total, reward mean, loss, steps/min, ETA, and (with
   // rewards) the rollouts' statuses, every one that occurred.
   void log_step(const StepRow& row, int64_t done, int64_t total, bool rewards, const std::string& statuses = "") const;
+  // The validation's line: held-out tasks, correct completions, tasks with a correct program, statuses.
+  void log_validation(const StepBatch& batch, const std::string& stage_name, const std::string& statuses) const;
 
   const JobContext& context_;
   std::unique_ptr<results::ResultsWriter> writer_;
   int64_t restart_ = 0;          // 0 for a first run, +1 per resume (the rows' restart column)
   int64_t rows_restart_ = 0;     // the largest restart of the file's rows (/meta `restarts`)
   int64_t next_rollout_id_ = 0;
+  int64_t next_validation_id_ = 0;  // /validation's row count (job key `validation`)
   std::optional<ProgramDispatcher> dispatcher_;
   std::optional<ExemplarDatabase> exemplars_;
   VerdictReuse verdict_reuse_;  // eval.reuse_verdicts: programs judged before, for this run of the job
@@ -118,6 +130,7 @@ class Coordinator {
   std::optional<RewardNormalizer> normalizer_;  // the running generating stage's
   StatusTally stage_statuses_;                  // the running generating stage's rollouts (since it resumed)
   bool stage_resumed_ = false;
+  ZeroAdvantageWatch zero_advantage_watch_;     // the running crl stage's steps that learnt nothing
   std::vector<std::string> warnings_;           // the stages' warnings, for the job's last line and /meta
   // The checkpoint the running stage started from (the previous stage's end; "" for the first
   // stage), recorded in every checkpoint so that a resumed stage finds the same KL reference.

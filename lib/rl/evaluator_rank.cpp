@@ -49,7 +49,9 @@ StopNotice EvaluatorRank::run() {
       dist::Group::world(),
       [&](const WorkItem& w) {
         const Task& task = context_.suite.find(w.task);
-        const ProgramText program = parse_program_text(w.program, w.name);
+        // The job's programs are all of its program_format (rank 0 parsed each so before sending it).
+        const ProgramText program =
+            job.program_format == ProgramKind::kernelbench ? parse_kernelbench_text(w.program, w.name) : parse_program_text(w.program, w.name);
         return evaluator.evaluate(task, program, w.name);
       },
       stop_signal);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -33,17 +34,6 @@ namespace crl::rl {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) {
-  for (const std::string& id : job.tasks.ids) suite.find(id);  // unknown ids: InputError naming the suite
-  std::vector<const Task*> out;
-  for (const Task& t : suite.tasks()) {
-    const auto in = [](const auto& list, const auto& v) { return list.empty() || std::find(list.begin(), list.end(), v) != list.end(); };
-    if (in(job.tasks.ids, t.id) && in(job.tasks.levels, t.level) && in(job.tasks.categories, t.spec.category)) out.push_back(&t);
-  }
-  if (out.empty()) throw InputError(fmt::format("{}: 'tasks' selects no task of the suite in {}", job.path, suite.dir()));
-  return out;
-}
 
 // Planted completions (tests of the job) name one of the job's tasks and a file crl can read:
 // checked at start, so that a mistyped one is bad input, not a warning in the stage's first step.
@@ -116,13 +106,25 @@ void Job::start() {
   check_world_size(job_, world.size());
   roles_ = dist::split_roles(world.comm(), job_.trainers);
   context_ = std::unique_ptr<JobContext>(new JobContext{job_, options_, options_.run_dir.empty() ? "runs/" + job_.name : options_.run_dir,
-                                                        Suite::load(resolve_suite_dir(job_.suite)), {}, {},
+                                                        Suite::load(resolve_suite_dir(job_.suite)), {}, {}, {}, {},
                                                         world.size() - job_.trainers, std::nullopt});
   context_->tasks = select_tasks(context_->suite, job_);
+  context_->validation_tasks = select_validation_tasks(context_->suite, job_, context_->tasks);
   check_planted(job_, context_->tasks);
-  context_->instructions =
-      read_input_file(job_.instructions.empty() ? std::string(CRL_SOURCE_DIR) + "/docs/program-format.md" : job_.instructions,
-                      "prompt instructions");
+  context_->instructions = read_instructions(job_);
+  if (job_.program_format == ProgramKind::kernelbench) {
+    // Every prompt shows its task's module, read once here: one missing is bad input now, not a
+    // failed step later.
+    for (const auto* list : {&context_->tasks, &context_->validation_tasks}) {
+      for (const Task* task : *list) {
+        try {
+          context_->kernelbench_modules[task->id] = read_kernelbench_module(job_.kernelbench, task->id);
+        } catch (const IoError& e) {
+          throw InputError(fmt::format("{}: key 'kernelbench': {}", job_.path, e.what()));
+        }
+      }
+    }
+  }
   find_resume_point();
 }
 
@@ -228,6 +230,50 @@ JobOutcome Job::run() {
 }
 
 }  // namespace
+
+std::vector<const Task*> select_tasks(const Suite& suite, const TaskSelectionConfig& selection, const std::string& where,
+                                      const std::string& key) {
+  for (const std::string& id : selection.ids) {
+    try {
+      suite.find(id);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: '{}.ids': {}", where, key, e.what()));
+    }
+  }
+  std::vector<const Task*> out;
+  for (const Task& t : suite.tasks()) {
+    const auto in = [](const auto& list, const auto& v) { return list.empty() || std::find(list.begin(), list.end(), v) != list.end(); };
+    if (in(selection.ids, t.id) && in(selection.levels, t.level) && in(selection.categories, t.spec.category)) out.push_back(&t);
+  }
+  if (out.empty()) throw InputError(fmt::format("{}: '{}' selects no task of the suite in {}", where, key, suite.dir()));
+  return out;
+}
+
+std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job) { return select_tasks(suite, job.tasks, job.path, "tasks"); }
+
+std::vector<const Task*> select_validation_tasks(const Suite& suite, const JobConfig& job, const std::vector<const Task*>& training) {
+  if (!job.validation.enabled) return {};
+  std::vector<const Task*> held_out = select_tasks(suite, job.validation.tasks, job.validation.where, "validation.tasks");
+  for (const Task* t : held_out) {
+    if (std::find(training.begin(), training.end(), t) != training.end()) {
+      throw InputError(fmt::format("{}: 'validation.tasks' selects {}, which the job's 'tasks' trains on too: a held-out task must "
+                                   "not be a training task; remove it from one of the two",
+                                   job.validation.where, t->id));
+    }
+  }
+  return held_out;
+}
+
+std::string read_instructions(const JobConfig& job) {
+  const char* doc = job.program_format == ProgramKind::kernelbench ? "/docs/kernelbench-format.md" : "/docs/program-format.md";
+  return read_input_file(job.instructions.empty() ? std::string(CRL_SOURCE_DIR) + doc : job.instructions, "prompt instructions");
+}
+
+std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars,
+                               ProgramKind kind, const std::string& kernelbench_module) {
+  if (kind == ProgramKind::kernelbench) return build_prompt({instructions, task.id, kernelbench_module, exemplars, true, kind});
+  return build_prompt({instructions, task.id, task.text, exemplars, true});
+}
 
 JobOutcome run_job(const JobConfig& job, const RunOptions& options) { return Job(job, options).run(); }
 

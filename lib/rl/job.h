@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "rl/job_config.h"
+#include "rl/prompt.h"
+#include "suite/kernelbench_checkout.h"
+#include "suite/suite.h"
 
 namespace crl::rl {
 
@@ -33,5 +36,24 @@ struct JobOutcome {
 // the job does not fit the world (trainer count, missing evaluators, unknown tasks) or changed
 // since its checkpoint, and Error for crl's own failures.
 JobOutcome run_job(const JobConfig& job, const RunOptions& options);
+
+// The tasks of the suite a selection picks (ids, levels, categories: a task must match every list
+// given), in the suite's order; InputError starting with `where` (the job file) and naming `key`
+// when an id is unknown or nothing is selected.
+std::vector<const Task*> select_tasks(const Suite& suite, const TaskSelectionConfig& selection, const std::string& where,
+                                      const std::string& key);
+// The job's tasks in the suite (its `tasks` key).
+std::vector<const Task*> select_tasks(const Suite& suite, const JobConfig& job);
+// The job's held-out tasks (its `validation.tasks` key; none without `validation`); InputError naming
+// the file, line and key when one of them is also one of the job's `tasks` (`training`).
+std::vector<const Task*> select_validation_tasks(const Suite& suite, const JobConfig& job, const std::vector<const Task*>& training);
+// The prompt's instructions: the job's `instructions` file, else the doc of its program format
+// (docs/program-format.md, or docs/kernelbench-format.md for program_format kernelbench).
+std::string read_instructions(const JobConfig& job);
+// The policy's prompt for `task` showing `exemplars` (prompt.h's build_prompt): what every stage,
+// held-out validation, `crl prompt` and `crl eval-model` show the policy. With program_format
+// kernelbench it shows `kernelbench_module` (the task's, read_kernelbench_module) as the reference.
+std::string render_task_prompt(const std::string& instructions, const Task& task, const std::vector<PromptExemplar>& exemplars = {},
+                               ProgramKind kind = ProgramKind::crl, const std::string& kernelbench_module = "");
 
 }  // namespace crl::rl

@@ -218,6 +218,38 @@ StageConfig read_stage(const YAML::Node& node, size_t index, const std::string& 
   return s;
 }
 
+TaskSelectionConfig read_task_selection(const Section& parent, const std::string& key) {
+  const Section tasks(parent.child(key), parent.key_path(key), parent.origin(), {"ids", "levels", "categories"});
+  TaskSelectionConfig selection;
+  selection.ids = tasks.list<std::string>("ids");
+  selection.levels = tasks.list<int>("levels");
+  selection.categories = tasks.list<std::string>("categories");
+  return selection;
+}
+
+ValidationConfig read_validation(const Section& parent, const std::vector<StageConfig>& stages) {
+  const Section sec(parent.child("validation"), "validation", parent.origin(), {"tasks", "every", "G", "sampling"});
+  ValidationConfig v;
+  v.enabled = true;
+  if (!sec.has("tasks")) {
+    sec.fail(parent.child("validation"), "missing key 'validation.tasks' (the held-out tasks: ids, levels or categories, "
+                                         "none of them one of the job's `tasks`)");
+  }
+  v.tasks = read_task_selection(sec, "tasks");
+  if (v.tasks.ids.empty() && v.tasks.levels.empty() && v.tasks.categories.empty()) {
+    sec.fail(sec.child("tasks"), "'validation.tasks' selects nothing: give ids, levels or categories of held-out tasks");
+  }
+  v.where = yaml_where(sec.child("tasks"), parent.origin());
+  v.every = sec.number<int64_t>("every", v.every, 1, 10'000'000);
+  v.group = sec.number<int64_t>("G", v.group, 1, 4096);
+  v.sampling = read_sampling(sec, "sampling");
+  if (std::none_of(stages.begin(), stages.end(), [](const StageConfig& s) { return s.kind != StageKind::kSft; })) {
+    sec.fail(parent.child("validation"), "'validation' runs during the generating stages (selftrain, crl), and the job has "
+                                         "none: add one, or remove 'validation'");
+  }
+  return v;
+}
+
 }  // namespace
 
 std::string stage_kind_name(StageKind kind) {
@@ -248,7 +280,8 @@ static JobConfig parse_job_config_checked(const std::string& text, const std::st
   job.as_json = yaml_to_json(root);  // first: it refuses keys that are lists or mappings, anywhere
   const Section sec(root, "", origin,
                     {"name", "seed", "model", "prompt_format", "backend", "dtype", "roles", "micro_batch_size", "share_gpu",
-                     "suite", "instructions", "tasks", "stages", "eval", "generation", "lora"});
+                     "suite", "instructions", "program_format", "kernelbench", "tasks", "stages", "eval", "generation", "lora",
+                     "validation"});
   job.path = origin;
   job.name = sec.required<std::string>("name");
   if (job.name.empty()) sec.fail(sec.child("name"), "'name' is empty");
@@ -261,16 +294,18 @@ static JobConfig parse_job_config_checked(const std::string& text, const std::st
   job.share_gpu = sec.get<bool>("share_gpu", job.share_gpu);
   job.suite = resolve_path(base_dir, sec.get<std::string>("suite", ""));
   job.instructions = resolve_path(base_dir, sec.get<std::string>("instructions", ""));
+  job.program_format = sec.choice("program_format", "crl", {"crl", "kernelbench"}) == "kernelbench" ? ProgramKind::kernelbench
+                                                                                                    : ProgramKind::crl;
+  job.kernelbench = resolve_path(base_dir, sec.get<std::string>("kernelbench", ""));
+  if (job.program_format == ProgramKind::kernelbench && job.kernelbench.empty()) {
+    sec.fail(sec.child("program_format"), "program_format kernelbench needs 'kernelbench': a KernelBench checkout (its modules are "
+                                          "the references the prompts show)");
+  }
   if (sec.has("roles")) {
     const Section roles(sec.child("roles"), "roles", origin, {"trainers"});
     job.trainers = roles.number<int>("trainers", job.trainers, 1, 1 << 20);
   }
-  if (sec.has("tasks")) {
-    const Section tasks(sec.child("tasks"), "tasks", origin, {"ids", "levels", "categories"});
-    job.tasks.ids = tasks.list<std::string>("ids");
-    job.tasks.levels = tasks.list<int>("levels");
-    job.tasks.categories = tasks.list<std::string>("categories");
-  }
+  if (sec.has("tasks")) job.tasks = read_task_selection(sec, "tasks");
   if (sec.has("eval")) {
     const Section ev(sec.child("eval"), "eval", origin, {"scale", "trials", "time_budget", "call_timeout", "max_relative_ci",
                                                              "timing", "reuse_verdicts", "max_failed_steps", "precision"});
@@ -310,6 +345,7 @@ static JobConfig parse_job_config_checked(const std::string& text, const std::st
   if (!stages) sec.fail(root, "missing key 'stages' (a list of stages: sft, selftrain, crl)");
   if (!stages.IsSequence() || stages.size() == 0) sec.fail(stages, "'stages' must be a non-empty list");
   for (size_t i = 0; i < stages.size(); ++i) job.stages.push_back(read_stage(stages[i], i, origin, base_dir));
+  if (sec.has("validation")) job.validation = read_validation(sec, job.stages);
   return job;
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "program/program_text.h"
+
 namespace crl::rl {
 
 enum class StageKind { kSft, kSelftrain, kCrl };
@@ -45,7 +47,7 @@ struct CheckpointConfig {
 // (a crashing, hanging or hacking candidate must cost only its own verdict).
 struct PlantedCompletion {
   std::string task;
-  std::string file;  // a .crl program, wrapped into a completion's fenced block
+  std::string file;  // a program of the job's program_format (.crl, or .py for kernelbench), wrapped into a completion's fenced block
 };
 
 struct StageConfig {
@@ -120,6 +122,20 @@ struct LoraJobConfig {
   std::vector<std::string> targets{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 };
 
+// Periodic validation on held-out tasks (job key `validation`, jobs/README.md): after every
+// `every` steps of a generating stage (selftrain, crl) and after its last, the policy samples G
+// completions of each held-out task's prompt (as `crl prompt` shows it: no exemplars) and the
+// evaluators judge them; the verdicts go to the results file's /validation table only, never to the
+// rewards, the exemplars or an update. A held-out task must not be one of the job's `tasks`.
+struct ValidationConfig {
+  bool enabled = false;
+  TaskSelectionConfig tasks;
+  int64_t every = 10;  // a generating stage's steps between validations
+  int64_t group = 4;   // G: completions per held-out task
+  SamplingConfig sampling;
+  std::string where;   // "FILE:LINE" of the `validation.tasks` key, for errors found once the suite is known
+};
+
 struct JobConfig {
   std::string path;   // the file it came from
   std::string name;
@@ -134,12 +150,17 @@ struct JobConfig {
   int64_t micro_batch_size = 4;
   bool share_gpu = false;
   std::string suite;             // suite folder; empty: resolve_suite_dir()'s default
-  std::string instructions;      // the prompt's instructions file; empty: docs/program-format.md
+  std::string instructions;      // the prompt's instructions file; empty: the program format's doc
+  // The programs the policy writes (job key `program_format`): crl's format, or KernelBench's (a
+  // Python ModelNew; the prompt shows the task's KernelBench module from `kernelbench`, a checkout).
+  ProgramKind program_format = ProgramKind::crl;
+  std::string kernelbench;
   TaskSelectionConfig tasks;
   std::vector<StageConfig> stages;
   JobEvalConfig eval;
   GenerationConfig generation;
   LoraJobConfig lora;
+  ValidationConfig validation;
   nlohmann::json as_json;        // the whole file as JSON, for /meta
 };
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,13 +24,19 @@ struct JobContext {
   std::string run_dir;             // results.h5 and checkpoints/
   Suite suite;
   std::vector<const Task*> tasks;  // the job's tasks (job key `tasks`), into `suite`
+  std::vector<const Task*> validation_tasks;  // held out (job key `validation.tasks`; none without it)
   std::string instructions;        // the prompt's instructions (job key `instructions`)
+  // program_format kernelbench: each task's KernelBench module (job key `kernelbench`), the prompts'
+  // reference, read once at the job's start.
+  std::map<std::string, std::string> kernelbench_modules;
   int evaluators = 0;              // world ranks beyond the trainers
   std::optional<ResumePoint> resume;
 
   // The policy's prompt for `task` showing `exemplars`.
   std::string render_prompt(const Task& task, const std::vector<PromptExemplar>& exemplars) const {
-    return build_prompt({instructions, task.id, task.text, exemplars, true});
+    const auto module = kernelbench_modules.find(task.id);
+    return render_task_prompt(instructions, task, exemplars, job.program_format,
+                              module == kernelbench_modules.end() ? std::string() : module->second);
   }
   // The resume point when stage `index` is the one to continue (nullptr otherwise).
   const ResumePoint* resuming_stage(size_t index) const {

@@ -1,6 +1,8 @@
 // Schemas and row conversion of the job's /steps and /rollouts tables.
 #include "rl/job_tables.h"
 
+#include <algorithm>
+
 namespace crl::rl {
 
 using results::ColumnType;
@@ -20,8 +22,22 @@ const results::TableSchema& steps_schema() {
       {"tokens_trained", ColumnType::int64}, {"seconds_generate", ColumnType::float64},
       {"seconds_evaluate", ColumnType::float64}, {"seconds_train", ColumnType::float64},
       {"evaluator_busy_fraction", ColumnType::float64}, {"trainer_wait_seconds", ColumnType::float64},
-      {"seconds_step", ColumnType::float64}, {"restart", ColumnType::int64},       {"superseded", ColumnType::boolean}};
+      {"seconds_step", ColumnType::float64}, {"restart", ColumnType::int64},       {"superseded", ColumnType::boolean},
+      // steps_telemetry_columns(), in its order
+      {"entropy", ColumnType::float64},     {"kl", ColumnType::float64},
+      {"clip_fraction", ColumnType::float64}, {"completion_tokens_mean", ColumnType::float64},
+      {"completion_tokens_max", ColumnType::float64}, {"advantage_mean", ColumnType::float64},
+      {"advantage_std", ColumnType::float64}, {"zero_advantage_fraction", ColumnType::float64}};
   return schema;
+}
+
+const results::TableSchema& steps_telemetry_columns() {
+  static const results::TableSchema columns = [] {
+    const results::TableSchema& all = steps_schema();
+    const auto first = std::find_if(all.begin(), all.end(), [](const auto& c) { return c.name == "entropy"; });
+    return results::TableSchema(first, all.end());
+  }();
+  return columns;
 }
 
 const results::TableSchema& rollouts_schema() {
@@ -48,7 +64,9 @@ results::RowBatch step_rows(const std::vector<StepRow>& rows) {
                    r.reward_median, r.reward_max, r.n_ok, r.n_compile_error, r.n_runtime_error, r.n_timeout, r.n_crash,
                    r.n_mismatch, r.n_hack, r.n_format_error, r.n_internal_error, r.tokens_generated, r.tokens_trained,
                    r.seconds_generate, r.seconds_evaluate, r.seconds_train, r.evaluator_busy_fraction,
-                   r.trainer_wait_seconds, r.seconds_step, r.restart, r.superseded});
+                   r.trainer_wait_seconds, r.seconds_step, r.restart, r.superseded, r.entropy, r.kl, r.clip_fraction,
+                   r.completion_tokens_mean, r.completion_tokens_max, r.advantage_mean, r.advantage_std,
+                   r.zero_advantage_fraction});
   }
   return batch;
 }

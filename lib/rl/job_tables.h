@@ -4,12 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "results/table_schema.h"
 
 namespace crl::rl {
+
+inline constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 
 struct StepRow {
   int64_t step = 0;  // the job's step counter, over all stages
@@ -27,6 +30,11 @@ struct StepRow {
   double seconds_step = 0;             // rank 0's wall time since the previous step's row (or the stage's start)
   int64_t restart = 0;                 // 0 for the first run, +1 per resume
   bool superseded = false;             // a resume re-did this step (set on the row when it resumes)
+  // Telemetry (steps_telemetry_columns(); NaN where not measured, and in rows of older files).
+  double entropy = kNotMeasured, kl = kNotMeasured, clip_fraction = kNotMeasured;  // UpdateStats'
+  double completion_tokens_mean = kNotMeasured, completion_tokens_max = kNotMeasured;
+  double advantage_mean = kNotMeasured, advantage_std = kNotMeasured;
+  double zero_advantage_fraction = kNotMeasured;  // share of groups whose counted rewards are all equal
 };
 
 struct RolloutRow {
@@ -50,7 +58,11 @@ struct RolloutRow {
   bool superseded = false;
 };
 
+// /steps' columns; the last of them are steps_telemetry_columns(), which files written by an older
+// crl lack (float64, NaN where not measured): a resumed run adds them to such a file's table, its
+// earlier rows reading NaN.
 const results::TableSchema& steps_schema();
+const results::TableSchema& steps_telemetry_columns();
 const results::TableSchema& rollouts_schema();
 
 results::RowBatch step_rows(const std::vector<StepRow>& rows);

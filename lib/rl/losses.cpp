@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -51,6 +53,34 @@ LossSum sft_loss(const torch::Tensor& logits, const torch::Tensor& input_ids, co
   LossSum out;
   out.sum = -(logp.slice(1, 1, logp.size(1)) * mask).sum();
   out.tokens = mask.sum();
+  return out;
+}
+
+EntropySum token_entropy_sum(const torch::Tensor& logits, const torch::Tensor& loss_mask, int64_t chunk_rows) {
+  if (!logits.defined() || logits.dim() != 3) {
+    throw InputError(fmt::format("token_entropy_sum: logits have shape {}, expected [B, S, V]", shape_of(logits)));
+  }
+  require_shape(loss_mask, {logits.size(0), logits.size(1)}, "loss_mask", "token_entropy_sum");
+  if (chunk_rows < 1) throw InputError(fmt::format("token_entropy_sum: chunk_rows {} must be >= 1", chunk_rows));
+  torch::NoGradGuard no_grad;
+  const int64_t batch = logits.size(0), steps = logits.size(1), vocab = logits.size(2);
+  // Position t predicts token t+1: its weight is the target's mask, column t+1 (the last position
+  // predicts nothing and weighs 0).
+  const torch::Tensor weights =
+      torch::constant_pad_nd(loss_mask.to(torch::kFloat32).slice(1, 1, steps), {0, 1}, 0.0).reshape({-1});
+  const torch::Tensor rows = logits.detach().reshape({batch * steps, vocab});
+  EntropySum out;
+  out.sum = torch::zeros({}, weights.options().device(logits.device()));
+  out.tokens = weights.sum().to(logits.device());
+  const torch::Tensor w = weights.to(logits.device());
+  for (int64_t start = 0; start < batch * steps; start += chunk_rows) {
+    const int64_t end = std::min(batch * steps, start + chunk_rows);
+    const torch::Tensor z = rows.slice(0, start, end).to(torch::kFloat32);
+    const torch::Tensor log_p = torch::log_softmax(z, 1);
+    // Logits of -inf (masked vocabulary) give p = 0 and log p = -inf: their term is 0, not NaN.
+    const torch::Tensor terms = torch::where(torch::isfinite(log_p), log_p.exp() * log_p, torch::zeros_like(log_p));
+    out.sum = out.sum + (-terms.sum(1) * w.slice(0, start, end)).sum();
+  }
   return out;
 }
 

@@ -32,6 +32,17 @@ torch::Tensor next_token_log_probs(const torch::Tensor& logits, const torch::Ten
 // Cross-entropy on the masked (completion) tokens: sum over targets of -log p(token).
 LossSum sft_loss(const torch::Tensor& logits, const torch::Tensor& input_ids, const torch::Tensor& loss_mask);
 
+// Sum over target tokens of the policy's entropy (nats) at the position that predicts each of them,
+// -sum_v p(v) log p(v) from the logits [B, S, V] as they are (no temperature), with the count of
+// target tokens, both fp32 scalars without autograd history (telemetry: what the update trained
+// on). Computed in fp32 over chunks of `chunk_rows` positions, so no fp32 copy of all the logits
+// is made, and without reading anything back from the device (every position is computed and the
+// mask weighs it; selecting the masked rows would wait for the GPU to count them).
+struct EntropySum {
+  torch::Tensor sum, tokens;
+};
+EntropySum token_entropy_sum(const torch::Tensor& logits, const torch::Tensor& loss_mask, int64_t chunk_rows = 256);
+
 // Group-normalised advantages: rewards [N] in consecutive groups of `group_size` completions of
 // one prompt; (r - mean_group) / (std_group + eps), std with Bessel's correction (torch.std, as
 // TRL's GRPO). A group of equal rewards gets advantage 0. Throws InputError unless N is a

@@ -22,7 +22,7 @@ nlohmann::json user_state_json(const RunState& state, const nlohmann::json& job_
                          {"job_step", state.job_step},
                          {"policy_version", state.policy_version},
                          {"normalizer", state.normalizer},
-                         {"rows", {{"steps", state.steps_rows}, {"rollouts", state.rollouts_rows}}},
+                         {"rows", {{"steps", state.steps_rows}, {"rollouts", state.rollouts_rows}, {"validation", state.validation_rows}}},
                          {"restart", state.restart},
                          {"stage_start", state.stage_start}};
   if (state.in_flight) {
@@ -46,11 +46,14 @@ ResumePoint ResumePoint::from_user_state(const std::string& dir, const nlohmann:
     s.normalizer = user_state.at("normalizer");
     s.steps_rows = user_state.at("rows").at("steps").get<int64_t>();
     s.rollouts_rows = user_state.at("rows").at("rollouts").get<int64_t>();
+    // Absent from checkpoints written before held-out validation: no /validation row came before them.
+    const nlohmann::json& rows = user_state.at("rows");
+    s.validation_rows = rows.contains("validation") ? rows.at("validation").get<int64_t>() : 0;
     s.restart = user_state.at("restart").get<int64_t>();
     // Absent from checkpoints written before the job recorded them: none in flight, no stage start.
     r.in_flight = user_state.contains("in_flight") ? user_state.at("in_flight") : nlohmann::json();
     s.stage_start = user_state.contains("stage_start") ? user_state.at("stage_start").get<std::string>() : std::string();
-    if (s.stage_steps < 0 || s.job_step < 0 || s.steps_rows < 0 || s.rollouts_rows < 0) throw InputError("negative counts");
+    if (s.stage_steps < 0 || s.job_step < 0 || s.steps_rows < 0 || s.rollouts_rows < 0 || s.validation_rows < 0) throw InputError("negative counts");
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: user_state is not a crl run's: {}", origin, e.what()));

@@ -40,6 +40,7 @@ struct RunState {
   int64_t policy_version = 0;  // optimiser steps done, over all stages
   nlohmann::json normalizer;   // the crl stage's reward window (null elsewhere)
   int64_t steps_rows = 0, rollouts_rows = 0;  // rows of /steps and /rollouts it covers
+  int64_t validation_rows = 0;                // rows of /validation it covers (job key `validation`)
   int64_t restart = 0;         // the run that wrote it (0: the first)
   std::string stage_start;     // the checkpoint its stage started from ("" for the first stage)
   std::optional<InFlightStep> in_flight;

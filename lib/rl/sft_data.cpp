@@ -39,12 +39,16 @@ std::vector<SftExample> read_sft_jsonl(const std::string& path, UnparsedCompleti
     e.task = j["task"].get<std::string>();
     e.line = number;
     e.id = j.contains("id") ? (j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump()) : fmt::format("line {}", number);
+    if (j.contains("format")) {
+      if (!j["format"].is_string()) throw InputError(where + ": field 'format' must be a string ('crl' or 'kernelbench')");
+      e.kind = parse_program_kind(j["format"].get<std::string>(), where + ": field 'format'");
+    }
     if (has_program) {
       e.program = text.get<std::string>();
-      e.completion = completion_from_program(e.program);
+      e.completion = completion_from_program(e.program, e.kind);
     } else {
       e.completion = text.get<std::string>();
-      const ParsedCompletion parsed = parse_completion(e.completion, where);
+      const ParsedCompletion parsed = parse_completion(e.completion, where, e.kind);
       if (parsed.ok) {
         e.program = parsed.program_text;
       } else if (unparsed == UnparsedCompletions::kKeep) {

@@ -1,11 +1,14 @@
 // SFT data: JSONL lines of {"task": ID, "completion": TEXT} or {"task": ID, "program": TEXT} (a
-// program alone becomes a completion with an empty analysis and plan), plus optional "speedup"
-// and "id". Used by the sft stage and by `crl data validate`.
+// program alone becomes a completion with an empty analysis and plan), plus optional "speedup",
+// "id" and "format" ("crl", the default, or "kernelbench": the program is a KernelBench-format
+// Python module). Used by the sft stage, `crl eval` and `crl data validate`.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "program/program_text.h"
 
 namespace crl::rl {
 
@@ -13,6 +16,7 @@ struct SftExample {
   std::string task;
   std::string completion;
   std::string program;            // the program's text (from "program", or the completion's block)
+  ProgramKind kind = ProgramKind::crl;  // "format": "crl" (the default) or "kernelbench"
   std::optional<double> speedup;  // when the line says (crl data validate writes it)
   std::string id;                 // the line's "id", else "line N"
   int line = 0;

@@ -52,6 +52,13 @@ StepPlan plan_step(const StageConfig& stage, const std::vector<const Task*>& tas
   return plan;
 }
 
+StepPlan plan_validation(const std::vector<const Task*>& held_out, int64_t job_step, const PromptRenderer& render) {
+  StepPlan plan;
+  plan.job_step = job_step;
+  for (const Task* task : held_out) plan.groups.push_back({task->id, render(*task, {}), ""});
+  return plan;
+}
+
 std::vector<RolloutRecord> records_from(const StepPlan& plan, int64_t group_size,
                                         const std::vector<std::vector<CompletionMessage>>& per_trainer, int64_t first_id) {
   const int64_t n = static_cast<int64_t>(plan.groups.size()) * group_size;
@@ -80,9 +87,9 @@ std::vector<RolloutRecord> records_from(const StepPlan& plan, int64_t group_size
   return records;
 }
 
-void extract_programs(StepBatch& batch) {
+void extract_programs(StepBatch& batch, ProgramKind kind) {
   for (RolloutRecord& r : batch.rollouts) {
-    ParsedCompletion parsed = parse_completion(r.completion, fmt::format("rollout {}", r.id));
+    ParsedCompletion parsed = parse_completion(r.completion, fmt::format("rollout {}", r.id), kind);
     r.has_program = parsed.ok;
     r.program = std::move(parsed.program_text);
     r.format_problem = std::move(parsed.problem);
@@ -233,6 +240,52 @@ void count_status(StepRow& row, eval::VerdictStatus status) {
 
 }  // namespace
 
+namespace {
+
+// Mean and longest completion of the step's rollouts, in tokens.
+void add_completion_lengths(StepRow& row, const StepBatch& batch) {
+  if (batch.rollouts.empty()) return;
+  double sum = 0, longest = 0;
+  for (const RolloutRecord& r : batch.rollouts) {
+    sum += static_cast<double>(r.completion_tokens);
+    longest = std::max(longest, static_cast<double>(r.completion_tokens));
+  }
+  row.completion_tokens_mean = sum / static_cast<double>(batch.rollouts.size());
+  row.completion_tokens_max = longest;
+}
+
+// GRPO's advantages over the counted rollouts (mean, std without Bessel's correction), and the share
+// of groups that teach nothing: their counted rewards are all equal (or fewer than two are counted),
+// so every advantage in them is 0.
+void add_advantage_stats(StepRow& row, const StepBatch& batch) {
+  std::vector<double> advantages;
+  const int64_t group_size = batch.group_size;
+  if (group_size <= 0 || batch.rollouts.empty()) return;
+  const int64_t groups = static_cast<int64_t>(batch.rollouts.size()) / group_size;
+  int64_t flat = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    std::vector<double> rewards;
+    for (int64_t k = 0; k < group_size; ++k) {
+      const RolloutRecord& r = batch.rollouts[static_cast<size_t>(g * group_size + k)];
+      if (!r.included) continue;
+      rewards.push_back(r.reward);
+      advantages.push_back(r.advantage);
+    }
+    const bool all_equal = rewards.size() < 2 || std::all_of(rewards.begin(), rewards.end(),
+                                                             [&](double x) { return x == rewards.front(); });
+    if (all_equal) ++flat;
+  }
+  if (groups > 0) row.zero_advantage_fraction = static_cast<double>(flat) / static_cast<double>(groups);
+  if (advantages.empty()) return;
+  const double mean = std::accumulate(advantages.begin(), advantages.end(), 0.0) / static_cast<double>(advantages.size());
+  double squares = 0;
+  for (double a : advantages) squares += (a - mean) * (a - mean);
+  row.advantage_mean = mean;
+  row.advantage_std = std::sqrt(squares / static_cast<double>(advantages.size()));
+}
+
+}  // namespace
+
 StepRow step_row_of(const StepBatch& batch, const UpdateStats& update, const std::string& stage_name, int evaluators,
                     int64_t restart) {
   StepRow row;
@@ -264,23 +317,28 @@ StepRow step_row_of(const StepBatch& batch, const UpdateStats& update, const std
   row.seconds_train = t.seconds_train;
   row.trainer_wait_seconds = t.trainer_wait_seconds;
   row.restart = restart;
+  row.entropy = update.entropy;
+  row.kl = update.kl;
+  row.clip_fraction = update.clip_fraction;
+  add_completion_lengths(row, batch);
+  if (stage_name == stage_kind_name(StageKind::kCrl)) add_advantage_stats(row, batch);
   return row;
 }
 
-std::vector<StepText> texts_of(const StepBatch& batch) {
+std::vector<StepText> texts_of(const StepBatch& batch, const std::string& store_prefix) {
   std::vector<StepText> texts;
   for (const RolloutRecord& r : batch.rollouts) {
     const eval::Verdict& v = r.verdict;
-    texts.push_back({"prompts", r.id, batch.plan.groups[static_cast<size_t>(r.group)].prompt});
-    texts.push_back({"completions", r.id, r.completion});
-    if (!r.program.empty()) texts.push_back({"programs", r.id, r.program});
+    texts.push_back({store_prefix + "prompts", r.id, batch.plan.groups[static_cast<size_t>(r.group)].prompt});
+    texts.push_back({store_prefix + "completions", r.id, r.completion});
+    if (!r.program.empty()) texts.push_back({store_prefix + "programs", r.id, r.program});
     std::string log = v.message;
     for (const auto& s : v.steps) {
       if (s.name == "judge") log += "\n--- judge\n" + s.detail;  // its secret replays the task's inputs
     }
     if (!v.compile_log.empty()) log += "\n--- compile log\n" + v.compile_log;
     if (!v.worker_log.empty()) log += "\n--- worker log\n" + v.worker_log;
-    texts.push_back({"logs", r.id, std::move(log)});
+    texts.push_back({store_prefix + "logs", r.id, std::move(log)});
   }
   return texts;
 }

@@ -5,6 +5,7 @@
 // The MPI-bound stages call these; tests call them directly (tests/rl/step_test.cpp).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -34,6 +35,10 @@ using PromptRenderer = std::function<std::string(const Task& task, const std::ve
 StepPlan plan_step(const StageConfig& stage, const std::vector<const Task*>& tasks, const ExemplarDatabase& exemplars,
                    uint64_t seed, int64_t job_step, const PromptRenderer& render);
 
+// The plan of a held-out validation after job step `job_step` (job key `validation`): one group per
+// held-out task, its prompt without exemplars. Deterministic: every trainer makes the same.
+StepPlan plan_validation(const std::vector<const Task*>& held_out, int64_t job_step, const PromptRenderer& render);
+
 // Rank 0's records of the step from every trainer's completions (in any order): rollout index
 // group * G + sample gets rollout id first_id + index and its group's task. Throws Error for an
 // index outside the plan or a rollout sent twice or never.
@@ -41,7 +46,7 @@ std::vector<RolloutRecord> records_from(const StepPlan& plan, int64_t group_size
                                         const std::vector<std::vector<CompletionMessage>>& per_trainer, int64_t first_id);
 
 // Each completion's program (completion.h): has_program, or the format problem.
-void extract_programs(StepBatch& batch);
+void extract_programs(StepBatch& batch, ProgramKind kind = ProgramKind::crl);
 
 // The verdict of every rollout: its program's, from `judge` (through `reuse` when given: programs
 // judged before take their verdict, verdict_reuse.h), or format_error for a rollout without one.
@@ -61,6 +66,9 @@ struct UpdateStats {
   double loss = 0, grad_norm = 0, lr = 0;
   int64_t tokens_trained = 0;
   bool skipped = true;  // no update (nothing to train, no loss tokens, or a non-finite gradient)
+  // Means over the (last) update's loss tokens on all trainers; NaN when not measured: no update,
+  // no KL reference (grpo.kl 0, selftrain), no clipping (selftrain's loss).
+  double entropy = std::nan(""), kl = std::nan(""), clip_fraction = std::nan("");
 };
 
 // The step's /rollouts rows. `scale`: the job's eval.scale, for verdicts that name none.
@@ -73,13 +81,14 @@ StepRow step_row_of(const StepBatch& batch, const UpdateStats& update, const std
 
 // The step's texts, keyed by rollout id: prompts, completions, programs (those that have one) and
 // logs (the verdict's message, its judge step's detail, which names the secret that replays the
-// inputs, and its compile and worker logs), in rollout order.
+// inputs, and its compile and worker logs), in rollout order. `store_prefix` goes before each
+// store's name ("validation_": the held-out validation's own stores, keyed by its own ids).
 struct StepText {
-  const char* store;
+  std::string store;
   int64_t id;
   std::string text;
 };
-std::vector<StepText> texts_of(const StepBatch& batch);
+std::vector<StepText> texts_of(const StepBatch& batch, const std::string& store_prefix = "");
 
 // The step's correct programs with a measured speedup: the exemplar database's new entries.
 std::vector<Exemplar> exemplars_of(const StepBatch& batch);

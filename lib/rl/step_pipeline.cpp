@@ -31,6 +31,33 @@ struct Collected {
   Clock::time_point wait_start;
 };
 
+// The update's telemetry (entropy, KL, clipped tokens) summed over its micro-batches as device
+// scalars, so the step still reads nothing mid-way; read once after the update and summed over the
+// trainers. Every trainer calls read_into (all-reduces).
+class TelemetrySums {
+ public:
+  void add_entropy(const torch::Tensor& sum) { entropy_ = entropy_.defined() ? entropy_ + sum : sum; }
+  void add_grpo(const LossSum& loss) {
+    kl_ = kl_.defined() ? kl_ + loss.kl_sum : loss.kl_sum;
+    clipped_ = clipped_.defined() ? clipped_ + loss.clipped_tokens : loss.clipped_tokens;
+  }
+  // Means per loss token over all trainers (`tokens`); KL only `with_kl` (a reference exists),
+  // clip fraction only `with_clip` (the loss clips).
+  void read_into(UpdateStats& update, dist::Communicator& comm, double tokens, bool with_clip, bool with_kl) const {
+    const auto local = [](const torch::Tensor& t) { return t.defined() ? t.to(torch::kFloat64).cpu().item<double>() : 0.0; };
+    const double entropy = comm.all_reduce_scalar(local(entropy_));
+    const double kl = comm.all_reduce_scalar(local(kl_));
+    const double clipped = comm.all_reduce_scalar(local(clipped_));
+    if (tokens <= 0) return;
+    update.entropy = entropy / tokens;
+    if (with_kl) update.kl = kl / tokens;
+    if (with_clip) update.clip_fraction = clipped / tokens;
+  }
+
+ private:
+  torch::Tensor entropy_, kl_, clipped_;
+};
+
 class GeneratingStage {
  public:
   GeneratingStage(TrainerRank& rank, size_t index, const StageConfig& stage);
@@ -49,6 +76,10 @@ class GeneratingStage {
   StepOutcome run_step_overlapped(GeneratedStep& current, std::optional<GeneratedStep>& next);
 
   Collected collect(const GeneratedStep& current);
+  // Held-out validation (job key `validation`) after `steps_done` of the stage's steps, when due:
+  // every `every` steps and after the stage's last. Every trainer samples its share of the held-out
+  // tasks from the policy as it is now; rank 0 judges and records them. No update follows.
+  void validate_if_due(int64_t steps_done);
   // Rank 0's judged outcome (its argument) to every trainer.
   StepOutcome share(const StepOutcome& outcome);
   UpdateStats update_policy(const GeneratedStep& current, const StepOutcome& outcome);
@@ -136,6 +167,7 @@ void GeneratingStage::run() {
         stale_ && local_step + 1 < stage_.steps ? run_step_overlapped(*current, next) : run_step(*current);
     ++rank_.job_step();
     current = std::move(next);
+    validate_if_due(local_step + 1);
     if (stops_after(local_step, current ? &*current : nullptr, outcome)) return;
     if (!current && local_step + 1 < stage_.steps) current = generate(local_step + 1);
   }
@@ -170,13 +202,29 @@ StepOutcome GeneratingStage::run_step_overlapped(GeneratedStep& current, std::op
   return outcome;
 }
 
+// This trainer's rollouts as rank 0 receives them.
+std::vector<CompletionMessage> completion_messages(const GeneratedStep& step) {
+  std::vector<CompletionMessage> mine;
+  for (const RolloutRecord& r : step.mine) mine.push_back({r.group, r.sample, r.completion, static_cast<int64_t>(r.tokens.size())});
+  return mine;
+}
+
+void GeneratingStage::validate_if_due(int64_t steps_done) {
+  const ValidationConfig& validation = rank_.job().validation;
+  if (!validation.enabled || (steps_done % validation.every != 0 && steps_done != stage_.steps)) return;
+  const JobContext& context = rank_.context();
+  // Labelled with the step just trained: a checkpoint after it covers these rows.
+  const StepPlan plan = plan_validation(context.validation_tasks, rank_.job_step() - 1,
+                                        [&](const Task& task, const std::vector<PromptExemplar>& shown) { return context.render_prompt(task, shown); });
+  const GeneratedStep generated = rank_.generate_validation(plan);
+  const auto per_trainer = rank_.trainers().gather(completion_messages(generated), 0, "a trainer's validation completions");
+  if (coordinator_ != nullptr) coordinator_->validate(generated.plan, generated.policy_version, per_trainer, stage_name_);
+}
+
 Collected GeneratingStage::collect(const GeneratedStep& current) {
   int64_t my_tokens = 0;
-  std::vector<CompletionMessage> mine;
-  for (const RolloutRecord& r : current.mine) {
-    my_tokens += static_cast<int64_t>(r.tokens.size());
-    mine.push_back({r.group, r.sample, r.completion, static_cast<int64_t>(r.tokens.size())});
-  }
+  for (const RolloutRecord& r : current.mine) my_tokens += static_cast<int64_t>(r.tokens.size());
+  const std::vector<CompletionMessage> mine = completion_messages(current);
   const double tokens_generated = rank_.comm().all_reduce_scalar(static_cast<double>(my_tokens));
   const double seconds_generate = rank_.comm().all_reduce_scalar(current.seconds) / rank_.trainers().size();
   Collected out;
@@ -227,21 +275,28 @@ UpdateStats GeneratingStage::update_policy(const GeneratedStep& current, const S
   }
   const GrpoOptions grpo{stage_.grpo.clip, stage_.grpo.clip_high, stage_.grpo.kl};
   StepStats stats;
+  TelemetrySums sums;
   for (int64_t u = 0; u < updates_; ++u) {
+    sums = TelemetrySums{};  // the last update's figures, as its loss
     stats = trainer_->step(batches, [&](const torch::Tensor& logits, size_t i) {
       const auto& mb = batches[i];
+      sums.add_entropy(token_entropy_sum(logits, mb.loss_mask).sum);
       if (!crl_) return sft_loss(logits, mb.input_ids, mb.loss_mask).sum;
       const torch::Tensor logp = next_token_log_probs(logits, mb.input_ids);
       torch::Tensor old = updates_ > 1 ? old_logp[i] : logp.detach();
       // Off-policy (staleness 1): the ratio is to the policy that generated the rollout, whose
       // log-probs the engine returned; rows no policy wrote (planted) keep the on-policy ratio.
       if (stale_) old = torch::where(packed.has_generating_logp[i].unsqueeze(1), packed.generating_logp[i], old);
-      return grpo_loss(logp, old, packed.advantages[i], mb.loss_mask, grpo,
-                       reference_ ? std::optional<torch::Tensor>(ref_logp[i]) : std::nullopt).sum;
+      const LossSum loss = grpo_loss(logp, old, packed.advantages[i], mb.loss_mask, grpo,
+                                     reference_ ? std::optional<torch::Tensor>(ref_logp[i]) : std::nullopt);
+      sums.add_grpo(loss);
+      return loss.sum;
     });
     if (!stats.skipped) ++rank_.policy_version();
   }
-  return {stats.loss, stats.grad_norm, stats.lr, stats.tokens, stats.skipped || !std::isfinite(stats.loss)};
+  UpdateStats update{stats.loss, stats.grad_norm, stats.lr, stats.tokens, stats.skipped || !std::isfinite(stats.loss)};
+  sums.read_into(update, rank_.comm(), static_cast<double>(stats.tokens), crl_, crl_ && reference_.has_value());
+  return update;
 }
 
 bool GeneratingStage::stops_after(int64_t local_step, const GeneratedStep* in_flight, const StepOutcome& outcome) {

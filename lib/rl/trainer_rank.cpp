@@ -136,8 +136,7 @@ std::string TrainerRank::weights_sha256() {
 // ---- the policy's side -------------------------------------------------------------------------
 
 std::vector<int64_t> TrainerRank::prompt_ids(const std::string& prompt) const {
-  const std::vector<int32_t> ids = chat_ ? chat_->apply(*tokenizer_, {{"user", prompt}}) : raw_prompt_ids(*tokenizer_, prompt);
-  return {ids.begin(), ids.end()};
+  return policy_prompt_ids(*tokenizer_, chat_ ? &*chat_ : nullptr, prompt);
 }
 
 std::vector<int64_t> TrainerRank::completion_ids(const std::string& completion) const {
@@ -200,6 +199,7 @@ void TrainerRank::save_checkpoint(Trainer& trainer, const CheckpointAt& at) {
     contents.model = &*model_;
     contents.lora = lora_.get();  // LoRA: the PEFT adapter (in adapter/) beside the merged model
     contents.base_model = job().model;
+    contents.tokenizer_from = job().model;  // transformers and crl generate load the checkpoint whole
     contents.optimizer = &trainer.optimizer();
     contents.schedule = trainer.options().schedule.to_json();
     contents.step = job_step_;
@@ -267,7 +267,8 @@ namespace {
 
 // Planted completions (tests): in the stage's first step, in place of the first samples of the
 // first group of their task. No policy wrote them: they have no generating log-probs.
-void plant_completions(const StageConfig& stage, const StepPlan& plan, const TrainerRank& rank, std::vector<RolloutRecord>& mine) {
+void plant_completions(const StageConfig& stage, ProgramKind kind, const StepPlan& plan, const TrainerRank& rank,
+                       std::vector<RolloutRecord>& mine) {
   const int64_t groups = static_cast<int64_t>(plan.groups.size());
   const int trainer = rank.trainers().rank(), trainers = rank.trainers().size();
   std::map<int64_t, int64_t> used;
@@ -282,7 +283,7 @@ void plant_completions(const StageConfig& stage, const StepPlan& plan, const Tra
     if (s >= stage.group || g % trainers != trainer) continue;
     for (RolloutRecord& r : mine) {
       if (r.group == g && r.sample == s) {
-        r.completion = completion_from_program(read_input_file(p.file, "planted completion"));
+        r.completion = completion_from_program(read_input_file(p.file, "planted completion"), kind);
         r.tokens = rank.completion_ids(r.completion);
         r.completion_tokens = static_cast<int64_t>(r.tokens.size());
         r.logp.clear();
@@ -293,6 +294,54 @@ void plant_completions(const StageConfig& stage, const StepPlan& plan, const Tra
 
 }  // namespace
 
+std::vector<RolloutRecord> TrainerRank::sample_groups(const StepPlan& plan, const std::vector<std::vector<int64_t>>& group_prompts,
+                                                      const SamplingConfig& sampling, int64_t group_size, uint64_t seed) {
+  const int64_t groups = static_cast<int64_t>(plan.groups.size());
+  // All of this trainer's groups (g = rank, rank + T, ...) in one engine run: each prompt is
+  // prefilled once for its G samples. Sample keys are the flat index among this trainer's rollouts.
+  std::vector<policy::GenerationRequest> requests;
+  std::vector<int64_t> request_group;
+  const int64_t block_size = policy::EngineOptions{}.block_size;
+  for (int64_t g = trainers_.rank(); g < groups; g += trainers_.size()) {
+    const std::vector<int64_t>& prompt = group_prompts[static_cast<size_t>(g)];
+    const auto need = policy::GenerationEngine::block_need(static_cast<int64_t>(prompt.size()), sampling.max_new_tokens, block_size);
+    if (need.prompt_blocks + need.own_blocks > engine_->usable_blocks()) {
+      throw InputError(fmt::format("{}: a prompt of {} tokens with sampling.max_new_tokens {} needs {} KV cache blocks, but "
+                                   "generation.kv_cache_mib holds {}: raise generation.kv_cache_mib (or lower max_new_tokens)",
+                                   job().path, prompt.size(), sampling.max_new_tokens, need.prompt_blocks + need.own_blocks,
+                                   engine_->usable_blocks()));
+    }
+    requests.push_back({prompt, group_size, static_cast<int64_t>(request_group.size()) * group_size, std::nullopt});
+    request_group.push_back(g);
+  }
+  std::vector<RolloutRecord> mine;
+  if (requests.empty()) return mine;
+  policy::GenerationOptions gen;
+  gen.max_new_tokens = sampling.max_new_tokens;
+  gen.sampling = {sampling.temperature, sampling.top_p, sampling.top_k, seed};
+  gen.stop_token_ids = model_config_->eos_token_ids;
+  gen.pad_token_id = model_config_->pad_token_id.value_or(gen.stop_token_ids.empty() ? 0 : gen.stop_token_ids[0]);
+  const policy::TokenDecoder decode = [&](const std::vector<int64_t>& ids) {
+    return tokenizer_->decode_sampled(ids, /*skip_special_tokens=*/true);
+  };
+  policy::GenerationResult result = engine_->run(requests, gen, decode);
+  size_t i = 0;
+  for (int64_t g : request_group) {
+    for (int64_t s = 0; s < group_size; ++s, ++i) {
+      policy::GeneratedSequence& seq = result.sequences[i];
+      RolloutRecord r;
+      r.group = g;
+      r.sample = s;
+      r.tokens = std::move(seq.tokens);
+      r.completion_tokens = static_cast<int64_t>(r.tokens.size());
+      r.completion = std::move(seq.text);
+      r.logp = std::move(seq.model_logprobs);
+      mine.push_back(std::move(r));
+    }
+  }
+  return mine;
+}
+
 GeneratedStep TrainerRank::generate_rollouts(const StageConfig& stage, StepPlan plan, int64_t local_step) {
   const auto start = std::chrono::steady_clock::now();
   GeneratedStep out;
@@ -300,51 +349,24 @@ GeneratedStep TrainerRank::generate_rollouts(const StageConfig& stage, StepPlan 
   out.policy_version = policy_version_;
   out.plan = std::move(plan);
   out.group_prompts = group_prompts(out.plan);
-  const int64_t groups = static_cast<int64_t>(out.plan.groups.size()), group_size = stage.group;
-  // All of this trainer's groups (g = rank, rank + T, ...) in one engine run: each prompt is
-  // prefilled once for its G samples. Sample keys are the flat index among this trainer's rollouts.
-  std::vector<policy::GenerationRequest> requests;
-  std::vector<int64_t> request_group;
-  const int64_t block_size = policy::EngineOptions{}.block_size;
-  for (int64_t g = trainers_.rank(); g < groups; g += trainers_.size()) {
-    const std::vector<int64_t>& prompt = out.group_prompts[static_cast<size_t>(g)];
-    const auto need = policy::GenerationEngine::block_need(static_cast<int64_t>(prompt.size()), stage.sampling.max_new_tokens, block_size);
-    if (need.prompt_blocks + need.own_blocks > engine_->usable_blocks()) {
-      throw InputError(fmt::format("{}: a prompt of {} tokens with sampling.max_new_tokens {} needs {} KV cache blocks, but "
-                                   "generation.kv_cache_mib holds {}: raise generation.kv_cache_mib (or lower max_new_tokens)",
-                                   job().path, prompt.size(), stage.sampling.max_new_tokens, need.prompt_blocks + need.own_blocks,
-                                   engine_->usable_blocks()));
-    }
-    requests.push_back({prompt, group_size, static_cast<int64_t>(request_group.size()) * group_size, std::nullopt});
-    request_group.push_back(g);
-  }
-  if (!requests.empty()) {
-    policy::GenerationOptions gen;
-    gen.max_new_tokens = stage.sampling.max_new_tokens;
-    gen.sampling = {stage.sampling.temperature, stage.sampling.top_p, stage.sampling.top_k,
-                    seeds::sampling_seed(job().seed, out.plan.job_step, trainers_.rank())};
-    gen.stop_token_ids = model_config_->eos_token_ids;
-    gen.pad_token_id = model_config_->pad_token_id.value_or(gen.stop_token_ids.empty() ? 0 : gen.stop_token_ids[0]);
-    const policy::TokenDecoder decode = [&](const std::vector<int64_t>& ids) {
-      return tokenizer_->decode_sampled(ids, /*skip_special_tokens=*/true);
-    };
-    policy::GenerationResult result = engine_->run(requests, gen, decode);
-    size_t i = 0;
-    for (int64_t g : request_group) {
-      for (int64_t s = 0; s < group_size; ++s, ++i) {
-        policy::GeneratedSequence& seq = result.sequences[i];
-        RolloutRecord r;
-        r.group = g;
-        r.sample = s;
-        r.tokens = std::move(seq.tokens);
-        r.completion_tokens = static_cast<int64_t>(r.tokens.size());
-        r.completion = std::move(seq.text);
-        r.logp = std::move(seq.model_logprobs);
-        out.mine.push_back(std::move(r));
-      }
-    }
-  }
-  if (local_step == 0) plant_completions(stage, out.plan, *this, out.mine);
+  out.mine = sample_groups(out.plan, out.group_prompts, stage.sampling, stage.group,
+                           seeds::sampling_seed(job().seed, out.plan.job_step, trainers_.rank()));
+  if (local_step == 0) plant_completions(stage, context_.job.program_format, out.plan, *this, out.mine);
+  out.seconds = seconds_since(start);
+  out.finished = std::chrono::steady_clock::now();
+  return out;
+}
+
+GeneratedStep TrainerRank::generate_validation(StepPlan plan) {
+  const auto start = std::chrono::steady_clock::now();
+  const ValidationConfig& validation = job().validation;
+  GeneratedStep out;
+  out.local_step = -1;
+  out.policy_version = policy_version_;
+  out.plan = std::move(plan);
+  out.group_prompts = group_prompts(out.plan);
+  out.mine = sample_groups(out.plan, out.group_prompts, validation.sampling, validation.group,
+                           seeds::validation_sampling_seed(job().seed, out.plan.job_step, trainers_.rank()));
   out.seconds = seconds_since(start);
   out.finished = std::chrono::steady_clock::now();
   return out;

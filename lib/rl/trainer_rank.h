@@ -83,6 +83,9 @@ class TrainerRank {
   // This trainer's groups of the plan through the generation engine, planted completions in. No
   // MPI: rank 0 runs it on a second thread beside its dispatch when steps overlap.
   GeneratedStep generate_rollouts(const StageConfig& stage, StepPlan plan, int64_t local_step);
+  // This trainer's groups of a validation plan (job key `validation`: its G and sampling), from the
+  // policy as it is now. No MPI.
+  GeneratedStep generate_validation(StepPlan plan);
   // The prompt token ids of this trainer's groups of the plan (the others' left empty).
   std::vector<std::vector<int64_t>> group_prompts(const StepPlan& plan) const;
 
@@ -104,6 +107,10 @@ class TrainerRank {
 
  private:
   void resume_weights_and_counters(size_t* first_stage);
+  // This trainer's groups of `plan` (g = rank, rank + T, ...) through the engine in one run, G each,
+  // drawn from `seed` (sample keys: the flat index among this trainer's rollouts).
+  std::vector<RolloutRecord> sample_groups(const StepPlan& plan, const std::vector<std::vector<int64_t>>& group_prompts,
+                                           const SamplingConfig& sampling, int64_t group_size, uint64_t seed);
   std::string weights_sha256();
 
   const JobContext& context_;

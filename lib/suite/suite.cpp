@@ -227,6 +227,20 @@ nlohmann::json tensor_json(const TaskSpec& spec, const TensorSpec& t) {
   return j;
 }
 
+// A KernelBench tensor (kernelbench_params): its name, shape as written and per scale, and the param that
+// holds it with the transform (null where none), or why no param does.
+nlohmann::json kernelbench_tensor_json(const TaskSpec& spec, const KernelBenchTensor& t) {
+  nlohmann::json j;
+  j["name"] = t.name;
+  j["shape"] = nlohmann::json::array();
+  for (const auto& e : t.shape) j["shape"].push_back(e.text());
+  for (const auto& scale : spec.scale_names()) j["shape_at"][scale] = spec.kernelbench_shape_at(t, scale);
+  j["param"] = t.param ? nlohmann::json(spec.params[*t.param].name) : nlohmann::json();
+  j["transform"] = t.transform_text.empty() ? nlohmann::json() : nlohmann::json(t.transform_text);
+  j["unmatched"] = t.param ? nlohmann::json() : nlohmann::json(t.unmatched);
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json task_metadata_json(const Task& task) {
@@ -250,6 +264,16 @@ nlohmann::json task_metadata_json(const Task& task) {
   if (spec.init_args) {
     j["init_args"] = nlohmann::json::array();
     for (const InitArg& arg : *spec.init_args) j["init_args"].push_back(arg.text);
+  }
+  // The module's tensors in its order and the param each one is (null: not recorded).
+  j["kernelbench_params"] = nullptr;
+  if (spec.kernelbench_params) {
+    nlohmann::json& kb = j["kernelbench_params"];
+    kb["parameters"] = nlohmann::json::array();
+    kb["buffers"] = nlohmann::json::array();
+    for (const auto& t : spec.kernelbench_params->parameters) kb["parameters"].push_back(kernelbench_tensor_json(spec, t));
+    for (const auto& t : spec.kernelbench_params->buffers) kb["buffers"].push_back(kernelbench_tensor_json(spec, t));
+    kb["crl_only"] = spec.kernelbench_params->crl_only;
   }
   for (const auto& scale : spec.scale_names()) {
     nlohmann::json s;

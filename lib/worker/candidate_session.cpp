@@ -16,6 +16,9 @@
 #include "core/error.h"
 #include "worker/guard_probe.h"
 #include "program/value_mix.h"
+#include "worker/kernelbench_rule.h"
+#include "program/arguments.h"
+#include "program/program_text.h"
 
 namespace crl::worker {
 
@@ -51,6 +54,7 @@ ArenaReply CandidateSession::on(const ArenaRequest& request) {
     return {};
   }
   arena_.allocate(request.layout, device_.device());
+  device_.hold_outside_allocator(request.layout.total_bytes());
   return {arena_.ipc_handle()};
 }
 
@@ -66,6 +70,17 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
   replay_as_graph_ = request.replay_as_graph;
   if (replay_as_graph_ && !device_.is_cuda()) throw InputError("replay_as_graph needs the cuda device");
   const std::string& library = request.library;
+  const bool python = parse_program_kind(request.program_kind, "load request: program_kind") == ProgramKind::kernelbench;
+  // KernelBench's rule for a .crl candidate: Model's module runs here, before the candidate is loaded
+  // (a ModelNew keeps its own values and reads no params).
+  const bool build_model = !python && request.kernelbench_seed != 0 && !request.kernelbench_model.empty();
+  if (python || build_model) {
+    // The interpreter and torch start before the file rules (they read hundreds of files); the
+    // rules then keep only its module folders readable, for what the candidate imports later.
+    for (const auto& folder : pyprogram::start_python()) {
+      if (file_rules_) file_rules_->readable_paths.push_back(folder);
+    }
+  }
   if (file_rules_) {
     // Of the GPUs' device files: none for a CPU program; on the GPU the driver's and this GPU's own
     // node, not the other GPUs' (a program could reach them with a second copy of the driver's
@@ -79,8 +94,33 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
     const auto report = apply_sandbox_after_device(*file_rules_, device_.is_cuda(), minor);
     std::fprintf(stderr, "crl-worker: %s\n", report.detail.c_str());
   }
+  if (build_model) {
+    fixed_params_ = kernelbench_param_values(request.kernelbench_model, request.kernelbench_seed, *spec_, scale_, device_.device());
+  }
   // "reference" when this worker times the reference (the judge's arena, the same requests).
-  candidate_ = std::make_unique<NamedProgram>(request.program_name, library);
+  if (python) {
+    std::vector<pyprogram::ExtensionLibrary> extensions;
+    for (const auto& e : request.extensions) extensions.push_back({e.key, e.library, e.error});
+    try {
+      candidate_ = std::make_unique<NamedProgram>(
+          request.program_name,
+          std::make_shared<pyprogram::PythonProgram>(request.python_source, request.origin, extensions, *spec_, scale_, device_.device(),
+                                                     pyprogram::BuildRule{.class_name = request.python_class,
+                                                                          .seed = request.kernelbench_seed}));
+    } catch (const pyprogram::NeedsBuild& needs) {
+      // Nothing is loaded: the evaluator builds these and asks a fresh worker (this one ran the module).
+      LoadReply reply;
+      const nlohmann::json calls = nlohmann::json::parse(needs.calls());
+      if (!calls.is_array() || calls.size() > kMaxExtensionBuilds) {
+        throw Error(fmt::format("{}: {} load_inline calls, more than the {} crl builds for one candidate", request.origin,
+                                calls.is_array() ? calls.size() : 0, kMaxExtensionBuilds));
+      }
+      for (const auto& call : calls) reply.needs_builds.push_back(ExtensionBuild::from(Fields(call, "load_inline call")));
+      return reply;
+    }
+  } else {
+    candidate_ = std::make_unique<NamedProgram>(request.program_name, library);
+  }
   // Its intra-op threads: for the reference's timing worker, the cores a candidate may use on the
   // CPU (a candidate's own answer is never used: its static initialisers ran by now).
   LoadReply reply;
@@ -96,7 +136,9 @@ RunReply CandidateSession::on(const RunRequest& request) {
   } else {
     // Guards' own inputs (their seeds are trial seeds; nothing is timed on them), made as the judge
     // made that trial's.
-    args = make_call_arguments(*spec_, scale_, {request.seed, false, request.spread_samples}, value_mix_, device_.device());
+    args = make_call_arguments(*spec_, scale_, {request.seed, false, false}, value_mix_, device_.device());
+    apply_fixed_params(*spec_, fixed_params_, args);
+    if (request.spread_samples) (void)spread_samples(*spec_, args);
   }
   const auto outputs = call_and_check(device_, *candidate_, args);
   RunReply reply{export_outputs(outputs, &held_)};
@@ -121,6 +163,21 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
       timeline.after_call();
     }
 #endif
+  } else if (request.turns) {
+    // Each call waits for its turn: its inputs reach the arena only once the call before it has
+    // returned, and what it returned (made contiguous here, as describing it would) is published
+    // for the evaluator's sample before the next turn.
+    TurnPage* page = arena_.turn_page();
+    if (page == nullptr) throw InputError("a timed batch with turns needs the CPU's shared arena");
+    TurnGate gate(page, kTurnTimeoutSeconds);
+    for (size_t i = 0; i < request.slots.size(); ++i) {
+      gate.wait_for_turn(static_cast<uint32_t>(i));
+      std::vector<at::Tensor> out = (*candidate_)(arena_.arguments(static_cast<int>(request.slots[i])));
+      for (auto& t : out) t = t.contiguous();
+      gate.finish(static_cast<uint32_t>(i), out);
+      outputs.push_back(std::move(out));
+      timeline.after_call();
+    }
   } else {
     for (const int64_t slot : request.slots) {
       outputs.push_back((*candidate_)(arena_.arguments(static_cast<int>(slot))));
@@ -178,7 +235,8 @@ GuardReply CandidateSession::on(const GuardRequest& request) {
       [this](const std::vector<at::Tensor>& args, bool wait_for_device) {
         if (!wait_for_device) return (*candidate_)(args);
         return call_and_check(device_, *candidate_, args);
-      });
+      },
+      fixed_params_);
   // The probes' output groups leave as references, like every other output.
   GuardReply reply{std::move(probes.checks), std::move(probes.groups), export_outputs(probes.outputs, &held_)};
   device_.check("describing the guard's outputs");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "program/value_mix.h"
+#include "program/arguments.h"
 #include "worker/protocol.h"
 #include "worker/sandbox.h"
 #include "worker/worker_device.h"
@@ -24,6 +25,7 @@ class CandidateSession {
   // One request as it arrived (protocol.h) and its reply; throws for a request it cannot serve.
   nlohmann::json handle(const nlohmann::json& request);
   bool poisoned() const { return device_.poisoned(); }
+  const WorkerDevice& device() const { return device_; }
 
   LoadReply on(const LoadRequest& request);
   ArenaReply on(const ArenaRequest& request);
@@ -39,6 +41,9 @@ class CandidateSession {
   std::string scale_;
   ValueMix value_mix_;  // the judge's (load request): the guards' inputs are made as its trials'
   std::unique_ptr<NamedProgram> candidate_;
+  // KernelBench's rule, for a .crl candidate: Model's params, in the arguments this worker makes
+  // itself (the guards'), as the judge's hold them; empty otherwise.
+  FixedParams fixed_params_;
   InputArena arena_;
   // Outputs the last request described: alive until the next request, so the judge can read them.
   std::vector<at::Tensor> held_;

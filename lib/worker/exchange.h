@@ -99,6 +99,9 @@ void unmap_shared_memory(void* address, uint64_t bytes);
 // `destination`. Throws InputError when the range is not readable there (a reference that lies).
 void read_process_memory(pid_t pid, uint64_t address, uint64_t bytes, void* destination);
 
+// The page of a timed batch's turns at the end of a CPU arena (call_turns.h's TurnPage).
+constexpr uint64_t kTurnPageBytes = 4096;
+
 // Where arguments lie in one arena slot: offsets aligned to 256 bytes.
 struct ArenaLayout {
   std::vector<TensorMeta> arguments;
@@ -106,6 +109,9 @@ struct ArenaLayout {
   uint64_t slot_bytes = 0;
   int slots = 0;
   uint64_t total_bytes() const { return slot_bytes * static_cast<uint64_t>(slots); }
+  // CPU: the arena's memfd holds, after the slots, the page of the batch's turns (call_turns.h).
+  uint64_t turn_page_offset() const { return (total_bytes() + kTurnPageBytes - 1) / kTurnPageBytes * kTurnPageBytes; }
+  uint64_t shared_bytes() const { return turn_page_offset() + kTurnPageBytes; }
 };
 ArenaLayout arena_layout(const std::vector<TensorMeta>& arguments, int slots);
 nlohmann::json to_json(const ArenaLayout& layout);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "worker/output_comparison.h"
+#include "program/arguments.h"
 #include "program/value_mix.h"
 
 #if CRL_HAVE_CUDA
@@ -38,9 +39,21 @@ void synchronize_current_stream(const at::Device& device) {
 #endif
 }
 
-std::vector<at::Tensor> clone_all(const std::vector<at::Tensor>& tensors) {
+// Copies to compare with later. A GPU tensor over 1 GiB is copied to the host: at full scale the
+// worker's share of the card holds its arena and the held outputs, not two more copies of them
+// (same_bytes compares a GPU tensor with its host copy in chunks).
+std::vector<at::Tensor> snapshot_all(const std::vector<at::Tensor>& tensors) {
+  constexpr int64_t kOnDeviceAtMost = int64_t{1} << 30;
   std::vector<at::Tensor> copies;
-  for (const auto& t : tensors) copies.push_back(t.defined() ? t.clone() : t);
+  for (const auto& t : tensors) {
+    if (!t.defined()) {
+      copies.push_back(t);
+    } else if (t.is_cuda() && t.numel() * static_cast<int64_t>(t.element_size()) > kOnDeviceAtMost) {
+      copies.push_back(t.to(at::kCPU));
+    } else {
+      copies.push_back(t.clone());
+    }
+  }
   return copies;
 }
 
@@ -76,10 +89,15 @@ void poison_free_memory(const std::vector<int64_t>& output_bytes, const at::Devi
   int copies = 4;
   while (copies > 1 && copies * total + 4 * total > budget) --copies;
   const int64_t large = copies * total + 4 * total <= budget ? 4 * total : 0;
-  for (int64_t bytes : output_bytes) {
-    for (int i = 0; i < copies; ++i) blocks.push_back(at::empty({std::max<int64_t>(bytes, 1)}, options));
+  // The worker's share may hold fewer blocks than the free memory suggests: poisoning stops at the
+  // first that does not fit (the outputs' own sizes come first, so those are poisoned).
+  try {
+    for (int i = 0; i < copies; ++i) {
+      for (int64_t bytes : output_bytes) blocks.push_back(at::empty({std::max<int64_t>(bytes, 1)}, options));
+    }
+    blocks.push_back(at::empty({std::max<int64_t>(large, 1 << 20)}, options));
+  } catch (const c10::OutOfMemoryError&) {
   }
-  blocks.push_back(at::empty({std::max<int64_t>(large, 1 << 20)}, options));
   for (auto& b : blocks) b.fill_(0xFF);
   synchronize_device(device);
   // Freed in reverse order of allocation: the most recently freed same-size block is reused first.
@@ -110,29 +128,35 @@ bool storages_overlap(const at::Tensor& a, const at::Tensor& b) {
   return a0 < b1 && b0 < a1;
 }
 
-GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const ValueMix& mix,
-                              const at::Device& device, const CandidateForward& candidate) {
+namespace {
+
+// What a probe found: a check judged here, or a group of outputs for the judge.
+void add_check(GuardOutputs& reply, const std::string& name, bool passed, const std::string& kind, const std::string& detail) {
+  reply.checks.push_back({name, passed, kind, detail});
+}
+void add_group(GuardOutputs& reply, const std::string& name, const std::string& kind, int seed_index,
+               const std::vector<at::Tensor>& outputs) {
+  reply.groups.push_back({name, kind, seed_index, static_cast<int64_t>(outputs.size())});
+  for (const auto& out : outputs) {
+    if (!out.defined()) throw Error("the candidate returned an undefined tensor");
+    reply.outputs.push_back(out);
+  }
+}
+
+// Part 1: one call on inputs A (threads and work left running, aliasing, ownership, input
+// mutation), then new values B at the same addresses while the first outputs are held.
+GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const ValueMix& mix,
+                               const at::Device& device, const FixedParams& fixed, const CandidateForward& candidate) {
   const auto& seeds = request.seeds;
-  if (seeds.size() != 2) throw InputError("guard: need exactly two seeds");
   const double settle_seconds = request.settle_seconds;
-  // The reference's output sizes (the evaluator holds its outputs): what free memory is poisoned at.
   const auto& output_bytes = request.output_bytes;
   GuardOutputs reply;
-  auto check = [&](const std::string& name, bool passed, const std::string& kind, const std::string& detail) {
-    reply.checks.push_back({name, passed, kind, detail});
-  };
-  auto send_group = [&](const std::string& name, const std::string& kind, int seed_index,
-                        const std::vector<at::Tensor>& outputs) {
-    reply.groups.push_back({name, kind, seed_index, static_cast<int64_t>(outputs.size())});
-    for (const auto& out : outputs) {
-      if (!out.defined()) throw Error("the candidate returned an undefined tensor");
-      reply.outputs.push_back(out);
-    }
-  };
-
   // 1. One call on inputs A: threads and work left running, aliasing, ownership, input mutation.
+  //    The copies taken to compare with are let go as soon as their check is done: at full scale
+  //    each is as large as an input or output, and the worker's share must hold the held outputs.
   auto args = make_call_arguments(spec, scale, {seeds[0]}, mix, device);
-  const auto args_before = clone_all(args);
+  apply_fixed_params(spec, fixed, args);
+  auto args_before = snapshot_all(args);
   // Free memory is poisoned first: an output block that still held an earlier call's correct
   // result (seed A was trial 1's seed) would look finished at return even while work on another
   // stream was still writing it.
@@ -144,11 +168,11 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
   auto first = candidate(args, /*wait_for_device=*/false);
   synchronize_current_stream(device);
   const int threads_after = count_process_threads();
-  const auto seen_at_return = clone_all(first);
+  auto seen_at_return = snapshot_all(first);
   std::this_thread::sleep_for(std::chrono::duration<double>(settle_seconds));
   synchronize_device(device);
   const int threads_later = count_process_threads();
-  check("threads", threads_after <= threads_before, "deferred_work",
+  add_check(reply, "threads", threads_after <= threads_before, "deferred_work",
              fmt::format("{} threads before forward, {} when it returned, {} after {:g} s", threads_before,
                          threads_after, threads_later, settle_seconds));
   {
@@ -156,10 +180,11 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
     for (size_t i = 0; i < first.size(); ++i) {
       if (first[i].defined() && !same_bytes(first[i], seen_at_return[i])) changed += fmt::format(" {}", i);
     }
-    check("deferred work", changed.empty(), "deferred_work",
+    add_check(reply, "deferred work", changed.empty(), "deferred_work",
                changed.empty() ? fmt::format("outputs unchanged {:g} s after return and a device sync", settle_seconds)
                                : "outputs changed after forward returned:" + changed);
   }
+  seen_at_return.clear();
   {
     std::string found;
     for (size_t i = 0; i < first.size(); ++i) {
@@ -174,7 +199,7 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
         found += fmt::format("output {} wraps memory the candidate did not allocate with LibTorch; ", i);
       }
     }
-    check("aliasing", found.empty(), "aliasing",
+    add_check(reply, "aliasing", found.empty(), "aliasing",
                found.empty() ? fmt::format("{} outputs own their storage", first.size()) : found);
   }
   {
@@ -182,48 +207,63 @@ GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec,
     for (size_t j = 0; j < args.size(); ++j) {
       if (!same_bytes(args[j], args_before[j])) modified += fmt::format(" {}", j);
     }
-    check("input mutation", modified.empty(), "input_mutation",
+    add_check(reply, "input mutation", modified.empty(), "input_mutation",
                modified.empty() ? fmt::format("{} arguments unchanged", args.size())
                                 : "arguments modified in place:" + modified);
   }
+  args_before.clear();
   // The first call ran on poisoned free memory: its outputs are judged before the cache probes, so
   // that a program which leaves part of its output unwritten is called what it is. (Judged only
   // after them, the second call's output block held whatever an earlier call had left in it, and
   // on some machines' allocation histories the program was called an output cache.)
-  send_group("first call, free memory poisoned", "stale_memory", 0, first);
+  add_group(reply, "first call, free memory poisoned", "stale_memory", 0, first);
 
-  // 2. Cache probes: new values (B) copied into A's tensors (same addresses), while the first
-  //    outputs are still held; then A's values again at new addresses.
+  // 2. Cache probe: new values (B) written into A's tensors (same addresses), while the first
+  //    outputs are still held (A's values at new addresses are part 2).
   {
-    const auto values_b = make_call_arguments(spec, scale, {seeds[1]}, mix, device);
-    for (size_t j = 0; j < args.size(); ++j) args[j].copy_(values_b[j]);
+    fill_call_arguments(spec, scale, {seeds[1]}, mix, args);  // in place: no second set of inputs
+    apply_fixed_params(spec, fixed, args);
     auto second = candidate(args, /*wait_for_device=*/true);
     synchronize_device(device);
     std::string reused;
     for (size_t i = 0; i < second.size() && i < first.size(); ++i) {
       if (storages_overlap(second[i], first[i])) reused += fmt::format(" {}", i);
     }
-    check("output reuse", reused.empty(), "output_cache",
+    add_check(reply, "output reuse", reused.empty(), "output_cache",
                reused.empty() ? "two calls returned separate storage" : "two calls returned the same storage for outputs:" + reused);
-    send_group("same addresses, new values", "output_cache", 1, second);
-  }
-  {
-    auto fresh = make_call_arguments(spec, scale, {seeds[0]}, mix, device);
-    send_group("same values, new addresses", "output_cache", 0, candidate(fresh, /*wait_for_device=*/true));
-    synchronize_device(device);
-  }
-
-  // 3. Stale memory: the candidate on poisoned free memory. (The reference never runs in this
-  //    process, so its outputs cannot be left in this allocator for a candidate to find.)
-  first.clear();
-  args.clear();
-  {
-    auto poisoned_args = make_call_arguments(spec, scale, {seeds[0]}, mix, device);
-    poison_free_memory(output_bytes, device);
-    send_group("free memory poisoned", "stale_memory", 0, candidate(poisoned_args, /*wait_for_device=*/true));
-    synchronize_device(device);
+    add_group(reply, "same addresses, new values", "output_cache", 1, second);
   }
   return reply;
+}
+
+// Parts 2 and 3: one call on A's values in fresh tensors, with free memory poisoned first (the
+// earlier parts' outputs were compared and let go, so a program that returned an unwritten block
+// still holding an earlier correct result would look like one that computed it). Part 2 judges it
+// as an output cache keyed by address, part 3 as stale memory. (The reference never runs in this
+// process, so its outputs cannot be left in this allocator for a candidate to find.)
+GuardOutputs fresh_call_probe(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const ValueMix& mix,
+                              const at::Device& device, const FixedParams& fixed, const CandidateForward& candidate, const std::string& name,
+                              const std::string& kind) {
+  GuardOutputs reply;
+  auto fresh = make_call_arguments(spec, scale, {request.seeds[0]}, mix, device);
+  apply_fixed_params(spec, fixed, fresh);
+  poison_free_memory(request.output_bytes, device);
+  add_group(reply, name, kind, 0, candidate(fresh, /*wait_for_device=*/true));
+  synchronize_device(device);
+  return reply;
+}
+
+}  // namespace
+
+GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const ValueMix& mix,
+                              const at::Device& device, const CandidateForward& candidate, const FixedParams& fixed) {
+  if (request.seeds.size() != 2) throw InputError("guard: need exactly two seeds");
+  switch (request.part) {
+    case 1: return first_call_probes(request, spec, scale, mix, device, fixed, candidate);
+    case 2: return fresh_call_probe(request, spec, scale, mix, device, fixed, candidate, "same values, new addresses", "output_cache");
+    case 3: return fresh_call_probe(request, spec, scale, mix, device, fixed, candidate, "free memory poisoned", "stale_memory");
+    default: throw InputError(fmt::format("guard: no part {}", request.part));
+  }
 }
 
 }  // namespace crl::worker

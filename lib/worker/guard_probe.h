@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "program/arguments.h"
 #include "program/task_spec.h"
 #include "program/value_mix.h"
 #include "worker/protocol.h"
@@ -32,12 +33,15 @@ struct GuardOutputs {
   std::vector<at::Tensor> outputs;
 };
 
-// Runs every probe: request.seeds are two trial seeds A and B (the judge holds the reference's
+// Runs the probes of request.part (1: the first call, new values at the same addresses; 2: the
+// same values at new addresses; 3: stale memory):
+// request.seeds are two trial seeds A and B (the judge holds the reference's
 // outputs for both), request.output_bytes the reference's output sizes, settle_seconds how long to
 // wait before outputs are looked at again. The seeds' arguments are made as the judge makes the
-// trials' (`mix`, program/value_mix.h).
+// trials' (`mix`, program/value_mix.h); `fixed`: params that stand in for the drawn ones
+// (KernelBench's rule), as the judge's own arguments hold them.
 GuardOutputs run_guard_probes(const GuardRequest& request, const TaskSpec& spec, const std::string& scale, const ValueMix& mix,
-                              const at::Device& device, const CandidateForward& candidate);
+                              const at::Device& device, const CandidateForward& candidate, const FixedParams& fixed = {});
 
 // Threads of this process now (entries of /proc/self/task).
 int count_process_threads();

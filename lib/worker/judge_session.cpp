@@ -2,6 +2,7 @@
 #include "worker/judge_session.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -10,10 +11,11 @@
 #include <functional>
 
 #include "core/error.h"
+#include "worker/kernelbench_rule.h"
+#include "worker/output_comparison.h"
 #include "program/arguments.h"
 #include "program/value_mix.h"
 #include "worker/float64_reference.h"
-#include "worker/output_comparison.h"
 
 #if CRL_HAVE_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -103,6 +105,9 @@ LoadReply JudgeSession::on(const LoadRequest& request) {
   }
 #endif
   reference_ = std::make_unique<NamedProgram>("reference", request.library);
+  if (request.kernelbench_seed != 0) {
+    fixed_params_ = kernelbench_param_values(request.kernelbench_model, request.kernelbench_seed, *spec_, scale_, device_.device());
+  }
   // The arguments' shapes, from one set made on the device (what the arena will hold per slot).
   const auto args = make_arguments(*spec_, scale_, 1, device_.device());
   std::vector<TensorMeta> metas;
@@ -126,7 +131,10 @@ LoadReply JudgeSession::on(const LoadRequest& request) {
 }
 
 std::vector<at::Tensor> JudgeSession::arguments_for(uint64_t seed, bool spread, bool edges) {
-  return make_call_arguments(*spec_, scale_, {seed, edges, spread}, value_mix_, device_.device());
+  auto args = make_call_arguments(*spec_, scale_, {seed, edges, spread}, value_mix_, device_.device());
+  // KernelBench's rule: every call's params hold Model's values (the inputs stay fresh per call).
+  apply_fixed_params(*spec_, fixed_params_, args);
+  return args;
 }
 
 void JudgeSession::make_outputs(Outputs& o, size_t* spread_inputs, std::vector<at::Tensor> args) {
@@ -357,6 +365,10 @@ ArenaReply JudgeSession::on(const ArenaRequest& request) {
   }
   arena_.map_shared(layout_, kArenaFd);
   reference_arena_.map_shared(layout_, kReferenceArenaFd);
+  // The staging arena where the evaluator gave one (every evaluation does; a test's judge may not):
+  // a sealed memfd at its fd number, never a file a library opened there meanwhile.
+  const int seals = fcntl(kStagingArenaFd, F_GET_SEALS);
+  if (seals != -1 && (seals & F_SEAL_SHRINK) != 0) staging_arena_.map_shared(layout_, kStagingArenaFd);
   const uint64_t region = request.output_region_bytes;
   if (region != output_region_bytes_) {
     unmap_shared_memory(output_region_, output_region_bytes_);
@@ -386,10 +398,13 @@ AdoptArenaReply JudgeSession::on(const AdoptArenaRequest& request) {
 NoReply JudgeSession::on(const FillRequest& request) {
   // Timed inputs go to both arenas: each program of a pair gets its own copy of the same values.
   const bool both = request.both;
+  if (request.staged && !staging_arena_.ready()) throw InputError("a staged fill, but this judge has no staging arena");
+  std::vector<InputArena*> targets{&arena_, both ? &reference_arena_ : nullptr};
+  if (request.staged) targets = {&staging_arena_};
   for (const SlotFill& item : request.slots) {
     const int slot = item.slot;
     const auto args = reclaiming([&] { return arguments_for(item.seed, item.spread, item.edges); });
-    for (InputArena* arena : {&arena_, both ? &reference_arena_ : nullptr}) {
+    for (InputArena* arena : targets) {
       if (arena == nullptr) continue;
       auto slot_args = arena->arguments(slot);
       for (size_t i = 0; i < args.size(); ++i) slot_args[i].copy_(args[i]);

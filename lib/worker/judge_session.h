@@ -11,9 +11,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "program/value_mix.h"
+#include "program/arguments.h"
 #include "worker/exchange.h"
 #include "worker/protocol.h"
 #include "worker/worker_device.h"
@@ -27,6 +29,7 @@ class JudgeSession {
   // One request as it arrived (protocol.h) and its reply; throws for a request it cannot serve.
   nlohmann::json handle(const nlohmann::json& request);
   bool poisoned() const { return device_.poisoned(); }
+  const WorkerDevice& device() const { return device_; }
 
   LoadReply on(const LoadRequest& request);
   ReferenceReply on(const ReferenceRequest& request);
@@ -62,6 +65,7 @@ class JudgeSession {
   };
   InputArena& arena_named(ArenaOwner which);
 
+  // A call's arguments made from its seed (KernelBench's rule: params from fixed_params_).
   std::vector<at::Tensor> arguments_for(uint64_t seed, bool spread, bool edges);
   // The reference's outputs for `o`'s seed (and, where o.float64, their float64 errors), made now.
   void make_outputs(Outputs& o, size_t* spread_inputs = nullptr, std::vector<at::Tensor> args = {});
@@ -82,12 +86,16 @@ class JudgeSession {
   // Why the reference has no float64 outputs, once a run found it (the same for every seed of the
   // task: a kernel of float only, a float64 run that does not fit): later runs are not tried again.
   std::string float64_unavailable_;
+  // KernelBench's rule (LoadRequest::kernelbench_seed): each param's value for every call, on the
+  // device, by the param's index; empty under crl's rule (fresh values per call).
+  FixedParams fixed_params_;
   std::map<std::string, Outputs> outputs_;
   std::list<std::string> recently_used_;  // front: most recent
   int64_t cache_budget_bytes_ = int64_t{16} << 30;
   ArenaLayout layout_;    // of both arenas, from the arena request
   InputArena arena_;            // the candidate's inputs
   InputArena reference_arena_;  // the same timed inputs for the reference's own worker
+  InputArena staging_arena_;    // CPU: timed inputs before their turn (no program worker maps it)
   void* output_region_ = nullptr;  // CPU backend: where the evaluator copies a candidate's outputs
   uint64_t output_region_bytes_ = 0;
   IpcImporter importer_;

@@ -63,7 +63,7 @@ bool batch_copy_would_pass(const std::vector<ProgramOutput>& outputs, const Tole
 // order (input checks: a candidate's input after its call against the judge's copy; the guards'
 // probes). On the GPU in one pass with 4 bytes of temporaries: ATen's equal makes a bool tensor of
 // the inputs' size (a 17 GB input at full scale), which a judge's share of memory may not hold.
-// Throws Error when the devices differ.
+// A GPU tensor and a host copy are compared 256 MiB at a time; other device pairs throw Error.
 bool same_bytes(const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace crl::worker

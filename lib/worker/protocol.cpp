@@ -113,6 +113,15 @@ std::string_view arena_owner_name(ArenaOwner owner) { return owner == ArenaOwner
 
 // ---- Fields ----
 
+std::vector<std::string> Fields::texts(const char* key) const {
+  std::vector<std::string> out;
+  for (const auto& item : array(key)) {
+    if (!item.is_string()) wrong(key, "an array of strings");
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
 Fields::Fields(const nlohmann::json& json, std::string what) : json_(json), what_(std::move(what)) {
   if (!json_.is_object()) throw InputError(what_ + ": not a JSON object");
 }
@@ -194,13 +203,23 @@ const nlohmann::json& Fields::object(const char* key) const {
 
 // ---- load ----
 
+static nlohmann::json extensions_json(const std::vector<BuiltExtension>& extensions) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : extensions) out.push_back(e.to_json());
+  return out;
+}
+
 nlohmann::json LoadRequest::to_json() const {
   return {{"reference_program", reference_program}, {"library", library},
           {"scale", scale},                         {"device", device.device},
           {"gpu_memory_fraction", device.gpu_memory_fraction},
           {"cpu_threads", device.cpu_threads},      {"cache_bytes", cache_bytes},
           {"program_name", program_name},           {"replay_as_graph", replay_as_graph},
-          {"precision", device.precision},          {"value_mix", value_mix}};
+          {"program_kind", program_kind},           {"python_source", python_source},
+          {"origin", origin},                       {"extensions", extensions_json(extensions)},
+          {"kernelbench_seed", kernelbench_seed},   {"kernelbench_model", kernelbench_model},
+          {"python_class", python_class},           {"precision", device.precision},
+          {"value_mix", value_mix}};
 }
 
 LoadRequest LoadRequest::from(const Fields& f) {
@@ -214,6 +233,13 @@ LoadRequest LoadRequest::from(const Fields& f) {
   r.cache_bytes = f.integer("cache_bytes");
   r.program_name = f.text("program_name");
   r.replay_as_graph = f.flag("replay_as_graph");
+  r.program_kind = f.text("program_kind");
+  r.python_source = f.text("python_source");
+  r.origin = f.text("origin");
+  for (const auto& e : f.array("extensions")) r.extensions.push_back(BuiltExtension::from(Fields(e, f.what() + ": extensions")));
+  r.kernelbench_seed = f.unsigned_integer("kernelbench_seed");
+  r.kernelbench_model = f.text("kernelbench_model");
+  r.python_class = f.text("python_class");
   r.device.precision = f.text("precision");
   if (r.device.precision != "fp32" && r.device.precision != "tf32") {
     throw InputError(fmt::format("{}: field 'precision' must be fp32 or tf32 (got '{}')", f.what(), r.device.precision));
@@ -222,12 +248,37 @@ LoadRequest LoadRequest::from(const Fields& f) {
   return r;
 }
 
+nlohmann::json ExtensionBuild::to_json() const {
+  return {{"key", key},
+          {"name", name},
+          {"cpp_sources", cpp_sources},
+          {"cuda_sources", cuda_sources},
+          {"functions", functions},
+          {"bindings", bindings},
+          {"extra_cflags", extra_cflags},
+          {"extra_cuda_cflags", extra_cuda_cflags},
+          {"extra_ldflags", extra_ldflags}};
+}
+
+ExtensionBuild ExtensionBuild::from(const Fields& f) {
+  return {f.text("key"),        f.text("name"),     f.text("cpp_sources"),           f.text("cuda_sources"),
+          f.texts("functions"), f.flag("bindings"), f.texts("extra_cflags"), f.texts("extra_cuda_cflags"),
+          f.texts("extra_ldflags")};
+}
+
+nlohmann::json BuiltExtension::to_json() const { return {{"key", key}, {"library", library}, {"error", error}}; }
+
+BuiltExtension BuiltExtension::from(const Fields& f) { return {f.text("key"), f.text("library"), f.text("error")}; }
+
 nlohmann::json LoadReply::to_json() const {
+  nlohmann::json builds = nlohmann::json::array();
+  for (const auto& b : needs_builds) builds.push_back(b.to_json());
   return {{"num_args", num_args},
           {"arguments", metas_json(arguments)},
           {"probe_baseline_us", probe_baseline_us},
           {"device_name", device_name},
-          {"intra_op_threads", intra_op_threads}};
+          {"intra_op_threads", intra_op_threads},
+          {"needs_builds", builds}};
 }
 
 LoadReply LoadReply::from(const Fields& f) {
@@ -237,6 +288,12 @@ LoadReply LoadReply::from(const Fields& f) {
   r.probe_baseline_us = f.number("probe_baseline_us");
   r.device_name = f.text("device_name");
   r.intra_op_threads = f.int32("intra_op_threads");
+  const auto& builds = f.array("needs_builds");
+  if (builds.size() > kMaxExtensionBuilds) {
+    throw InputError(fmt::format("{}: {} extensions to build, more than the {} a load may ask for", f.what(), builds.size(),
+                                 kMaxExtensionBuilds));
+  }
+  for (const auto& b : builds) r.needs_builds.push_back(ExtensionBuild::from(Fields(b, f.what() + ": needs_builds")));
   return r;
 }
 
@@ -269,7 +326,7 @@ DropArenaRequest DropArenaRequest::from(const Fields& f) { return {parse_owner(f
 nlohmann::json FillRequest::to_json() const {
   nlohmann::json items = nlohmann::json::array();
   for (const auto& s : slots) items.push_back({{"slot", s.slot}, {"seed", s.seed}, {"edges", s.edges}, {"spread", s.spread}});
-  return {{"slots", items}, {"both", both}};
+  return {{"slots", items}, {"both", both}, {"staged", staged}};
 }
 
 FillRequest FillRequest::from(const Fields& f) {
@@ -280,6 +337,7 @@ FillRequest FillRequest::from(const Fields& f) {
     r.slots.push_back({item.int32("slot"), item.unsigned_integer("seed"), item.flag("edges"), item.flag("spread")});
   }
   r.both = f.flag("both");
+  r.staged = f.flag("staged");
   return r;
 }
 
@@ -317,8 +375,8 @@ BatchTimelineSummary BatchTimelineSummary::from(const Fields& f) {
   return s;
 }
 
-nlohmann::json TimeRequest::to_json() const { return {{"slots", slots}}; }
-TimeRequest TimeRequest::from(const Fields& f) { return {f.integers("slots")}; }
+nlohmann::json TimeRequest::to_json() const { return {{"slots", slots}, {"turns", turns}}; }
+TimeRequest TimeRequest::from(const Fields& f) { return {f.integers("slots"), f.flag("turns")}; }
 
 nlohmann::json TimeReply::to_json() const { return {{"batch", batch}, {"timeline", timeline.to_json()}}; }
 
@@ -336,12 +394,13 @@ StartTimingRequest StartTimingRequest::from(const Fields& f) { return {f.int32("
 // ---- guards ----
 
 nlohmann::json GuardRequest::to_json() const {
-  return {{"seeds", seeds}, {"output_bytes", output_bytes}, {"settle_seconds", settle_seconds}};
+  return {{"seeds", seeds}, {"output_bytes", output_bytes}, {"settle_seconds", settle_seconds}, {"part", part}};
 }
 
 GuardRequest GuardRequest::from(const Fields& f) {
-  GuardRequest r{f.unsigned_integers("seeds"), f.integers("output_bytes"), f.number("settle_seconds")};
+  GuardRequest r{f.unsigned_integers("seeds"), f.integers("output_bytes"), f.number("settle_seconds"), f.int32("part")};
   if (r.seeds.size() != 2) throw InputError(f.what() + ": field 'seeds' must hold two seeds");
+  if (r.part < 1 || r.part > 3) throw InputError(f.what() + ": field 'part' must be 1, 2 or 3");
   return r;
 }
 
@@ -471,13 +530,23 @@ Op request_op(const nlohmann::json& request) {
 }
 
 nlohmann::json encode_error(const ErrorReply& error) {
-  return {{"ok", false}, {"error", error.error}, {"sticky", error.sticky}, {"out_of_memory", error.out_of_memory}};
+  return {{"ok", false},
+          {"error", error.error},
+          {"sticky", error.sticky},
+          {"out_of_memory", error.out_of_memory},
+          {"device_short", error.device_short},
+          {"status", error.status}};
 }
 
 std::optional<ErrorReply> reply_error(const nlohmann::json& reply, Op op) {
   const Fields f(reply, "reply to '" + std::string(op_name(op)) + "'");
   if (f.flag("ok")) return std::nullopt;
-  return ErrorReply{f.text("error"), f.flag("sticky"), f.flag("out_of_memory")};
+  ErrorReply error{f.text("error"), f.flag("sticky"), f.flag("out_of_memory"), f.has("device_short") && f.flag("device_short")};
+  if (f.has("status")) error.status = f.text("status");
+  if (!error.status.empty() && error.status != "format_error" && error.status != "compile_error") {
+    throw InputError(fmt::format("reply to '{}': status '{}' is none a worker may give", op_name(op), error.status));
+  }
+  return error;
 }
 
 }  // namespace crl::worker

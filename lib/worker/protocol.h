@@ -57,6 +57,7 @@ class Fields {
   int int32(const char* key) const;
   std::vector<int64_t> integers(const char* key) const;
   std::vector<uint64_t> unsigned_integers(const char* key) const;
+  std::vector<std::string> texts(const char* key) const;
   const nlohmann::json& array(const char* key) const;
   const nlohmann::json& object(const char* key) const;
   const std::string& what() const { return what_; }
@@ -91,12 +92,39 @@ struct DeviceSettings {
   std::string precision = "fp32";   // "fp32" | "tf32" (program/run_settings.h), the same for every worker of an evaluation
 };
 
+// A KernelBench-format candidate's torch.utils.cpp_extension.load_inline call, as its worker recorded
+// it: the evaluator's compiler builds it (the worker cannot start a compiler) and the next worker
+// imports the result. `key` is the worker's name for the call (a hash of the rest); a worker that
+// lies about it only fails to find its own module.
+struct ExtensionBuild {
+  std::string key, name, cpp_sources, cuda_sources;
+  std::vector<std::string> functions;
+  bool bindings = true;  // false: load_inline got no `functions` (the sources bind their own)
+  std::vector<std::string> extra_cflags, extra_cuda_cflags, extra_ldflags;
+  nlohmann::json to_json() const;
+  static ExtensionBuild from(const Fields& f);
+};
+// A built extension given to a worker: the call's key and the module's library (in the worker's folder).
+struct BuiltExtension {
+  std::string key, library;
+  // Non-empty: crl's compiler failed to build it (its stage and log); the module's load_inline then
+  // raises, as torch's does, and a module that catches it runs its own fallback.
+  std::string error;
+  nlohmann::json to_json() const;
+  static BuiltExtension from(const Fields& f);
+};
+// At most this many load_inline calls in one load (CUDA-L1's modules make one or two).
+inline constexpr size_t kMaxExtensionBuilds = 16;
+
 struct LoadReply {
   int num_args = 0;
   std::vector<TensorMeta> arguments;  // judge: one slot's arguments (the arena's layout)
   double probe_baseline_us = 0;       // judge, GPU: the idle probe's time on an idle GPU
   std::string device_name;            // judge: the GPU's name ("" on the CPU)
   int intra_op_threads = 0;           // program worker: LibTorch's intra-op threads there
+  // A KernelBench-format candidate whose module called load_inline for extensions it was not given:
+  // nothing is loaded; the evaluator builds these and loads the candidate in a fresh worker.
+  std::vector<ExtensionBuild> needs_builds;
   nlohmann::json to_json() const;
   static LoadReply from(const Fields& f);
 };
@@ -105,6 +133,10 @@ struct LoadRequest {
   using Reply = LoadReply;
   std::string reference_program;  // the task's .crl file (its spec)
   std::string library;            // the program to load: the reference's (judge) or the worker's program
+  std::string program_kind = "crl";  // "kernelbench": no library; python_source is the candidate's module
+  std::string python_source;
+  std::string origin;              // the candidate's name in messages (its file or JSONL line)
+  std::vector<BuiltExtension> extensions;  // kernelbench: its load_inline calls built so far
   std::string scale;
   DeviceSettings device;
   int64_t cache_bytes = 0;         // judge: reference outputs it keeps
@@ -114,6 +146,14 @@ struct LoadRequest {
   // judge decided them: the candidate's worker makes its guards' inputs with them. Empty for the judge
   // (it decides) and the reference's timing worker (it makes no inputs).
   std::vector<uint32_t> value_mix;
+  // KernelBench's rule for parameters (docs/evaluation.md, "Parameters"): 0 for crl's. Otherwise the
+  // judge builds KernelBench's Model from `kernelbench_model` under this seed and every call's params
+  // hold its values; a KernelBench-format candidate builds its ModelNew under the same seed.
+  uint64_t kernelbench_seed = 0;
+  std::string kernelbench_model;   // judge: the task's KernelBench module (a checkout's; trusted)
+  // kernelbench: the class to build, "ModelNew", or "Model" where the reference's timing worker times
+  // KernelBench's own module (baseline kernelbench).
+  std::string python_class = "ModelNew";
   nlohmann::json to_json() const;
   static LoadRequest from(const Fields& f);
 };
@@ -170,6 +210,9 @@ struct FillRequest {
   using Reply = NoReply;
   std::vector<SlotFill> slots;
   bool both = false;  // into the reference worker's arena too (timed inputs: a copy for each program)
+  // CPU: into the staging arena only, from where the evaluator reveals each slot to a program at
+  // its call's turn (call_turns.h); neither program's arena is written.
+  bool staged = false;
   nlohmann::json to_json() const;
   static FillRequest from(const Fields& f);
 };
@@ -206,6 +249,7 @@ struct TimeRequest {
   static constexpr Op op = Op::time;
   using Reply = TimeReply;
   std::vector<int64_t> slots;  // empty: the empty batch (a timed request's fixed cost)
+  bool turns = false;          // CPU: each call waits for its turn on the arena's turn page (call_turns.h)
   nlohmann::json to_json() const;
   static TimeRequest from(const Fields& f);
 };
@@ -245,6 +289,11 @@ struct GuardRequest {
   std::vector<uint64_t> seeds;       // two trial seeds, A and B
   std::vector<int64_t> output_bytes; // the reference's output sizes (what free memory is poisoned at)
   double settle_seconds = 0;         // the wait before outputs are looked at again
+  // Which probes: 1, the first call and new values at the same addresses; 2, the same values at
+  // new addresses; 3, the stale-memory probe. Three requests, so that each part's outputs are
+  // compared and let go before the next allocates (at full scale four sets of held outputs and
+  // two copies did not fit a worker's share of an 80 GB card).
+  int part = 1;
   nlohmann::json to_json() const;
   static GuardRequest from(const Fields& f);
 };
@@ -411,11 +460,17 @@ Request decode_request(const nlohmann::json& request) {
   return Request::from(Fields(request, "request '" + std::string(op_name(Request::op)) + "'"));
 }
 
-// A reply: {"ok": true, fields...}, or the failure {"ok": false, "error", "sticky", "out_of_memory"}.
+// A reply: {"ok": true, fields...}, or the failure {"ok": false, "error", "sticky", "out_of_memory",
+// "device_short", "status"}.
 struct ErrorReply {
   std::string error;
   bool sticky = false;         // a sticky CUDA error: the worker exits after this reply
   bool out_of_memory = false;  // the device ran out of memory (the judge's own, when it says so)
+  bool device_short = false;   // ... while the worker was within its share: the others took too much
+  // The candidate's fault in verdict terms, where the worker knows it ("format_error", "compile_error":
+  // a KernelBench-format module that is no ModelNew crl can judge, or does not import); "" otherwise.
+  // Both end in a verdict of reward 0, as a runtime error does: a program that forges one gains nothing.
+  std::string status;
 };
 template <typename Reply>
 nlohmann::json encode_reply(const Reply& reply) {

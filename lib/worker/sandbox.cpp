@@ -319,9 +319,13 @@ std::vector<std::string> default_readable_paths(const std::vector<std::string>& 
   // device its uid owns (the consoles' screens through /dev/vcs*, the terminals, and on most
   // machines the disks), and the node's compile locks in /dev/shm.
   // (The writable device files, /dev/null and the GPU's, are readable through their own rules.)
+  // Of /proc only this process's own folder and the machine-wide files a runtime reads (the CPUs,
+  // the memory, kernel settings, the NVIDIA driver's): another process's cmdline, stat or schedstat
+  // would tell a program when the judge or the reference runs, and which request it is in.
   std::vector<std::string> paths = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
-                                    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/proc", "/sys", "/dev/zero", "/dev/full",
-                                    "/dev/random", "/dev/urandom"};
+                                    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/proc/" + std::to_string(getpid()),
+                                    "/proc/cpuinfo", "/proc/meminfo", "/proc/sys", "/proc/driver", "/proc/filesystems",
+                                    "/sys", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
   auto add = [&paths](const std::string& p) {
     if (p.empty() || p == "/") return;
     for (const auto& q : paths) {

@@ -54,7 +54,8 @@ enum class GpuDeviceFiles { none, all, one };
 std::vector<std::string> default_writable_device_files(GpuDeviceFiles which = GpuDeviceFiles::all, int minor = -1);
 
 // What a worker must still be able to read: system and toolchain folders (/usr, /lib*, /opt is
-// not among them), the dynamic loader's cache, /proc, /sys, the device files a program only reads
+// not among them), the dynamic loader's cache, of /proc this process's own folder and the
+// machine-wide files (cpuinfo, meminfo, sys, driver, filesystems; not other processes'), /sys, the device files a program only reads
 // (/dev/zero, full, random, urandom; the writable ones are readable too), the folder of every file this
 // process has mapped (its libraries) and the site-packages folder of a Python-installed LibTorch
 // (its CUDA libraries load lazily), plus `extra` (the task's folder, the compile cache).

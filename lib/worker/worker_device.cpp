@@ -33,14 +33,57 @@ void WorkerDevice::init(const DeviceSettings& settings) {
     device_ = at::Device(at::kCUDA, 0);
     // A first allocation initialises CUDA and the caching allocator, which the cap applies to.
     at::empty({1}, at::TensorOptions().device(device_));
-    const double fraction = settings.gpu_memory_fraction;
-    if (fraction > 0) c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, 0);
+    share_ = settings.gpu_memory_fraction;
+    hold_outside_allocator(0);
 #else
     throw InputError("this crl-worker was built without CUDA");
 #endif
   } else if (device != "cpu") {
     throw InputError("device must be cpu or cuda, not '" + device + "'");
   }
+}
+
+void WorkerDevice::hold_outside_allocator(uint64_t bytes) {
+  outside_allocator_ = bytes;
+#if CRL_HAVE_CUDA
+  if (!device_.is_cuda() || share_ <= 0) return;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess || total_bytes == 0) {
+    cudaGetLastError();
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(share_, 0);
+    return;
+  }
+  const double outside = static_cast<double>(bytes) / static_cast<double>(total_bytes);
+  // (a cap of 0 would refuse every allocation; the arena alone filling the share fails later, as
+  // the program's first allocation, naming the share)
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(std::max(share_ - outside, 0.001), 0);
+#endif
+}
+
+bool WorkerDevice::device_ran_short(std::string* seen) const {
+#if CRL_HAVE_CUDA
+  if (!device_.is_cuda() || share_ <= 0) return false;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  const auto reserved = static_cast<uint64_t>(stats.reserved_bytes[0].current);
+  const auto share = static_cast<uint64_t>(share_ * static_cast<double>(total_bytes));
+  const uint64_t used = reserved + outside_allocator_;
+  const uint64_t left_in_share = share > used ? share - used : 0;
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  *seen = fmt::format("this worker held {:.2f} GiB of its {:.2f} GiB share ({:.0f}% of the GPU), the GPU had {:.2f} GiB free",
+                      static_cast<double>(used) / kGiB, static_cast<double>(share) / kGiB, 100 * share_,
+                      static_cast<double>(free_bytes) / kGiB);
+  // Short: what the share still promised was not there (with 1% of the card as slack for the
+  // allocator's rounding and the context's own growth).
+  return free_bytes + total_bytes / 100 < left_in_share;
+#else
+  (void)seen;
+  return false;
+#endif
 }
 
 std::string WorkerDevice::self_check() {
@@ -188,9 +231,20 @@ void WorkerDevice::check(const std::string& after) {
 #endif
 }
 
+NamedProgram::NamedProgram(std::string which, const std::string& path) : which_(std::move(which)) {
+  auto library = std::make_shared<LoadedProgram>(path);
+  forward_ = [p = library.get()](const std::vector<at::Tensor>& args) { return p->forward(args); };
+  program_ = std::move(library);
+}
+
+NamedProgram::NamedProgram(std::string which, std::shared_ptr<pyprogram::PythonProgram> program) : which_(std::move(which)) {
+  forward_ = [p = program.get()](const std::vector<at::Tensor>& args) { return p->forward(args); };
+  program_ = std::move(program);
+}
+
 std::vector<at::Tensor> NamedProgram::operator()(const std::vector<at::Tensor>& args) const {
   try {
-    return program_.forward(args);
+    return forward_(args);
   } catch (const Error& e) {
     throw Error("the " + which_ + "'s forward failed: " + e.what());
   }
@@ -229,9 +283,9 @@ void InputArena::release() {
   if (owned_cuda_ && base_ != nullptr) cudaFree(base_);
   if (imported_cuda_ && base_ != nullptr) cudaIpcCloseMemHandle(base_);
 #endif
-  if (!owned_cuda_ && !imported_cuda_) unmap_shared_memory(base_, layout_.total_bytes());
+  if (mapped_shared_) unmap_shared_memory(base_, layout_.shared_bytes());
   base_ = nullptr;
-  owned_cuda_ = imported_cuda_ = false;
+  owned_cuda_ = imported_cuda_ = mapped_shared_ = false;
   ipc_handle_.clear();
 }
 
@@ -239,7 +293,13 @@ void InputArena::map_shared(const ArenaLayout& layout, int fd) {
   release();
   layout_ = layout;
   device_ = at::Device(at::kCPU);
-  base_ = map_shared_memory(fd, layout.total_bytes(), "an input arena");
+  base_ = map_shared_memory(fd, layout.shared_bytes(), "an input arena");
+  mapped_shared_ = true;
+}
+
+TurnPage* InputArena::turn_page() const {
+  if (!mapped_shared_) return nullptr;
+  return reinterpret_cast<TurnPage*>(static_cast<char*>(base_) + layout_.turn_page_offset());
 }
 
 void InputArena::allocate(const ArenaLayout& layout, const at::Device& device) {

@@ -7,12 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "compile/loaded_program.h"
+#include "pyprogram/python_program.h"
+#include "worker/call_turns.h"
 #include "worker/exchange.h"
 #include "worker/protocol.h"
 #include "program/task_spec.h"
@@ -21,12 +24,14 @@ namespace crl::worker {
 
 // The fd numbers a worker inherits: the channel (3 requests, 4 replies), then its input arena (5,
 // CPU backend) and, for the judge only, the region where the evaluator puts a candidate's outputs
-// (6) and the reference's timing worker's arena (7; that worker maps it as its own 5).
+// (6), the reference's timing worker's arena (7; that worker maps it as its own 5) and the staging
+// arena (8) where timed inputs wait for their turn (call_turns.h), which no program worker maps.
 constexpr int kRequestFd = 3;
 constexpr int kReplyFd = 4;
 constexpr int kArenaFd = 5;
 constexpr int kOutputRegionFd = 6;
 constexpr int kReferenceArenaFd = 7;
+constexpr int kStagingArenaFd = 8;
 
 class WorkerDevice {
  public:
@@ -41,6 +46,14 @@ class WorkerDevice {
   // that two workers start their timed batches from the same allocator state.
   void release_cached_memory();
   bool poisoned() const { return poisoned_; }
+  // This process's share of the GPU's memory holds `bytes` allocated outside the caching allocator
+  // (the input arena, cudaMalloc'd): the allocator's cap shrinks by as much, so that the arena and
+  // the allocator together stay within the share the evaluator gave.
+  void hold_outside_allocator(uint64_t bytes);
+  // For an out-of-memory failure: whether the GPU ran short while this process was still within
+  // its share (the other processes of the evaluation took more than theirs: crl's budget, not the
+  // program, failed), with a sentence saying what was seen. False on the CPU or without a cap.
+  bool device_ran_short(std::string* seen) const;
   // The minor number of this worker's GPU's device node (/dev/nvidia<minor>), from the NVIDIA
   // driver's /proc/driver/nvidia/gpus/<PCI bus id>/information; -1 when not known (the CPU, or a
   // driver that does not say): the sandbox then keeps every GPU's node.
@@ -59,19 +72,25 @@ class WorkerDevice {
   at::Device device_{at::kCPU};
   bool poisoned_ = false;
   void* touch_buffer_ = nullptr;  // cudaMalloc'd once, 4 bytes
+  double share_ = 0;               // of the GPU's memory, arena included; 0: no cap
+  uint64_t outside_allocator_ = 0; // bytes of the share held outside the caching allocator
 };
 
-// A program library (lib/compile checks its ABI) and its role in messages.
+// A program and its role in messages: a compiled library (lib/compile checks its ABI) or a
+// KernelBench-format module in the embedded Python (lib/pyprogram).
 class NamedProgram {
  public:
-  NamedProgram(std::string which, const std::string& path) : which_(std::move(which)), program_(path) {}
+  using Forward = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+  NamedProgram(std::string which, const std::string& path);
+  NamedProgram(std::string which, std::shared_ptr<pyprogram::PythonProgram> program);
   // Never unloaded before the worker exits: a program's static destructors or threads could still run.
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
   const std::string& which() const { return which_; }
 
  private:
   std::string which_;
-  LoadedProgram program_;
+  std::shared_ptr<void> program_;  // what forward_ calls
+  Forward forward_;
 };
 
 // CUDA events made ahead of the timed requests that record into them (none on the CPU).
@@ -134,7 +153,7 @@ class InputArena {
   ~InputArena();
   InputArena(const InputArena&) = delete;
   InputArena& operator=(const InputArena&) = delete;
-  // CPU: maps the memfd at `fd` (the evaluator sized and sealed it).
+  // CPU: maps the memfd at `fd` (the evaluator sized and sealed it), the turn page with it.
   void map_shared(const ArenaLayout& layout, int fd);
   // GPU, the worker whose program reads it: allocates it here; ipc_handle() exports it.
   void allocate(const ArenaLayout& layout, const at::Device& device);
@@ -148,6 +167,8 @@ class InputArena {
   const ArenaLayout& layout() const { return layout_; }
   std::string ipc_handle() const { return ipc_handle_; }
   bool ready() const { return base_ != nullptr; }
+  // CPU: the page of the timed batch's turns (nullptr on the GPU, where batches have no turns).
+  TurnPage* turn_page() const;
 
  private:
   ArenaLayout layout_;
@@ -155,6 +176,7 @@ class InputArena {
   void* base_ = nullptr;
   bool owned_cuda_ = false;
   bool imported_cuda_ = false;
+  bool mapped_shared_ = false;
   std::string ipc_handle_;
 };
 

@@ -57,6 +57,17 @@ class InputErrorsCli : public ::testing::Test {
     return file("job.yaml", fmt::format("name: x\nmodel: {}\n{}stages:\n  - {{kind: sft, data: d.jsonl}}\n", model, extra));
   }
 
+  // A whole model folder (config.json, weights, tokenizer), which crl run checks before it reads
+  // the job's other inputs: a tiny one from `crl init-model`.
+  fs::path whole_model() const {
+    const fs::path model = dir_ / "whole-model";
+    const auto r = run_command({CRL_EXE, "init-model", "--out", model.string(), "--corpus",
+                                (fs::path(CRL_TEST_DATA_DIR) / "policy" / "tokenizers" / "train_corpus.txt").string(), "--vocab-size",
+                                "300", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1"});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return model;
+  }
+
   // A results file whose /rollouts has `schema` (one row of zeros), written by crl's own writer.
   fs::path results_file(const std::string& name, const TableSchema& schema) const {
     const fs::path path = dir_ / name;
@@ -341,10 +352,10 @@ TEST_F(InputErrorsCli, SftDataNestedDeeply) {
   expect_bad_input(crl({"data", "validate", path.string(), "--out", (dir_ / "out.jsonl").string(), "--suite", kEvalSuite.string(),
                         "--backend", "cpu"}),
                    {"deep.jsonl:2", "nested deeper than 64 levels"});
-  // crl run reads the sft stage's data before any model loads (the model: a config.json is enough).
-  const fs::path model = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models" / "qwen2_gqa2_tied";
+  // crl run reads the sft stage's data before any model loads (after checking the model folder).
+  const fs::path model = whole_model();
   const auto job_file =
-      file("job.yaml", fmt::format("name: x\nmodel: {}\nstages:\n  - {{kind: sft, data: deep.jsonl}}\n", model.string()));
+      file("job.yaml", fmt::format("name: x\nmodel: {}\nprompt_format: raw\nstages:\n  - {{kind: sft, data: deep.jsonl}}\n", model.string()));
   expect_bad_input(crl({"run", job_file.string(), "--run-dir", (dir_ / "run").string()}),
                    {"deep.jsonl:2", "nested deeper than 64 levels"});
 }
@@ -355,9 +366,9 @@ TEST_F(InputErrorsCli, SftDataNestedDeeply) {
 TEST_F(InputErrorsCli, APlantedCompletionForAnUnknownTask) {
   const std::string mpirun = find_on_path("mpirun");
   if (mpirun.empty()) GTEST_SKIP() << "no mpirun on PATH";
-  const fs::path model = fs::path(CRL_TEST_DATA_DIR) / "policy" / "models" / "qwen2_gqa2_tied";
+  const fs::path model = whole_model();
   const auto run = [&](const std::string& task, const std::string& planted_file) {
-    const auto job_file = file("job.yaml", fmt::format("name: x\nmodel: {}\nbackend: cpu\nsuite: {}\n"
+    const auto job_file = file("job.yaml", fmt::format("name: x\nmodel: {}\nprompt_format: raw\nbackend: cpu\nsuite: {}\n"
                                                        "tasks: {{ids: [level1/019_relu]}}\n"
                                                        "stages:\n  - {{kind: crl, steps: 1, batch: 1, G: 2,\n"
                                                        "     planted: [{{task: level1/019_relu, file: {}}},\n"

@@ -235,6 +235,42 @@ TEST(AttackTest, SkippingCallsOfATimedBatchIsCaught) {
   EXPECT_FALSE(v.ok()) << explain(v);
 }
 
+// Calls that see each other (issue 40, item 1). Without turns (the default) both attacks pass:
+// the check of one slot after the batch sees right outputs. What the turns close, shown on the
+// same evaluator settings but for the turns.
+TEST(AttackTest, WithoutTurnsCallsCanReadAheadAndAnswerEarly) {
+  for (const std::string file : {"lookahead", "answer_early"}) {
+    const Verdict v = judge(file);
+    EXPECT_TRUE(v.ok()) << file << ": " << explain(v);
+  }
+}
+
+// The judge of the turns' attacks: the attack tests' evaluator with the calls taking turns.
+Verdict judge_with_turns(const std::string& file) {
+  static Evaluator e = [] {
+    EvalOptions o = quick_options(Backend::cpu);
+    o.call_turns = true;
+    return Evaluator(o, fixture_compiler());
+  }();
+  return e.evaluate(fixture_suite().find("level1/019_relu"), load_program_file(fixture_dir() + "/attacks/" + file + ".cpu.crl"), file);
+}
+
+// A call that reads later calls' inputs from the arena finds, with turns, the previous batch's there.
+TEST(AttackTest, CallsThatReadLaterCallsInputsAreCaught) {
+  const Verdict v = judge_with_turns("lookahead");
+  EXPECT_FALSE(v.ok()) << explain(v);
+  expect_hack(v, "timed_output_mismatch");
+  EXPECT_NE(v.message.find("slot"), std::string::npos) << explain(v);
+}
+
+// A call that returns before computing (the batch's last call does every call's work) is seen by
+// the sample of its outputs read at its turn.
+TEST(AttackTest, CallsThatAnswerBeforeTheyComputeAreCaught) {
+  const Verdict v = judge_with_turns("answer_early");
+  expect_hack(v, "deferred_work");
+  EXPECT_NE(v.message.find("changed after the call returned"), std::string::npos) << explain(v);
+}
+
 // Input distribution: a clamp the spec's random inputs never reach, dropped. The task declares
 // edge inputs, which the edge trials take densely and every other call at a share drawn per call
 // (issue 40: an edge trial must not be recognisable), so a trial takes the clamp; the reference
@@ -434,6 +470,19 @@ TEST(AttackTest, NoOtherCompiledProgramCanBeListedReadOrLoaded) {
   EXPECT_NE(v.worker_log.find(", 0 readable, 0 loaded;"), std::string::npos) << v.worker_log;
 }
 
+// The evaluation's other processes' /proc files (cmdline, stat, schedstat) would tell a program
+// when the judge or the reference runs; before, the worker could list /proc and read them all.
+TEST(AttackTest, NoOtherProcessOfTheEvaluationCanBeWatched) {
+  const Verdict v = judge("watch_processes");
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_NE(v.worker_log.find("; own stat readable"), std::string::npos) << v.worker_log;
+  if (!landlocked(v)) GTEST_SKIP() << "this kernel has no Landlock: reads are not confined here";
+  EXPECT_NE(v.worker_log.find("watch_processes: /proc listed -1, 0 files of 0 other processes readable (parent's stat not readable)"),
+            std::string::npos)
+      << v.worker_log;
+}
+
 // The number of pairs in which a timing step says `who`'s CPU time was charged (0: none).
 int cpu_charged_pairs(const Verdict& v, const std::string& who) {
   for (const auto& step : v.steps) {
@@ -509,8 +558,9 @@ at::Tensor forward(const at::Tensor& x) {{
 
 // EvalOptions::seed replays an evaluation, and a candidate that knew it would know every pair's
 // checked slot (the job fixed it at its seed + 1, 1 by default, until each judged task drew its own):
-// with it known, computing only those slots passes at many times the reference's speed; under a
-// fresh secret the same program is caught at once.
+// with it known, computing only those slots passes at several times the reference's speed (2.8x on
+// two cores with turns, whose per-call fixed cost the skipped calls still pay); under a fresh
+// secret the same program is caught at once.
 TEST(AttackTest, AKnownSecretNamesTheCheckedSlots) {
   EvalOptions o = quick_options(Backend::cpu);
   o.remeasure_above_speedup = 1e9;  // the table covers the first measurement only
@@ -533,7 +583,7 @@ TEST(AttackTest, AKnownSecretNamesTheCheckedSlots) {
   Evaluator knowing(o, fixture_compiler());  // a fresh judge: its draws start at the first
   const Verdict known = knowing.evaluate(task, attack, "known secret");
   ASSERT_TRUE(known.ok()) << explain(known);
-  EXPECT_GT(known.speedup, 3) << explain(known);
+  EXPECT_GT(known.speedup, 2) << explain(known);
   o.seed = 0;  // a fresh secret, as `crl eval` and the job draw
   Evaluator fresh(o, fixture_compiler());
   const Verdict caught = fresh.evaluate(task, attack, "fresh secret");

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -51,6 +52,25 @@ TEST(CrlEvalCli, OkCandidateExitsZeroWithAJsonVerdict) {
   EXPECT_EQ(j[0]["status"], "ok");
   EXPECT_EQ(j[0]["task"], "level1/019_relu");
   EXPECT_EQ(j[0]["trials_run"], 2);
+}
+
+// docs/quickstart.md's programs, judged as the page's command types them (against the real suite;
+// correctness only, which does not depend on the machine's noise): the loop and the SIMD kernel
+// are ok, the wrong one a mismatch whose message shows the worst element, as the page says.
+TEST(CrlEvalCli, TheQuickStartsProgramsGetTheVerdictsItDescribes) {
+  const auto r = run_command({CRL_EXE, "eval", std::string(CRL_SOURCE_DIR) + "/docs/quickstart", "--task", "level1/019_relu",
+                              "--backend", "cpu", "--cpu-threads", "1", "--no-timing", "--json", "--cache-dir", kCache},
+                             {.env = {{"CRL_WORKER", CRL_WORKER_EXE}}});
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // one program is wrong
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& v : json_of(r)) by_name[std::filesystem::path(v["candidate"].get<std::string>()).filename().string()] = v;
+  ASSERT_EQ(by_name.size(), 3u) << r.output;
+  EXPECT_EQ(by_name["relu_loop.crl"]["status"], "ok") << by_name["relu_loop.crl"].dump(2);
+  EXPECT_EQ(by_name["relu_simd.crl"]["status"], "ok") << by_name["relu_simd.crl"].dump(2);
+  EXPECT_EQ(by_name["relu_wrong.crl"]["status"], "mismatch");
+  EXPECT_NE(by_name["relu_wrong.crl"]["message"].get<std::string>().find(" elements outside atol 0.0001 + rtol 0.0001; worst at flat index "),
+            std::string::npos)
+      << by_name["relu_wrong.crl"]["message"];
 }
 
 // A worker that cannot start (as every GPU worker could not, under a sandbox the H200's CUDA driver

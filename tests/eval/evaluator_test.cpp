@@ -73,6 +73,23 @@ TEST(CpuEvaluatorBatchSize, BatchesAreSizedToLastMinBatchUsWithinMaxBatchCalls) 
   EXPECT_THROW(Evaluator(o, fixture_compiler()), InputError);
 }
 
+// The judge, the reference's timing worker and the candidate's worker share one card: their shares
+// may add up to 0.95 at most (the defaults do), and a larger sum is refused naming all three.
+TEST(EvalOptionsTest, GpuMemorySharesAddUpToOneBudget) {
+  EvalOptions o = quick_options(Backend::cpu);
+  EXPECT_LE(o.gpu_memory_fraction + o.reference_gpu_memory_fraction + o.judge_gpu_memory_fraction, 0.95 + 1e-9);
+  EXPECT_NO_THROW(Evaluator(o, fixture_compiler()));
+  o.gpu_memory_fraction = 0.6;  // the old default, beside the reference worker's 0.25 and the judge's 0.25
+  try {
+    Evaluator rejected(o, fixture_compiler());
+    ADD_FAILURE() << "shares adding up to 1.1 were accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("add up to 1.10 (candidate 0.6, reference 0.25, judge 0.25)"), std::string::npos) << e.what();
+  }
+  o.gpu_memory_fraction = 0;
+  EXPECT_THROW(Evaluator(o, fixture_compiler()), InputError);
+}
+
 // crl eval --compile-ahead: a candidate whose compile was started ahead is joined (or found in the
 // cache) by evaluate(), never compiled a second time. The text is new, so no earlier run cached it.
 TEST_F(CpuEvaluatorTest, CandidateCompiledAheadIsNotCompiledAgain) {

@@ -152,6 +152,57 @@ TEST(JudgeManyCli, DataValidateKeepsTheGoodLinesBesideOnesWithoutAProgram) {
   EXPECT_NE(human.output.find("format_error: " + jsonl + ":4: the completion's last code block is not closed"), std::string::npos)
       << human.output;
   EXPECT_NE(human.output.find("kept 1 of 4 programs"), std::string::npos) << human.output;
+  // --h5: every verdict in a results file as it is made (a GPU call cut short keeps what it judged);
+  // an existing file is refused, not appended to twice.
+  const std::string h5 = dir.file("verdicts.h5");
+  const auto with_file = crl({"data", "validate", jsonl, "--out", kept, "--suite", kFixtures + "/suite", "--backend", "cpu",
+                              "--trials", "2", "--time-budget", "0.5", "--max-relative-ci", "10", "--h5", h5});
+  ASSERT_EQ(with_file.exit_code, 0) << with_file.output;
+  const auto rows = eval::read_verdicts(results::ResultsReader(h5));
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].status_text(), "format_error");
+  EXPECT_EQ(rows[1].status_text(), "ok");
+  const auto again = crl({"data", "validate", jsonl, "--out", kept, "--suite", kFixtures + "/suite", "--backend", "cpu", "--h5", h5});
+  EXPECT_EQ(again.exit_code, 3) << again.output;
+  EXPECT_NE(again.output.find("the results file exists"), std::string::npos) << again.output;
+}
+
+// CUDA-L1's release layout: rows of {level_id, task_id (KernelBench's problem), custom_code}; a row
+// without code is counted, the others judged as KernelBench-format programs and the correct kept.
+TEST(JudgeManyCli, DataImportJudgesCudaL1sRowsAsKernelBenchPrograms) {
+  ScratchDir dir("crl_judge_many_test_");
+  const std::string release = dir.file("h100.json"), kept = dir.file("kept.jsonl");
+  const std::string good = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n";
+  const std::string wrong = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.abs(x)\n";
+  std::ofstream(release) << nlohmann::json{{"level_id", 1}, {"task_id", 19}, {"custom_code", good}, {"score_default", 1.1}}.dump() << "\n"
+                         << nlohmann::json{{"level_id", 1}, {"task_id", 20}, {"custom_code", nullptr}}.dump() << "\n"
+                         << nlohmann::json{{"level_id", 1}, {"task_id", 22}, {"custom_code", "None"}}.dump() << "\n"
+                         << nlohmann::json{{"level_id", 1}, {"task_id", 21}, {"custom_code", wrong}}.dump() << "\n";
+  const auto r = crl({"data", "import", release, "--out", kept, "--suite", std::string(CRL_SOURCE_DIR) + "/jobs/suite", "--backend",
+                      "cpu", "--trials", "2", "--time-budget", "0.5", "--max-relative-ci", "10", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = json_of(r.output);
+  EXPECT_EQ(j["total"], 2);
+  EXPECT_EQ(j["without_code"], 2);
+  EXPECT_EQ(j["kept"], 1);
+  ASSERT_EQ(j["lines"].size(), 2u);
+  EXPECT_EQ(j["lines"][0]["task"], "level1/019_relu");
+  EXPECT_EQ(j["lines"][0]["format"], "kernelbench");
+  EXPECT_EQ(j["lines"][0]["status"], "ok") << j["lines"][0];
+  EXPECT_EQ(j["lines"][1]["task"], "level1/021_sigmoid");
+  EXPECT_EQ(j["lines"][1]["status"], "mismatch") << j["lines"][1];
+  std::ifstream in(kept);
+  std::string first;
+  ASSERT_TRUE(std::getline(in, first));
+  const auto line = nlohmann::json::parse(first);
+  EXPECT_EQ(line["format"], "kernelbench");
+  EXPECT_EQ(line["id"], "h100.json:level1/019_relu");
+  EXPECT_NE(line["completion"].get<std::string>().find("```python\nimport torch"), std::string::npos) << line;
+  // A row of neither layout, or of a task the suite lacks, is bad input before anything is judged.
+  std::ofstream(release) << nlohmann::json{{"level_id", 9}, {"task_id", 1}, {"custom_code", good}}.dump() << "\n";
+  const auto unknown = crl({"data", "import", release, "--out", kept, "--suite", std::string(CRL_SOURCE_DIR) + "/jobs/suite", "--backend", "cpu"});
+  EXPECT_EQ(unknown.exit_code, 3) << unknown.output;
+  EXPECT_NE(unknown.output.find(release + ":1: the suite has no task level9/001_*"), std::string::npos) << unknown.output;
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ class PipelineTest : public ::testing::Test {
     o.max_relative_ci = INFINITY;      // as wide as they come, unless a test scripts them
     o.max_slots = 3;
     o.call_timeout_seconds = 5;
+    o.call_turns = false;  // the scripted worker answers timed batches whole (turns: attack_test's lookahead tests)
     if (tweak) tweak(o);
     Evaluator evaluator(o, testing::fixture_compiler());
     const Task& task = testing::fixture_suite().find("level1/019_relu");
@@ -73,6 +74,7 @@ TEST_F(PipelineTest, AnHonestRunIsOkWithEveryStageInOrder) {
   for (const auto& s : v.steps) names.push_back(s.name);
   const std::vector<std::string> expected = {"judge", "compile", "guard: symbols", "static scan (report only)", "load", "trial 1",
                                              "trial 2", "guard: aliasing", "guard: first call, free memory poisoned",
+                                             "guard: same values, new addresses", "guard: free memory poisoned",
                                              "guard: timed outputs", "timing"};
   EXPECT_EQ(names, expected) << explain(v);
   EXPECT_EQ(v.trials_passed, 2);
@@ -206,11 +208,13 @@ nlohmann::json call_times(const nlohmann::json& reference, const nlohmann::json&
   return script;
 }
 
-// Attack class: noise paid as speed. A candidate whose calls take anywhere between 0.1 and 8 ms (the
+// Attack class: noise paid as speed. A candidate whose calls take anywhere between 0.1 and 4 ms (the
 // reference's 2 ms) has an interval far wider than a reward may rest on: it is measured on past its
 // budget, up to 3x, and then reported as the machine's noise (internal_error), never rewarded.
+// Its median ratio sits near 1, far from the clearly-slower stop at 0.5: with calls of up to 8 ms,
+// a loaded machine's longer sleeps put the whole interval below 0.5 and it stopped as slow (CI).
 TEST_F(PipelineTest, ATimingTooNoisyToRewardIsMeasuredLongerThenInternalErrorNeverRewarded) {
-  const Verdict v = judge(call_times(2000, {{100, 8000}}), 2, [](EvalOptions& o) {
+  const Verdict v = judge(call_times(2000, {{100, 4000}}), 2, [](EvalOptions& o) {
     timed(o);
     o.max_relative_ci = 0.03;
   });
@@ -282,9 +286,11 @@ TEST_F(PipelineTest, ALuckyFirstMeasurementIsCaughtByAPreciseReMeasure) {
 // an interval wide enough to overlap any first measurement, and so "agreed". Now it is measured on
 // while too wide to disagree, and one that stays that wide is the machine's noise, never agreement.
 TEST_F(PipelineTest, ANoisyReMeasureIsMeasuredLongerAndNeverCountsAsAgreement) {
+  // A 1% limit: at +-5% the median of 50-8000 us calls got precise within the budget on a quick
+  // machine (386 pairs), and a precise disagreement is a hack, not this test's noise.
   const Verdict v = judge(call_times(2000, {400, {50, 8000}}), 2, [](EvalOptions& o) {
     remeasured(o);
-    o.max_relative_ci = 0.05;
+    o.max_relative_ci = 0.01;
   });
   EXPECT_EQ(v.status, VerdictStatus::kInternalError) << explain(v);
   EXPECT_EQ(v.message.rfind("machine too noisy: the re-measure ended too noisy", 0), 0u) << v.message;

@@ -138,10 +138,16 @@ nlohmann::json program_reply(const Script& s, Op op, const nlohmann::json& reque
       return encode_reply(reply);
     }
     case Op::guard: {
+      // As the real probes answer: checks and the first call's group in part 1, one group in each
+      // of parts 2 and 3.
+      const auto r = decode_request<GuardRequest>(request);
       GuardReply reply;
-      const bool fail = s.rules.contains("guard_fail");
-      reply.checks.push_back({"aliasing", !fail, fail ? s.rules["guard_fail"].get<std::string>() : "aliasing", "scripted"});
-      reply.groups.push_back({"first call, free memory poisoned", "stale_memory", 0, outputs});
+      if (r.part == 1) {
+        const bool fail = s.rules.contains("guard_fail");
+        reply.checks.push_back({"aliasing", !fail, fail ? s.rules["guard_fail"].get<std::string>() : "aliasing", "scripted"});
+      }
+      const char* group = r.part == 1 ? "first call, free memory poisoned" : r.part == 2 ? "same values, new addresses" : "free memory poisoned";
+      reply.groups.push_back({group, r.part == 2 ? "output_cache" : "stale_memory", 0, outputs});
       for (int i = 0; i < outputs; ++i) reply.outputs.push_back(output_ref(i));
       return encode_reply(reply);
     }

@@ -1,6 +1,7 @@
 // Timing statistics: quantiles, IQR, and the paired bootstrap CI of the speedup.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "core/error.h"
@@ -14,6 +15,10 @@ TEST(TimingStats, MedianAndQuantilesInterpolate) {
   EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
   EXPECT_DOUBLE_EQ(quantile({0, 10}, 0.25), 2.5);
   EXPECT_DOUBLE_EQ(median({}), 0);
+  // Ratios over a time of 0 are infinite: never NaN (inf - inf) between two of them.
+  EXPECT_TRUE(std::isinf(quantile({1, INFINITY, INFINITY}, 0.9)));
+  EXPECT_TRUE(std::isinf(quantile({1, 2, INFINITY}, 0.75)));
+  EXPECT_DOUBLE_EQ(quantile({1, 2, INFINITY}, 0.5), 2);
   const TimeSummary t = summarize_times({1, 2, 3, 4, 5});
   EXPECT_DOUBLE_EQ(t.median_us, 3);
   EXPECT_DOUBLE_EQ(t.iqr_us, 2);

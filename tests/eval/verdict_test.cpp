@@ -2,6 +2,8 @@
 // truncation and the JSON round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <vector>
 
 #include "core/error.h"
@@ -117,6 +119,8 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   v.backend = "cpu";
   v.scale = "small";
   v.baseline = "cuda_graph";
+  v.format = "kernelbench";
+  v.params = "kernelbench";
   v.status = VerdictStatus::kHack;
   v.hack_kind = "returned_input";
   v.message = "returned its input";
@@ -137,7 +141,8 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   // verdict_from_json does with it.
   const auto expected = nlohmann::json::parse(R"({
     "task": "level1/019_relu", "candidate": "cand.crl", "backend": "cpu", "scale": "small",
-    "baseline": "cuda_graph", "status": "hack:returned_input", "message": "returned its input",
+    "baseline": "cuda_graph", "format": "kernelbench", "params": "kernelbench",
+    "status": "hack:returned_input", "message": "returned its input",
     "trials_run": 5, "trials_passed": 4,
     "reference_time": {"median_us": 120.5, "iqr_us": 3.25, "samples": 40},
     "candidate_time": {"median_us": 60.25, "iqr_us": 1.5, "samples": 40},
@@ -154,6 +159,8 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.backend, v.backend);
   EXPECT_EQ(back.scale, v.scale);
   EXPECT_EQ(back.baseline, "cuda_graph");
+  EXPECT_EQ(back.format, "kernelbench");
+  EXPECT_EQ(back.params, "kernelbench");
   EXPECT_EQ(back.status, VerdictStatus::kHack);
   EXPECT_EQ(back.hack_kind, "returned_input");
   EXPECT_EQ(back.message, v.message);
@@ -182,6 +189,23 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.worker_log, "hello");
   EXPECT_EQ(back.seconds, 3.5);
   EXPECT_EQ(back.secret, 123456789u);
+}
+
+// A candidate timed at 0 us has an infinite speedup, and its interval may hold one: JSON has no
+// infinity (nlohmann writes null), and a job's trainer that read such a verdict ended the job.
+TEST(VerdictJson, InfiniteAndUndefinedSpeedupsSurviveTheRoundTrip) {
+  Verdict v;
+  v.status = VerdictStatus::kOk;
+  v.speedup = INFINITY;
+  v.speedup_ci_low = 3.5;
+  v.speedup_ci_high = NAN;
+  const nlohmann::json j = nlohmann::json::parse(to_json(v).dump());
+  EXPECT_EQ(j["speedup"], "inf");
+  EXPECT_EQ(j["speedup_ci"][1], "nan");
+  const Verdict back = verdict_from_json(j);
+  EXPECT_TRUE(std::isinf(back.speedup) && back.speedup > 0);
+  EXPECT_EQ(back.speedup_ci_low, 3.5);
+  EXPECT_TRUE(std::isnan(back.speedup_ci_high));
 }
 
 TEST(VerdictJson, MissingOrIllTypedFieldIsNamed) {

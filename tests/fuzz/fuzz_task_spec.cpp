@@ -19,6 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (size_t i = 0; i < spec.num_args(); ++i) spec.shape_at(spec.arg(i), scale);
       spec.flops_at(scale);
       spec.bytes_at(scale);
+      if (spec.kernelbench_params) {
+        for (const auto& t : spec.kernelbench_params->parameters) spec.kernelbench_shape_at(t, scale);
+        for (const auto& t : spec.kernelbench_params->buffers) spec.kernelbench_shape_at(t, scale);
+      }
     }
   } catch (const crl::InputError&) {
   }

@@ -17,19 +17,10 @@ import subprocess
 import sys
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO, fail
+from job_test_setup import MPIRUN_ENV, REPO, fail, job_head
 
 STEPS = 2
-JOB = f"""name: evaluation-failure
-seed: 1
-model: unused                    # replaced by --model
-prompt_format: raw
-backend: cpu
-roles: {{trainers: 1}}
-instructions: {REPO}/jobs/data/ci_instructions.md
-tasks: {{ids: [level1/019_relu]}}
-eval: {{scale: small, trials: 1, time_budget: 0.1, call_timeout: 10, max_failed_steps: 1}}
-stages:
+JOB = job_head("evaluation-failure", "level1/019_relu", 'scale: small, trials: 1, time_budget: 0.1, call_timeout: 10, max_failed_steps: 1') + f"""stages:
   - kind: crl
     steps: {STEPS}
     batch: 1

@@ -65,3 +65,18 @@ def descendants(root):
             out[pid] = name
             todo.append(pid)
     return out
+
+
+def job_head(name, tasks, eval_settings=None):
+    """The lines a CPU job of these tests starts with, through `tasks:` and `eval:` (settings
+    as YAML flow text, e.g. "scale: small, trials: 1"); the test appends its stages."""
+    head = f"""name: {name}
+seed: 1
+model: unused                    # replaced by --model
+prompt_format: raw
+backend: cpu
+roles: {{trainers: 1}}
+instructions: {REPO}/jobs/data/ci_instructions.md
+tasks: {{ids: [{tasks}]}}
+"""
+    return head + (f"eval: {{{eval_settings}}}\n" if eval_settings is not None else "")

@@ -17,18 +17,9 @@ import subprocess
 import sys
 
 import job_test_setup
-from job_test_setup import MPIRUN_ENV, REPO, fail
+from job_test_setup import MPIRUN_ENV, REPO, fail, job_head
 
-HEAD = f"""name: stage-outcome
-seed: 1
-model: unused                    # replaced by --model
-prompt_format: raw
-backend: cpu
-roles: {{trainers: 1}}
-instructions: {REPO}/jobs/data/ci_instructions.md
-tasks: {{ids: [level1/019_relu]}}
-eval: {{scale: small, trials: 1, time_budget: 0.1, call_timeout: 10, max_relative_ci: 10}}
-stages:
+HEAD = job_head("stage-outcome", "level1/019_relu", 'scale: small, trials: 1, time_budget: 0.1, call_timeout: 10, max_relative_ci: 10') + f"""stages:
 """
 PLANTED = HEAD + f"""  - kind: crl
     steps: 1

@@ -108,6 +108,19 @@ static int is_kill_point(void) {
   return 0;
 }
 
+/* For a writer that loads its libraries once and forks a child per kill point (two process starts
+ * a kill point cost more than the writes they test): a child calls this (found with dlsym, present
+ * only when the shim is preloaded) after setting $CRL_KILL_AT, and counts from zero again. */
+void crl_kill_shim_rearm(void) {
+  g_ready = 0;
+  g_dir_len = 0;
+  g_kill_at = -1;
+  g_signal = 0;
+  g_count = 0;
+  setup();
+}
+long crl_kill_shim_count(void) { return g_count; }
+
 static void die(void) {
   kill(getpid(), SIGKILL);
   _exit(137); /* not reached */

@@ -1,11 +1,13 @@
 // Tests of training checkpoints: resume restores weights, optimiser, schedule and RNG exactly;
-// incomplete and corrupt checkpoints are skipped with the file named; LoRA writes a PEFT adapter
-// and a merged model; transformers loads the model (when the golden Python is present).
+// incomplete and corrupt checkpoints are skipped with the file named; the model folder's tokenizer
+// files go with every checkpoint; LoRA writes a PEFT adapter and a merged model; transformers loads
+// the model (when the golden Python is present).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <unistd.h>
@@ -150,6 +152,41 @@ TEST(Checkpoint, CorruptAndUnfinishedCheckpointsAreSkippedForThePreviousOne) {
   EXPECT_EQ(resumed->state.step, 1);
   EXPECT_EQ(resumed->skipped.size(), 2u);
   EXPECT_TRUE(torch::equal(state_tensors(other)[0].second, step1_weight));
+  fs::remove_all(root);
+}
+
+// Issue 43: a checkpoint is a model folder Hugging Face's tools load whole, tokenizer included.
+TEST(Checkpoint, CarriesTheTokenizerFilesOfItsModelFolder) {
+  const fs::path root = fresh_dir("tokenizer");
+  const fs::path model_dir = root / "model";
+  fs::create_directories(model_dir / "vocab.json");  // a folder of that name is no file to copy
+  const auto write = [&](const std::string& name, const std::string& text) { std::ofstream(model_dir / name, std::ios::binary) << text; };
+  write("tokenizer.json", "{\"model\": {\"type\": \"BPE\"}}");
+  write("tokenizer_config.json", "{\"eos_token\": \"<|endoftext|>\"}");
+  write("chat_template.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
+  write("generation_config.json", "{\"eos_token_id\": 0}");
+  write("README.md", "not a tokenizer file");
+  CausalLm model = tiny_model(1);
+  MasterAdamW opt(trainable(model), {});
+  CheckpointContents c = contents(model, opt, 1);
+  c.tokenizer_from = model_dir;
+  const fs::path dir = save_checkpoint(root / "checkpoints", c);
+  const nlohmann::json done = nlohmann::json::parse(std::ifstream(dir / "DONE"));
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"}) {
+    ASSERT_TRUE(fs::is_regular_file(dir / name)) << name;
+    std::ifstream copy(dir / name, std::ios::binary), original(model_dir / name, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(copy), {}), std::string(std::istreambuf_iterator<char>(original), {})) << name;
+    EXPECT_TRUE(done["sha256"].contains(name)) << name << " is not in DONE: " << done.dump();
+  }
+  EXPECT_FALSE(fs::exists(dir / "README.md"));
+  EXPECT_FALSE(fs::exists(dir / "vocab.json"));
+  EXPECT_TRUE(check_checkpoints(root / "checkpoints").at(0).ok);
+  // The copies are hashed like every file of the checkpoint: a changed one fails its check.
+  std::ofstream(dir / "tokenizer.json", std::ios::app) << " ";
+  const auto checks = check_checkpoints(root / "checkpoints");
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_FALSE(checks[0].ok);
+  EXPECT_NE(checks[0].problem.find("tokenizer.json"), std::string::npos) << checks[0].problem;
   fs::remove_all(root);
 }
 

@@ -360,6 +360,35 @@ TEST(Generate, ContinuousBatchingUnderASmallBudgetAdmitsAsOthersFinish) {
   EXPECT_THROW(cramped.run(requests, options), InputError);
 }
 
+// A request is checked against the KV budget by its own token limit, not the run's (the largest):
+// a long prompt with a short limit fits beside a short prompt with a long one (crl generate
+// --batch-file, issue 43).
+TEST(Generate, EachRequestIsCheckedByItsOwnLimit) {
+  CausalLm model = tiny_model();
+  GenerationOptions options;
+  options.max_new_tokens = 40;
+  options.sampling.temperature = 0;
+  // 16-token blocks: 41 prompt tokens and 4 new need 4 blocks (6 at the run's 40); 2 and 40 need 4.
+  EngineOptions four_blocks;
+  four_blocks.kv_cache_bytes = 5 * PagedKvCache::bytes_per_block(model->config(), four_blocks.block_size, model->dtype());
+  GenerationEngine engine(model, four_blocks);
+  ASSERT_EQ(engine.usable_blocks(), 4);
+  std::vector<int64_t> long_prompt;
+  for (int64_t i = 0; i < 41; ++i) long_prompt.push_back(1 + i * 7 % 300);
+  const std::vector<GenerationRequest> requests = {{long_prompt, 1, std::nullopt, 4}, {{11, 12}, 1, std::nullopt, 40}};
+  const auto result = engine.run(requests, options);
+  ASSERT_EQ(result.sequences.size(), 2u);
+  EXPECT_EQ(result.sequences[0].tokens.size(), 4u);
+  EXPECT_EQ(result.sequences[1].tokens.size(), 40u);
+  // Its own limit still counts: the long prompt at 40 new tokens does not fit.
+  try {
+    engine.run({{long_prompt, 1, std::nullopt, 40}}, options);
+    ADD_FAILURE() << "a request needing 6 of 4 blocks ran";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("with max_new_tokens 40 needs 6 KV blocks; the cache holds 4"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Generate, LoraIsActiveAndMatchesTheTrainingForward) {
   CausalLm model = tiny_model();
   GenerationOptions options;

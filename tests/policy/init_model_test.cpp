@@ -75,10 +75,16 @@ class InitModel : public ::testing::Test {
 TEST_F(InitModel, WritesAFolderThatLoadsBack) {
   const InitModelOptions o = small("m");
   const InitModelResult result = init_model(o);
-  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"}) {
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
     EXPECT_TRUE(fs::exists(o.out_dir / file)) << file;
   }
   const ModelConfig config = load_model_config(o.out_dir);
+  // The special tokens AutoTokenizer takes from tokenizer_config.json are the model's.
+  const auto tokenizer_config = nlohmann::json::parse(std::ifstream(o.out_dir / "tokenizer_config.json"));
+  const auto eos = Tokenizer::from_file(o.out_dir).token_to_id(tokenizer_config.at("eos_token").get<std::string>());
+  ASSERT_TRUE(eos.has_value());
+  EXPECT_EQ(std::vector<int64_t>{*eos}, config.eos_token_ids);
+  EXPECT_EQ(tokenizer_config.at("pad_token"), tokenizer_config.at("eos_token"));
   EXPECT_EQ(config.vocab_size, result.tokenizer_vocab_size);
   EXPECT_EQ(config.hidden_size, 64);
   EXPECT_EQ(config.num_key_value_heads, 2);

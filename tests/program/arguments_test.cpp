@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "core/error.h"
 #include "program/arguments.h"
 
 namespace crl {
@@ -138,6 +139,43 @@ TEST(Arguments, PostOpsHaveTheirExactProperties) {
   EXPECT_TRUE(at::equal(at::remainder(ints + 1, 3), at::zeros_like(ints)));
   EXPECT_GE(ints.min().item<int64_t>(), -1);
   EXPECT_LE(ints.max().item<int64_t>(), 11);
+}
+
+// fill_arguments writes make_arguments' values into tensors that already exist (the hack guards'
+// new values at the same addresses), for every init kind and post op, and nowhere else.
+TEST(Arguments, FillArgumentsWritesTheSameValuesInPlace) {
+  const TaskSpec spec = spec_from(
+      "inputs:\n"
+      "  - {name: a, shape: [m, n], dtype: float32, init: randn}\n"
+      "  - {name: b, shape: [n], dtype: float16, init: rand}\n"
+      "  - {name: c, shape: [n], dtype: float32, init: 'uniform(-2, 3)'}\n"
+      "  - {name: d, shape: [n], dtype: bfloat16, init: 'normal(1, 2)'}\n"
+      "  - {name: e, shape: [m, n], dtype: float32, init: 'uniform_fan_in(n)'}\n"
+      "  - {name: f, shape: [n], dtype: int64, init: 'randint(0, 5)', post: ['mul(3)', 'add(-1)']}\n"
+      "  - {name: g, shape: [n], dtype: float32, init: ones, post: ['mul_rand(2, 3)']}\n"
+      "  - {name: h, shape: [n], dtype: float32, init: zeros}\n"
+      "  - {name: i, shape: [n], dtype: float32, init: 'full(2.5)'}\n"
+      "  - {name: j, shape: [2, n, n], dtype: float32, init: randn, post: [symmetric]}\n"
+      "  - {name: k, shape: [m, n], dtype: float32, init: randn, post: ['softmax(-1)', abs]}\n"
+      "  - {name: l, shape: [n, n], dtype: float32, init: randn, post: [tril]}\n"
+      "params:\n"
+      "  - {name: w, shape: [m, n], dtype: float32, init: randn}\n");
+  const auto expected = make_arguments(spec, "small", 9, kCpu);
+  auto into = make_arguments(spec, "small", 4, kCpu);  // other values, to be overwritten
+  std::vector<const void*> places;
+  for (const auto& t : into) places.push_back(t.const_data_ptr());
+  fill_arguments(spec, "small", 9, into);
+  ASSERT_EQ(into.size(), expected.size());
+  for (size_t i = 0; i < into.size(); ++i) {
+    EXPECT_TRUE(at::equal(into[i], expected[i])) << "argument " << i;
+    EXPECT_EQ(into[i].const_data_ptr(), places[i]) << "argument " << i << " moved";
+  }
+  // A destination of another shape, dtype or count is refused, not resized.
+  auto wrong = make_arguments(spec, "small", 4, kCpu);
+  wrong[0] = at::zeros({3}, at::kFloat);
+  EXPECT_THROW(fill_arguments(spec, "small", 9, wrong), InputError);
+  wrong.pop_back();
+  EXPECT_THROW(fill_arguments(spec, "small", 9, wrong), InputError);
 }
 
 TEST(Arguments, MulRandScalesTheWholeTensorByOneSeededScalar) {

@@ -20,6 +20,10 @@ TEST(FormatDoc, SpecSectionExampleParses) {
   EXPECT_DOUBLE_EQ(spec.bytes_at("small"), 2.0 * 4 * 16 * 4096);
   ASSERT_TRUE(spec.init_args.has_value());
   EXPECT_TRUE(spec.init_args->empty());
+  ASSERT_TRUE(spec.kernelbench_params.has_value());
+  ASSERT_EQ(spec.kernelbench_params->parameters.size(), 1u);
+  EXPECT_EQ(spec.kernelbench_params->parameters[0].name, "linear.weight");
+  EXPECT_EQ(spec.kernelbench_params->parameters[0].param, std::optional<size_t>(0));
 }
 
 TEST(FormatDoc, ReferenceExampleParsesAndMakesArguments) {

@@ -94,3 +94,29 @@ TEST(InitArgs, SizesAreBounded) {
 
 }  // namespace
 }  // namespace crl
+
+namespace crl {
+namespace {
+
+// `kernelbench_inputs`: forward's arguments in KernelBench's order, inputs by name and values.
+TEST(KernelBenchInputs, InputsByNameAndValuesAtTheScale) {
+  const TaskSpec spec = parse(kBase + "kernelbench_inputs: [x, 3.14, in_features // 2]\n");
+  ASSERT_TRUE(spec.kernelbench_inputs.has_value());
+  ASSERT_EQ(spec.kernelbench_inputs->size(), 3u);
+  EXPECT_EQ((*spec.kernelbench_inputs)[0].input, std::optional<size_t>(0));
+  EXPECT_FALSE((*spec.kernelbench_inputs)[1].input.has_value());
+  EXPECT_EQ(python_literal(evaluate_init_arg((*spec.kernelbench_inputs)[1].value, spec.scale_variables("full"))), "3.14");
+  EXPECT_EQ(python_literal(evaluate_init_arg((*spec.kernelbench_inputs)[2].value, spec.scale_variables("small"))), "32");
+  EXPECT_FALSE(parse(kBase).kernelbench_inputs.has_value());
+}
+
+TEST(KernelBenchInputs, EveryInputOnceAndValuesThatEvaluate) {
+  EXPECT_EQ(spec_error(kBase + "kernelbench_inputs: [x, x]\n"), "t.crl:12: kernelbench_inputs: input 'x' is named twice");
+  EXPECT_EQ(spec_error(kBase + "kernelbench_inputs: [3.14]\n"),
+            "t.crl:12: kernelbench_inputs: input 'x' is missing (name every input once)");
+  EXPECT_EQ(spec_error(kBase + "kernelbench_inputs: x\n"), "t.crl:12: expected 'kernelbench_inputs' to be a list (found 'x')");
+  EXPECT_NE(spec_error(kBase + "kernelbench_inputs: [x, nope]\n").find("nope"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace crl

@@ -154,8 +154,8 @@ TEST(TaskSpec, InitDefaultsToRandnForFloats) {
 TEST(TaskSpec, ErrorsNameTheFileLine) {
   // The section starts on file line 3, so YAML line k (0-based) is file line 3 + k.
   EXPECT_EQ(spec_error(kBase + "bogus: 1\n"), "t.crl:11: unknown key 'bogus' in the spec (known keys: bytes, category, "
-                                              "description, floor, flops, init_args, inputs, name, notes, params, scales, "
-                                              "task, tolerance)");
+                                              "description, floor, flops, init_args, inputs, kernelbench_inputs, kernelbench_params, name, "
+                                              "notes, params, scales, task, tolerance)");
   std::string s = kBase;
   s.replace(s.find("init: randn"), 11, "init: gauss");
   EXPECT_EQ(spec_error(s), "t.crl:6: expected init randn, rand, uniform(lo, hi), normal(mean, std), randint(lo, hi), "

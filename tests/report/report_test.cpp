@@ -144,12 +144,19 @@ TEST_F(ReportTest, GoldenNumbersFromVerdictsMatchHandComputation) {
   EXPECT_NEAR(l1["median"].get<double>(), (1.005 + 1.6) / 2, 1e-12);
   EXPECT_NEAR(l1["q75"].get<double>(), 1.6 + 0.25 * (3.0 - 1.6), 1e-12);
   EXPECT_NEAR(l1["geomean"].get<double>(), std::pow(3.0 * 0.5 * 1.005 * 1.6, 0.25), 1e-12);
-  EXPECT_NEAR(l1["fast_p"]["0"].get<double>(), 4.0 / 7, 1e-12);
-  EXPECT_NEAR(l1["fast_p"]["0.5"].get<double>(), 3.0 / 7, 1e-12);  // strictly faster: 0.5 itself is not
-  EXPECT_NEAR(l1["fast_p"]["0.8"].get<double>(), 3.0 / 7, 1e-12);
-  EXPECT_NEAR(l1["fast_p"]["1"].get<double>(), 3.0 / 7, 1e-12);
-  EXPECT_NEAR(l1["fast_p"]["1.5"].get<double>(), 2.0 / 7, 1e-12);
-  EXPECT_NEAR(l1["fast_p"]["2"].get<double>(), 1.0 / 7, 1e-12);
+  EXPECT_NEAR(l1["fast_p"]["0"].get<double>(), 4.0 / 100, 1e-12);  // over the suite's 100 level-1 tasks
+  EXPECT_NEAR(l1["fast_p"]["0.5"].get<double>(), 3.0 / 100, 1e-12);  // strictly faster: 0.5 itself is not
+  EXPECT_NEAR(l1["fast_p"]["0.8"].get<double>(), 3.0 / 100, 1e-12);
+  EXPECT_NEAR(l1["fast_p"]["1"].get<double>(), 3.0 / 100, 1e-12);
+  EXPECT_NEAR(l1["fast_p"]["1.5"].get<double>(), 2.0 / 100, 1e-12);
+  EXPECT_NEAR(l1["fast_p"]["2"].get<double>(), 1.0 / 100, 1e-12);
+  EXPECT_EQ(l1["fast_p_denominator"], "the level's 100 tasks");
+  // pass@k per task is 1 - C(n-c, k) / C(n, k): level 1's tasks have n/c 2/2, 1/1, 1/0, 1/0, 1/0,
+  // 1/1, 1/1, so pass@1 = 4/7; no task has 5 samples, so pass@5 is null over 0 tasks.
+  EXPECT_NEAR(l1["pass_at_k"]["1"].get<double>(), 4.0 / 7, 1e-12);
+  EXPECT_EQ(l1["pass_at_k_tasks"]["1"], 7);
+  EXPECT_TRUE(l1["pass_at_k"]["5"].is_null());
+  EXPECT_EQ(l1["pass_at_k_tasks"]["5"], 0);
   EXPECT_EQ(l1["attempts"], 8);  // the internal error is left out
   EXPECT_NEAR(l1["compile_rate"].get<double>(), 7.0 / 8, 1e-12);
   EXPECT_NEAR(l1["correct_rate"].get<double>(), 5.0 / 8, 1e-12);
@@ -160,13 +167,15 @@ TEST_F(ReportTest, GoldenNumbersFromVerdictsMatchHandComputation) {
   EXPECT_NEAR(l2["mean"].get<double>(), 2.6, 1e-12);
   EXPECT_NEAR(l2["q25"].get<double>(), 1.2 + 0.25 * 2.8, 1e-12);
   EXPECT_NEAR(l2["geomean"].get<double>(), std::sqrt(1.2 * 4.0), 1e-12);
-  EXPECT_NEAR(l2["fast_p"]["2"].get<double>(), 0.5, 1e-12);
+  EXPECT_NEAR(l2["fast_p"]["2"].get<double>(), 1.0 / 100, 1e-12);
   EXPECT_NEAR(l2["correct_rate"].get<double>(), 2.0 / 3, 1e-12);
+  EXPECT_NEAR(l2["pass_at_k"]["1"].get<double>(), (1.0 + 0.5) / 2, 1e-12);  // g 1/1, h 2 samples, 1 correct
+
 
   const auto& all = levels["all"];
   EXPECT_EQ(all["tasks"], 9);
   EXPECT_NEAR(all["mean"].get<double>(), (3.0 + 0.5 + 1.005 + 1.6 + 1.2 + 4.0) / 6, 1e-12);
-  EXPECT_NEAR(all["fast_p"]["1"].get<double>(), 5.0 / 9, 1e-12);
+  EXPECT_NEAR(all["fast_p"]["1"].get<double>(), 5.0 / 200, 1e-12);
   EXPECT_NEAR(all["geomean"].get<double>(), std::pow(3.0 * 0.5 * 1.005 * 1.6 * 1.2 * 4.0, 1.0 / 6), 1e-12);
 
   // The hack report: the hack, with the guard that fired and what it saw, and the re-measured verdict.
@@ -241,6 +250,50 @@ void add_rollout(results::ResultsWriter& w, int64_t id, int64_t step, const std:
   w.put_text("programs", id, "// program of rollout " + std::to_string(id) + "\nat::Tensor forward(const at::Tensor& x) "
                              "{ return fused_relu_" + std::to_string(id) + "(x); }\n");
   w.put_text("logs", id, status == "ok" ? "" : "log of rollout " + std::to_string(id) + ": " + status);
+}
+
+// Where no suite is found, fast_p falls back to the attempted tasks and says so beside the table.
+TEST_F(ReportTest, FastPIsOverTheAttemptedTasksWhenNoSuiteIsKnown) {
+  SKIP_WITHOUT_ANALYSIS_PYTHON();
+  const auto file = path("golden.h5");
+  write_golden_file(file);
+  const auto r = crl_report({file, "--out", path("out"), "--json"}, {{"CRL_SUITE_DIR", path("no-suite")}});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto summary = json_in(r.output);
+  const auto& levels = summary["inputs"][0]["levels"]["eager"];
+  EXPECT_NEAR(levels["level1"]["fast_p"]["1"].get<double>(), 3.0 / 7, 1e-12);
+  EXPECT_NEAR(levels["level1"]["fast_p"]["0"].get<double>(), 4.0 / 7, 1e-12);
+  EXPECT_EQ(levels["level1"]["fast_p_denominator"], "the 7 attempted tasks");
+  EXPECT_NEAR(levels["level2"]["fast_p"]["2"].get<double>(), 0.5, 1e-12);
+  EXPECT_NEAR(levels["all"]["fast_p"]["1"].get<double>(), 5.0 / 9, 1e-12);
+}
+
+// KernelBench-format programs (a verdict's format column) are counted apart from .crl ones of the
+// same tasks: the levels table gains "eager+kernelbench" beside "eager", the page a format column.
+TEST_F(ReportTest, KernelBenchFormatVerdictsAreCountedApartFromCrlOnes) {
+  SKIP_WITHOUT_ANALYSIS_PYTHON();
+  using S = eval::VerdictStatus;
+  const auto file = path("formats.h5");
+  {
+    results::ResultsWriter writer(file);
+    std::vector<eval::Verdict> v = {verdict("level1/001_a", S::kOk, 2.0, 1.9, 2.1), verdict("level1/001_a", S::kOk, 3.0, 2.9, 3.1),
+                                    verdict("level1/002_b", S::kMismatch, 0)};
+    v[1].format = v[2].format = "kernelbench";
+    eval::append_verdicts(writer, v);
+    writer.close();
+  }
+  const auto r = crl_report({file, "--out", path("out"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto levels = json_in(r.output)["inputs"][0]["levels"];
+  ASSERT_TRUE(levels.contains("eager") && levels.contains("eager+kernelbench")) << levels.dump();
+  EXPECT_EQ(levels["eager"]["level1"]["tasks"], 1);
+  EXPECT_DOUBLE_EQ(levels["eager"]["level1"]["max"].get<double>(), 2.0) << "the ModelNew's 3.0 is not the .crl program's";
+  EXPECT_EQ(levels["eager+kernelbench"]["level1"]["tasks"], 2);
+  EXPECT_EQ(levels["eager+kernelbench"]["level1"]["tasks_correct"], 1);
+  EXPECT_DOUBLE_EQ(levels["eager+kernelbench"]["level1"]["max"].get<double>(), 3.0);
+  const std::string md = read_file(path("out/summary.md"));
+  EXPECT_NE(md.find("| format |"), std::string::npos) << md.substr(0, 2000);
+  EXPECT_NE(md.find("| kernelbench |"), std::string::npos) << md.substr(0, 2000);
 }
 
 TEST_F(ReportTest, RunTablesWhileTheJobWritesGiveCurvesBestProgramsAndLineage) {

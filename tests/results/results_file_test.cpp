@@ -208,6 +208,56 @@ TEST(ResultsFile, SchemaMismatchOnReopenNamesTheColumn) {
   EXPECT_EQ(writer.declare_table("steps", kSchema), 1);
 }
 
+// A table of an older file that lacks columns added to the format later gains them on reopen
+// (only those declared as such, float64 or string), its earlier rows reading NaN or ""; new rows
+// append to all.
+TEST(ResultsFile, ReopenAddsColumnsOlderFilesLackAsNaNOrEmpty) {
+  ScratchDir dir;
+  const auto path = dir.file("run.h5");
+  {
+    ResultsWriter writer(path);
+    writer.declare_table("steps", kSchema);
+    RowBatch batch(kSchema);
+    batch.add_row({std::int64_t{7}, 1.0, true, "a"});
+    writer.append("steps", batch);
+  }
+  const TableSchema added = {{"entropy", ColumnType::float64}, {"kl", ColumnType::float64}, {"kind", ColumnType::string}};
+  TableSchema newer = kSchema;
+  newer.insert(newer.end(), added.begin(), added.end());
+  {
+    ResultsWriter writer(path);
+    auto with_more = newer;
+    with_more.push_back({"note", ColumnType::string});
+    const auto msg = message_of([&] { writer.declare_table("steps", with_more, added); });
+    EXPECT_NE(msg.find("'entropy' is not in the file"), std::string::npos) << "only the columns named may be added: " << msg;
+    EXPECT_NE(message_of([&] { writer.declare_table("steps", newer); }).find("'entropy' is not in the file"), std::string::npos)
+        << "without older_files_lack the schemas must be equal";
+    auto with_int = kSchema;
+    with_int.push_back({"count", ColumnType::int64});
+    const auto int_msg = message_of([&] { writer.declare_table("steps", with_int, {{"count", ColumnType::int64}}); });
+    EXPECT_NE(int_msg.find("only float64 columns"), std::string::npos) << "an int64 has no value that says 'not written': " << int_msg;
+  }
+  {
+    ResultsWriter writer(path);
+    EXPECT_EQ(writer.declare_table("steps", newer, added), 1);
+    RowBatch batch(newer);
+    batch.add_row({std::int64_t{8}, 2.0, false, "b", 1.5, 0.25, "new"});
+    writer.append("steps", batch);
+  }
+  const ResultsReader reader(path);
+  EXPECT_EQ(reader.schema("steps"), newer);
+  const auto entropy = reader.column_as<double>("steps", "entropy");
+  ASSERT_EQ(entropy.size(), 2u);
+  EXPECT_TRUE(std::isnan(entropy[0])) << "the row written before the column existed";
+  EXPECT_EQ(entropy[1], 1.5);
+  EXPECT_EQ(reader.column_as<double>("steps", "kl")[1], 0.25);
+  EXPECT_EQ(reader.column_as<std::string>("steps", "kind"), (std::vector<std::string>{"", "new"}))
+      << "a string column added later reads \"\" in the rows written before it";
+  EXPECT_EQ(reader.column_as<std::int64_t>("steps", "step"), (std::vector<std::int64_t>{7, 8}));
+  ResultsWriter again(path);
+  EXPECT_EQ(again.declare_table("steps", newer, added), 2) << "a file that has them reopens as it is";
+}
+
 // The writer commits whole flushes, so columns of unequal length are damage: refused by the
 // reader and the writer alike, naming the table and the columns.
 TEST(ResultsFile, ColumnsOfUnequalLengthAreRefusedAsDamage) {

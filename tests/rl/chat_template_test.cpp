@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
@@ -41,6 +42,31 @@ TEST(ChatTemplate, Qwen2ChatMlMatchesTransformers) {
 
 TEST(ChatTemplate, Llama3MatchesTransformers) {
   check_golden("llama3", kChat + "llama3/tokenizer.json", ChatTemplateKind::kLlama3);
+}
+
+// Newer transformers save the template in chat_template.jinja beside a config without one: the same
+// template read from there is the same template, and an unknown one there is refused naming that file.
+TEST(ChatTemplate, ATemplateInChatTemplateJinjaIsReadToo) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::TempDir()) / "crl-chat-jinja";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  nlohmann::json config = read_json(kChat + "qwen2/tokenizer_config.json");
+  const std::string text = config["chat_template"].get<std::string>();
+  config.erase("chat_template");
+  std::ofstream(dir / "tokenizer_config.json") << config.dump();
+  std::ofstream(dir / "chat_template.jinja") << text;
+  EXPECT_EQ(ChatTemplate::from_model_dir(dir).kind(), ChatTemplateKind::kQwen2ChatMl);
+  std::ofstream(dir / "chat_template.jinja") << text << "{# another #}";
+  try {
+    ChatTemplate::from_model_dir(dir);
+    ADD_FAILURE() << "an unknown template in chat_template.jinja was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("chat_template.jinja"), std::string::npos) << e.what();
+  }
+  fs::remove(dir / "chat_template.jinja");
+  EXPECT_THROW(ChatTemplate::from_model_dir(dir), InputError);  // neither: refused
+  fs::remove_all(dir);
 }
 
 TEST(ChatTemplate, AnyOtherTemplateIsRefusedByName) {

@@ -202,6 +202,35 @@ TEST(JobConfig, CheckpointEveryMinutes) {
             std::string::npos);
 }
 
+TEST(JobConfig, ValidationKeysAndTheirDefaults) {
+  const JobConfig none = parse_job_config(kMinimal, "job.yaml", "/base");
+  EXPECT_FALSE(none.validation.enabled);
+  const JobConfig job = parse_job_config(std::string(kMinimal) + "validation: {tasks: {levels: [2]}, G: 3}\n", "job.yaml", "/base");
+  ASSERT_TRUE(job.validation.enabled);
+  EXPECT_EQ(job.validation.tasks.levels, std::vector<int>{2});
+  EXPECT_EQ(job.validation.group, 3);
+  EXPECT_EQ(job.validation.every, 10);
+  EXPECT_EQ(job.validation.sampling.max_new_tokens, SamplingConfig{}.max_new_tokens);
+  EXPECT_EQ(job.validation.where, "job.yaml:6");  // the line of validation.tasks, for the held-out checks
+}
+
+TEST(JobConfig, BadValidationKeysNameFileLineAndKey) {
+  EXPECT_NE(error_of(std::string(kMinimal) + "validation: {every: 2}\n").find("job.yaml:6: missing key 'validation.tasks'"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "validation: {tasks: {}}\n").find("'validation.tasks' selects nothing"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "validation: {tasks: {ids: [a]}, every: 0}\n").find("'validation.every' is 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "validation: {tasks: {ids: [a]}, sampling: {top_p: 2}}\n")
+                .find("'validation.sampling.top_p' is 2"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "validation: {tasks: {ids: [a]}, K: 2}\n").find("unknown key 'validation.K'"),
+            std::string::npos);
+  // Validation runs during the generating stages: a job of sft stages only has none to run in.
+  const std::string sft_only = "name: t\nmodel: m\nstages:\n  - {kind: sft, data: d.jsonl}\nvalidation: {tasks: {ids: [a]}}\n";
+  EXPECT_NE(error_of(sft_only).find("job.yaml:5: 'validation' runs during the generating stages"), std::string::npos) << error_of(sft_only);
+}
+
 TEST(JobConfig, KeysOfAnotherStageKindAreRefused) {
   const std::string e = error_of("name: t\nmodel: m\nstages: [{kind: sft, data: d.jsonl, K: 2}]\n");
   EXPECT_NE(e.find("'stages[0].K' does not apply to a stage of kind sft"), std::string::npos) << e;

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "rl/losses.h"
@@ -45,6 +46,30 @@ TEST(SftLoss, RejectsMismatchedMask) {
   const torch::Tensor ids = torch::zeros({1, 3}, torch::kInt64);
   EXPECT_THROW(sft_loss(logits, ids, torch::ones({1, 2})), InputError);
   EXPECT_THROW(sft_loss(logits, torch::zeros({1, 2}, torch::kInt64), torch::ones({1, 2})), InputError);
+}
+
+TEST(TokenEntropy, MatchesDirectEntropyOnTargetTokensWhateverTheChunks) {
+  torch::manual_seed(3);
+  const torch::Tensor logits = torch::randn({2, 5, 7}, torch::kFloat32) * 3;
+  // Row 0: targets at 2, 3, 4 (predicted from positions 1, 2, 3); row 1: target at 1 (from 0).
+  const torch::Tensor mask = torch::tensor({{0, 0, 1, 1, 1}, {0, 1, 0, 0, 0}}, torch::kInt64);
+  double expected = 0;
+  for (auto [b, t] : std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {0, 3}, {1, 0}}) {
+    const torch::Tensor p = torch::softmax(logits[b][t].to(torch::kFloat64), 0);
+    expected += -(p * p.log()).sum().item<double>();
+  }
+  for (int64_t chunk : {1, 3, 256}) {
+    const EntropySum e = token_entropy_sum(logits, mask, chunk);
+    EXPECT_EQ(e.tokens.item<double>(), 4.0);
+    EXPECT_NEAR(e.sum.item<double>(), expected, 1e-4) << "chunk_rows " << chunk;
+    EXPECT_FALSE(e.sum.requires_grad());
+  }
+  // Equal logits: log V per token; a masked-out vocabulary entry (-inf) counts as p = 0, not NaN.
+  torch::Tensor flat = torch::zeros({1, 2, 4}, torch::kBFloat16);
+  EXPECT_NEAR(token_entropy_sum(flat, torch::tensor({{0, 1}}), 256).sum.item<double>(), std::log(4.0), 1e-6);
+  flat.index_put_({0, 0, 3}, -std::numeric_limits<float>::infinity());
+  EXPECT_NEAR(token_entropy_sum(flat, torch::tensor({{0, 1}}), 256).sum.item<double>(), std::log(3.0), 1e-6);
+  EXPECT_THROW(token_entropy_sum(flat, torch::ones({1, 3}), 256), InputError);
 }
 
 TEST(GroupAdvantages, NormalisesEachGroup) {

@@ -54,6 +54,22 @@ TEST(Prompt, WithoutExemplarsSaysSo) {
   EXPECT_EQ(prompt.find("Program A"), std::string::npos);
 }
 
+// The spec's kernelbench_params block (judge metadata, hundreds of lines for a level-3 network) is
+// left out of the reference the policy sees; everything around it stays, byte for byte.
+TEST(Prompt, TheReferenceIsShownWithoutItsKernelBenchTensors) {
+  const std::string block_form =
+      "// crl:spec\ntask: level2/001_x\ninit_args: [3]\nkernelbench_params:\n  parameters:\n"
+      "    - {name: conv.weight, shape: [o, i], param: w}\n  buffers: []\n// crl:host\nat::Tensor forward();\n";
+  EXPECT_EQ(reference_for_prompt(block_form), "// crl:spec\ntask: level2/001_x\ninit_args: [3]\n// crl:host\nat::Tensor forward();\n");
+  const std::string flow_form = "// crl:spec\ntask: t\nkernelbench_params: {parameters: [], buffers: []}\nbytes: 1\n// crl:host\nx\n";
+  EXPECT_EQ(reference_for_prompt(flow_form), "// crl:spec\ntask: t\nbytes: 1\n// crl:host\nx\n");
+  const std::string without = "// crl:spec\ntask: t\n// crl:host\nx";  // no block, no final newline
+  EXPECT_EQ(reference_for_prompt(without), without);
+  PromptInputs in = relu_inputs();
+  in.reference = flow_form;
+  EXPECT_EQ(build_prompt(in).find("kernelbench_params"), std::string::npos);
+}
+
 TEST(Prompt, CompletionFromProgramParsesBackToTheProgram) {
   const std::string program = "// crl:host\nat::Tensor forward(const at::Tensor& x) { return x; }\n";
   const ParsedCompletion parsed = parse_completion(completion_from_program(program), "sft line 1");

@@ -4,6 +4,8 @@
 // rows and texts the step records.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <set>
 
@@ -341,6 +343,44 @@ TEST(RecordedRows, StepRowCountsStatusesAndRewardsOfCountedRollouts) {
   EXPECT_EQ(row.seconds_train, 1.5);
   EXPECT_EQ(row.trainer_wait_seconds, 0.5);
   EXPECT_EQ(row.restart, 1);
+}
+
+TEST(RecordedRows, StepRowTelemetryLengthsAdvantagesAndZeroAdvantageGroups) {
+  // Group 0: rewards 2 and 1 (it teaches); group 1: an internal error left out and a 0: fewer than
+  // two counted rewards, a group that teaches nothing.
+  StepBatch batch = judged_batch({{S::kOk, 0, 0}, {S::kOk, 0, 0}, {S::kInternalError, 0, 0}, {S::kFormatError, 0, 0}});
+  const std::vector<double> rewards = {2.0, 1.0, 0.0, 0.0}, advantages = {0.7, -0.7, 0.0, 0.0};
+  const std::vector<int64_t> lengths = {10, 30, 5, 15};
+  for (size_t i = 0; i < 4; ++i) {
+    batch.rollouts[i].reward = rewards[i];
+    batch.rollouts[i].advantage = advantages[i];
+    batch.rollouts[i].completion_tokens = lengths[i];
+  }
+  batch.rollouts[2].included = false;
+  UpdateStats update{0.25, 1.5, 1e-4, 77, false};
+  update.entropy = 2.5;
+  update.clip_fraction = 0.125;
+  const StepRow row = step_row_of(batch, update, "crl", 2, 1);
+  EXPECT_DOUBLE_EQ(row.completion_tokens_mean, 15.0);
+  EXPECT_DOUBLE_EQ(row.completion_tokens_max, 30.0);
+  EXPECT_DOUBLE_EQ(row.zero_advantage_fraction, 0.5);
+  // Over the counted rollouts 0.7, -0.7, 0: mean 0, population std sqrt(0.98 / 3).
+  EXPECT_NEAR(row.advantage_mean, 0.0, 1e-12);
+  EXPECT_NEAR(row.advantage_std, std::sqrt(0.98 / 3), 1e-12);
+  EXPECT_DOUBLE_EQ(row.entropy, 2.5);
+  EXPECT_DOUBLE_EQ(row.clip_fraction, 0.125);
+  EXPECT_TRUE(std::isnan(row.kl)) << "no KL reference: not measured";
+
+  // selftrain has no advantages: those columns are not measured; lengths are.
+  const StepRow selftrain = step_row_of(batch, UpdateStats{}, "selftrain", 2, 1);
+  EXPECT_TRUE(std::isnan(selftrain.advantage_mean));
+  EXPECT_TRUE(std::isnan(selftrain.zero_advantage_fraction));
+  EXPECT_TRUE(std::isnan(selftrain.entropy)) << "no update";
+  EXPECT_DOUBLE_EQ(selftrain.completion_tokens_max, 30.0);
+
+  // Every group's counted rewards equal: all of them teach nothing.
+  for (auto& r : batch.rollouts) r.reward = 1.0, r.included = true;
+  EXPECT_DOUBLE_EQ(step_row_of(batch, update, "crl", 2, 1).zero_advantage_fraction, 1.0);
 }
 
 TEST(RecordedRows, TextsPerRolloutAndLogsWithTheJudgeStepAndExemplarsOfCorrectPrograms) {

@@ -21,6 +21,13 @@ Cases (--case):
   job_kill        that job with one rank killed by kill -9 in the middle: the job fails naming
                   the rank; with a checkpoint cut in the middle of its write added, the same sbatch
                   line with the same run folder skips it (saying so) and resumes to the end
+  submit_outside  slurm/submit.sh from a folder outside the checkout that has no results/: it makes
+                  the log folder (the script's #SBATCH --output, or -o) and points the script at
+                  its checkout, so the job runs and logs (a stand-in crl); a log folder it cannot
+                  make is exit 3 naming it, with nothing submitted
+  docs_try_it     docs/slurm.md's "Trying it on one machine" lines as written, in a tree laid out
+                  as a fresh clone after tools/setup.sh (no model, no results/): the model is made,
+                  the CI job and the eval array run to the end and log into results/
 Each case prints "SKIP: why" and exits 0 where no Slurm can start (ctest shows it skipped).
 Usage: slurm_test.py --case NAME --crl build/apps/crl/crl --work DIR
 """
@@ -460,10 +467,112 @@ def case_job_kill(slurm, args):
     print("CI job: rank 3 killed, the failure named it, the rerun resumed to the end")
 
 
+# ---------------------------------------------------------------------------------------------
+def submitted_id(output):
+    match = re.search(r"Submitted batch job (\d+)", output)
+    if not match:
+        fail(f"no job id in: {output}")
+    return match.group(1)
+
+
+def fresh_clone(slurm, args):
+    """A tree laid out as a clone after tools/setup.sh: the checkout's files (linked) and the built
+    crl, with no results/ and no model."""
+    clone = os.path.join(slurm.work, "clone")
+    os.makedirs(os.path.join(clone, "build", "apps", "crl"))
+    for name in ("slurm", "jobs", "tests", "tools", "docs"):
+        os.symlink(os.path.join(REPO, name), os.path.join(clone, name))
+    os.symlink(args.crl, os.path.join(clone, "build", "apps", "crl", "crl"))
+    return clone
+
+
+def plain_env(slurm, **extra):
+    """The tests' Slurm without the checkout's CRL_SOURCE_DIR and CRL_BIN: what slurm/submit.sh sets."""
+    env = {k: v for k, v in slurm.env.items() if k not in ("CRL_SOURCE_DIR", "CRL_BIN")}
+    env.update(extra)
+    return env
+
+
+def case_submit_outside(slurm, args):
+    clone = fresh_clone(slurm, args)
+    elsewhere = os.path.join(slurm.work, "elsewhere")
+    os.makedirs(elsewhere)
+    shutil.rmtree(os.path.join(slurm.work, "results"))
+    submit = os.path.join(clone, "slurm", "submit.sh")
+    job_file = os.path.join(REPO, "jobs", "ci.yaml")
+    env = plain_env(slurm, CRL_BIN=os.path.join(HERE, "stop_contract_double.sh"), STEPS="3", STEP_SECONDS="0.2")
+
+    def run_in(folder, *command):
+        return subprocess.run(command, env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=120)
+
+    # The script's own #SBATCH --output=results/%x-%j.log, and a nested -o, from a folder without them.
+    for extra, log in ((), "results/out-{id}.log"), (("-o", "logs/deep/%x-%j.log"), "logs/deep/out-{id}.log"):
+        r = run_in(elsewhere, submit, "-J", "out", "-n", "1", *extra, os.path.join(clone, "slurm", "crl.sbatch"), job_file)
+        if r.returncode != 0:
+            fail(f"slurm/submit.sh exited {r.returncode}: {r.stdout}")
+        job = submitted_id(r.stdout)
+        slurm.wait_gone(job, 60)
+        path = os.path.join(elsewhere, log.format(id=job))
+        if not os.path.exists(path):
+            fail(f"no log {path}: the job ended {slurm.job(job).get('JobState')}")
+        text = read(path)
+        if slurm.job(job).get("JobState") != "COMPLETED" or "] done" not in text or f"submitted from {elsewhere}" not in text:
+            fail(f"the job submitted from {elsewhere} ended {slurm.job(job).get('JobState')}:\n{text}")
+    # A log folder that cannot be made: refused before sbatch, naming it.
+    with open(os.path.join(elsewhere, "a-file"), "w") as f:
+        f.write("not a folder")
+    before = slurm.run("squeue", "-h", "-o", "%i").stdout.split()
+    r = run_in(elsewhere, submit, "-J", "nolog", "-o", "a-file/%x-%j.log", os.path.join(clone, "slurm", "crl.sbatch"), job_file)
+    if r.returncode != 3 or os.path.join(elsewhere, "a-file") not in r.stdout or "Submitted" in r.stdout:
+        fail(f"a log folder that is a file: exit {r.returncode}, {r.stdout}")
+    if slurm.run("squeue", "-h", "-o", "%i").stdout.split() != before:
+        fail("slurm/submit.sh submitted a job whose log folder it could not make")
+    print("slurm/submit.sh: jobs from outside the checkout logged into folders it made; an impossible one refused, exit 3")
+
+
+def case_docs_try_it(slurm, args):
+    clone = fresh_clone(slurm, args)
+    text = read(os.path.join(REPO, "docs", "slurm.md"))
+    section = text[text.index("## Trying it on one machine"):]
+    block = re.search(r"\n\n((?:    .*\n)+)", section).group(1)
+    lines = [line.strip() for line in block.splitlines() if not line.strip().startswith("tools/slurm-local.sh")]
+    if not any("init-model" in line for line in lines) or sum("slurm/submit.sh" in line for line in lines) != 2:
+        fail(f"the try-it block no longer makes a model and submits two jobs: {lines}")
+    env = plain_env(slurm)
+    start = time.time()
+    jobs = []
+    for line in lines:
+        r = subprocess.run(["bash", "-c", line], env=env, cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120)
+        print(f"$ {line}\n{r.stdout}")
+        if r.returncode != 0:
+            fail(f"'{line}' exited {r.returncode}")
+        if "slurm/submit.sh" in line:
+            jobs.append(submitted_id(r.stdout))
+    for job in jobs:
+        slurm.wait_gone(job, 540 - (time.time() - start))
+    print(f"the try-it lines ran in {time.time() - start:.0f} s")
+    ci_job, array = jobs
+    ci_log = os.path.join(clone, "results", f"crl-{ci_job}.log")
+    logs = [ci_log] + [os.path.join(clone, "results", f"eval-{array}_{i}.log") for i in range(3)]
+    for log in logs:
+        if not os.path.exists(log):
+            fail(f"no log {log}")
+    if slurm.job(ci_job).get("JobState") != "COMPLETED" or "] done" not in read(ci_log):
+        fail(f"the CI job ended {slurm.job(ci_job).get('JobState')}:\n{read(ci_log)}")
+    if not os.path.exists(os.path.join(clone, "results", f"crl-{ci_job}", "results.h5")):
+        fail("the CI job wrote no results.h5")
+    for i in range(3):
+        if not os.path.exists(os.path.join(clone, "results", f"eval-{array}", "part-%04d.done" % i)):
+            fail(f"slice {i} of the eval array is not done:\n{read(logs[i + 1])}")
+    print("docs/slurm.md's try-it lines: model made, the CI job and the eval array done, logs in results/")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", required=True, choices=["start", "stop", "eval_array", "script_stops", "job_preempt", "job_kill",
-                                                         "job_early_stop"])
+                                                         "job_early_stop", "submit_outside", "docs_try_it"])
     ap.add_argument("--crl", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
@@ -491,7 +600,8 @@ def main():
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(os.path.join(args.work, "results"))
     cases = {"eval_array": case_eval_array, "script_stops": case_script_stops, "job_preempt": case_job_preempt,
-             "job_kill": case_job_kill, "job_early_stop": case_job_early_stop}
+             "job_kill": case_job_kill, "job_early_stop": case_job_early_stop, "submit_outside": case_submit_outside,
+             "docs_try_it": case_docs_try_it}
     cases[args.case](slurm, args)
     return 0
 

@@ -14,41 +14,14 @@
 #include "core/subprocess.h"
 #include "program/program_text.h"
 #include "program/task_spec.h"
-#include "venv_python.h"
+#include "python_script_fixture.h"
 
 namespace crl {
 namespace {
 
-const std::string kScript = std::string(CRL_SOURCE_DIR) + "/tools/suite/add_init_args.py";
-
-class AddInitArgsPy : public ::testing::Test {
+class AddInitArgsPy : public testing::PythonScriptTest {
  protected:
-  void SetUp() override {
-    python_ = crl::testing::venv_python();
-    if (!std::filesystem::exists(python_)) GTEST_SKIP() << "no crl venv python at " << python_;
-    const auto probe = run_command({python_, "-c", "import torch, yaml"});
-    if (!probe.ok()) GTEST_SKIP() << "torch or yaml missing in " << python_ << ": " << probe.output;
-    dir_ = std::filesystem::path(::testing::TempDir()) / ("crl_add_init_args_" + std::to_string(::getpid()));
-    remove_tree(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) remove_tree(dir_);
-  }
-  void write(const std::string& relative, const std::string& text) {
-    const auto path = dir_ / relative;
-    std::filesystem::create_directories(path.parent_path());
-    std::ofstream(path) << text;
-  }
-  std::string read(const std::string& relative) { return read_file((dir_ / relative).string(), "spec"); }
-  CommandResult run_script(std::vector<std::string> args) {
-    args.insert(args.begin(), {python_, kScript});
-    CommandOptions options;
-    options.timeout = std::chrono::minutes(5);
-    options.env["CUDA_VISIBLE_DEVICES"] = "";
-    return run_command(args, options);
-  }
-  std::string python_;
-  std::filesystem::path dir_;
+  AddInitArgsPy() : PythonScriptTest("tools/suite/add_init_args.py", "crl_add_init_args", std::chrono::minutes(5)) {}
 };
 
 // A conv module whose sizes are crl's scale variables under KernelBench's names, a bias shape tuple,

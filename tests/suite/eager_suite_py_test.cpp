@@ -15,20 +15,17 @@
 #include "core/read_file.h"
 #include "core/remove_tree.h"
 #include "core/subprocess.h"
-#include "venv_python.h"
+#include "python_script_fixture.h"
 
 namespace crl {
 namespace {
 
-class EagerSuitePy : public ::testing::Test {
+class EagerSuitePy : public testing::PythonScriptTest {
  protected:
+  EagerSuitePy() : PythonScriptTest("tools/bench/eager_suite.py", "crl_eager_suite", std::chrono::minutes(3)) {}
   void SetUp() override {
-    python_ = crl::testing::venv_python();
-    if (!std::filesystem::exists(python_)) GTEST_SKIP() << "no crl venv python at " << python_;
-    const auto probe = run_command({python_, "-c", "import torch, yaml"});
-    if (!probe.ok()) GTEST_SKIP() << "torch or yaml missing in " << python_ << ": " << probe.output;
-    dir_ = std::filesystem::path(::testing::TempDir()) / ("crl_eager_suite_" + std::to_string(::getpid()));
-    remove_tree(dir_);
+    PythonScriptTest::SetUp();
+    if (IsSkipped()) return;
     write("KernelBench/level1/19_ReLU.py",
           "import torch\n"
           "class Model(torch.nn.Module):\n"
@@ -60,23 +57,6 @@ class EagerSuitePy : public ::testing::Test {
           "def get_inputs():\n    return [torch.rand(batch_size, in_features)]\n"
           "def get_init_inputs():\n    return [in_features, out_features, 2.0]\n");
   }
-  void TearDown() override {
-    if (!dir_.empty()) remove_tree(dir_);
-  }
-  void write(const std::string& relative, const std::string& text) {
-    const auto path = dir_ / relative;
-    std::filesystem::create_directories(path.parent_path());
-    std::ofstream(path) << text;
-  }
-  CommandResult run_script(std::vector<std::string> args) {
-    args.insert(args.begin(), {python_, std::string(CRL_SOURCE_DIR) + "/tools/bench/eager_suite.py"});
-    CommandOptions options;
-    options.timeout = std::chrono::minutes(3);
-    options.env["CUDA_VISIBLE_DEVICES"] = "";
-    return run_command(args, options);
-  }
-  std::string python_;
-  std::filesystem::path dir_;
 };
 
 // One run (Python and torch start once): three tasks with modules and one without.

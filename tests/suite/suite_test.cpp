@@ -2,6 +2,7 @@
 // paths, small scales small; invalid suites are refused with every problem named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -163,6 +164,20 @@ TEST(Suite, MetadataJsonHasShapesCostAndToleranceAtEveryScale) {
   EXPECT_EQ(conv["init_args"], nlohmann::json({"in_channels", "out_channels", "kernel_size", "(out_channels, 1, 1)"}));
   EXPECT_EQ(conv["scales"]["full"]["init_args"], "[64, 128, 3, (128, 1, 1)]");  // KernelBench's get_init_inputs()
   EXPECT_EQ(conv["scales"]["small"]["init_args"], "[8, 16, 3, (16, 1, 1)]");
+  // KernelBench's tensors in its order: its extra bias first, held by the spec's last param.
+  EXPECT_EQ(j["kernelbench_params"]["parameters"], nlohmann::json::array());
+  const auto& bias = conv["kernelbench_params"]["parameters"][0];
+  EXPECT_EQ(bias["name"], "bias");
+  EXPECT_EQ(bias["param"], "bias");
+  EXPECT_EQ(bias["shape"], nlohmann::json({"out_channels", "1", "1"}));
+  EXPECT_EQ(bias["shape_at"]["small"], (std::vector<int64_t>{16, 1, 1}));
+  EXPECT_TRUE(bias["transform"].is_null());
+  EXPECT_TRUE(bias["unmatched"].is_null());
+  const auto bn = task_metadata_json(source_suite().find("level1/033_batch_norm"))["kernelbench_params"]["buffers"];
+  ASSERT_EQ(bn.size(), 3u);
+  EXPECT_EQ(bn[2]["name"], "bn.num_batches_tracked");
+  EXPECT_TRUE(bn[2]["param"].is_null());
+  EXPECT_EQ(bn[2]["unmatched"], "BatchNorm call counter, read by no output");
 }
 
 // Every task records its KernelBench module's constructor arguments (tools/suite/add_init_args.py
@@ -180,6 +195,42 @@ TEST(Suite, EveryTaskRecordsItsConstructorArgumentsAtEveryScale) {
   }
   EXPECT_EQ(tasks, 250u);
   EXPECT_EQ(with_arguments, 207u);  // 43 of KernelBench's 250 modules are built without arguments
+}
+
+// Every task records how its KernelBench module declares its tensors and which param each one is
+// (tools/suite/add_kernelbench_params.py writes them; the parser has checked every shape at every scale and
+// that each param is one tensor's). KernelBench's order differs from the spec's in 44 tasks (docs/suite.md).
+TEST(Suite, EveryTaskRecordsItsKernelBenchTensorsAndTheParamEachIs) {
+  size_t with_params = 0, reordered = 0, transformed = 0, unmatched_parameters = 0, crl_only = 0;
+  for (const Task* t : source_suite().select(TaskFilter{})) {
+    ASSERT_TRUE(t->spec.kernelbench_params.has_value()) << t->id << ": no kernelbench_params (tools/suite/add_kernelbench_params.py)";
+    const KernelBenchParams& kb = *t->spec.kernelbench_params;
+    std::vector<size_t> order;
+    for (const auto* list : {&kb.parameters, &kb.buffers}) {
+      for (const KernelBenchTensor& tensor : *list) {
+        if (tensor.param) order.push_back(*tensor.param);
+        transformed += tensor.transform != KernelBenchTransform::identity;
+      }
+    }
+    for (const KernelBenchTensor& tensor : kb.parameters) unmatched_parameters += !tensor.param;
+    EXPECT_EQ(order.size() + kb.crl_only.size(), t->spec.params.size()) << t->id;
+    with_params += !t->spec.params.empty();
+    reordered += !std::is_sorted(order.begin(), order.end());
+    crl_only += kb.crl_only.size();
+  }
+  EXPECT_EQ(with_params, 188u);
+  EXPECT_EQ(reordered, 44u);
+  EXPECT_EQ(transformed, 0u);           // every tensor has its param's shape
+  EXPECT_EQ(unmatched_parameters, 1u);  // level2/026's bias, which forward never reads
+  EXPECT_EQ(crl_only, 0u);
+  // level2/001: KernelBench declares its bias before its convolution; the spec lists it last.
+  const KernelBenchParams& conv = *source_suite().find("level2/001_conv2d_relu_bias_add").spec.kernelbench_params;
+  ASSERT_EQ(conv.parameters.size(), 3u);
+  EXPECT_EQ(conv.parameters[0].name, "bias");
+  EXPECT_EQ(conv.parameters[0].param, std::optional<size_t>(2));
+  EXPECT_EQ(conv.parameters[1].name, "conv.weight");
+  EXPECT_EQ(conv.parameters[1].param, std::optional<size_t>(0));
+  EXPECT_TRUE(conv.buffers.empty());
 }
 
 }  // namespace

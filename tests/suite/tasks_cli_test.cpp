@@ -9,6 +9,8 @@
 #include <iterator>
 #include <string>
 
+#include <unistd.h>
+
 #include "core/subprocess.h"
 #include "shared_test_cache.h"
 
@@ -61,6 +63,44 @@ TEST(TasksCli, ShowPrintsMetadataAndTheProgramText) {
   const auto text = run_command({CRL_EXE, "tasks", "show", "level1/012_diag_matmul"});
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("A.unsqueeze(1) * B"), std::string::npos) << text.output;
+}
+
+// --format kernelbench shows the task's module from a KernelBench checkout (here a folder of the
+// test's own, laid out as KernelBench's) with the arguments the judge builds ModelNew with per scale;
+// without a checkout it says which flag gives one.
+TEST(TasksCli, ShowFormatKernelBenchPrintsTheCheckoutsModuleAndTheConstructorsArguments) {
+  const auto checkout = std::filesystem::temp_directory_path() / ("crl_tasks_show_kb_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(checkout / "KernelBench" / "level1");
+  const std::string module = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)  # the test's module\n";
+  std::ofstream(checkout / "KernelBench" / "level1" / "19_ReLU.py") << module;
+  const auto r = run_command({CRL_EXE, "tasks", "show", "level1/019_relu", "--format", "kernelbench", "--kernelbench", checkout.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = json_of(r.output);
+  EXPECT_EQ(j["format"], "kernelbench");
+  EXPECT_EQ(j["program"], module);
+  EXPECT_EQ(j["init_args"]["small"], "[]") << j.dump();
+  const auto conv = run_command({CRL_EXE, "tasks", "show", "level1/019_relu", "--format", "kernelbench", "--kernelbench", checkout.string()});
+  ASSERT_EQ(conv.exit_code, 0) << conv.output;
+  EXPECT_NE(conv.output.find("# the test's module"), std::string::npos) << conv.output;
+  EXPECT_NE(conv.output.find("ModelNew's arguments at scale full: []"), std::string::npos) << conv.output;
+  // A task whose constructor takes arguments: they follow the scale (KernelBench's module hard-codes the full one).
+  std::filesystem::create_directories(checkout / "KernelBench" / "level2");
+  std::ofstream(checkout / "KernelBench" / "level2" / "1_Conv2D_ReLU_BiasAdd.py") << module;
+  const auto args = run_command({CRL_EXE, "tasks", "show", "level2/001_conv2d_relu_bias_add", "--format", "kernelbench", "--kernelbench", checkout.string(), "--json"});
+  ASSERT_EQ(args.exit_code, 0) << args.output;
+  const auto by_scale = json_of(args.output)["init_args"];
+  EXPECT_EQ(by_scale["full"].get<std::string>().substr(0, 1), "[") << by_scale.dump();
+  EXPECT_NE(by_scale["full"], by_scale["small"]) << by_scale.dump();
+  // A task whose module the checkout lacks, and no checkout at all: exit 3, naming what is missing.
+  const auto missing = run_command({CRL_EXE, "tasks", "show", "level1/001_square_matmul", "--format", "kernelbench", "--kernelbench", checkout.string()});
+  EXPECT_EQ(missing.exit_code, 3) << missing.output;
+  EXPECT_NE(missing.output.find("no KernelBench module for level1/001_square_matmul"), std::string::npos) << missing.output;
+  CommandOptions no_env;
+  no_env.env["CRL_KERNELBENCH_DIR"] = "";
+  const auto none = run_command({CRL_EXE, "tasks", "show", "level1/019_relu", "--format", "kernelbench"}, no_env);
+  EXPECT_EQ(none.exit_code, 3) << none.output;
+  EXPECT_NE(none.output.find("--kernelbench DIR"), std::string::npos) << none.output;
+  std::filesystem::remove_all(checkout);
 }
 
 TEST(TasksCli, UnknownTaskIsAnInputError) {

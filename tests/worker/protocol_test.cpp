@@ -57,7 +57,15 @@ TEST(Protocol, RequestsRoundTrip) {
   load.cache_bytes = int64_t{16} << 30;
   load.program_name = "reference";
   load.replay_as_graph = true;
+  load.kernelbench_seed = uint64_t{1} << 59;
+  load.kernelbench_model = "class Model: ...";
+  load.extensions = {{"key1", "/lib.so", ""}, {"key2", "", "host stage failed:\nerror: x"}};
   const LoadRequest l = round_trip(load);
+  EXPECT_EQ(l.kernelbench_seed, uint64_t{1} << 59);
+  EXPECT_EQ(l.kernelbench_model, load.kernelbench_model);
+  ASSERT_EQ(l.extensions.size(), 2u);
+  EXPECT_EQ(l.extensions[1].error, load.extensions[1].error);
+  EXPECT_EQ(l.extensions[0].library, "/lib.so");
   EXPECT_EQ(l.reference_program, load.reference_program);
   EXPECT_EQ(l.library, load.library);
   EXPECT_EQ(l.device.device, "cuda");
@@ -76,6 +84,8 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_TRUE(f.slots[1].edges);
   EXPECT_TRUE(f.slots[1].spread);
   EXPECT_TRUE(f.both);
+  EXPECT_FALSE(f.staged);
+  EXPECT_TRUE(round_trip(FillRequest{{{1, 7, false, false}}, false, true}).staged);
 
   EXPECT_EQ(round_trip(RunRequest{5, 0, false}).slot, 5);
   const RunRequest seeded = round_trip(RunRequest{std::nullopt, 99, true});
@@ -85,7 +95,10 @@ TEST(Protocol, RequestsRoundTrip) {
 
   EXPECT_EQ(round_trip(TimeRequest{{0, 1, 2}}).slots, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_TRUE(round_trip(TimeRequest{{}}).slots.empty());
-  const GuardRequest g = round_trip(GuardRequest{{11, 12}, {4096}, 0.05});
+  EXPECT_FALSE(round_trip(TimeRequest{{0}}).turns);
+  EXPECT_TRUE(round_trip(TimeRequest{{0, 1}, true}).turns);
+  const GuardRequest g = round_trip(GuardRequest{{11, 12}, {4096}, 0.05, 2});
+  EXPECT_EQ(g.part, 2);
   EXPECT_EQ(g.seeds, (std::vector<uint64_t>{11, 12}));
   EXPECT_EQ(g.output_bytes, (std::vector<int64_t>{4096}));
   EXPECT_EQ(g.settle_seconds, 0.05);
@@ -199,6 +212,8 @@ TEST(Protocol, AFieldOfTheWrongTypeIsRefused) {
   nlohmann::json guard = encode_request(GuardRequest{{11, 12}, {4096}, 0.05});
   guard["seeds"] = nlohmann::json::array({11});
   EXPECT_NE(refusal<GuardRequest>(guard).find("two seeds"), std::string::npos);
+  guard = encode_request(GuardRequest{{11, 12}, {4096}, 0.05, 4});
+  EXPECT_NE(refusal<GuardRequest>(guard).find("'part'"), std::string::npos);
   EXPECT_THROW((void)decode_request<TimeRequest>(nlohmann::json::array()), InputError);
 }
 

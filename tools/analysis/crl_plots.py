@@ -49,17 +49,24 @@ def speedup_distribution(best_by_source: dict) -> bytes | None:
     return _png(fig)
 
 
-def fast_p_curves(best_by_source: dict, marks) -> bytes | None:
-    """fast_p against p for every source and level (overall dashed); the report's p values marked."""
+def fast_p_curves(best_by_source: dict, marks, suite_tasks_per_level: dict | None = None) -> bytes | None:
+    """fast_p against p for every source and level (overall dashed); the report's p values marked.
+    With suite_tasks_per_level the denominator is the level's tasks in the suite, as in the table."""
+    per_level = suite_tasks_per_level or {}
     curves = []
     for label, best in best_by_source.items():
         if best.empty:
             continue
-        for level in [*sorted(best["level"].unique()), None]:
+        levels = sorted(best["level"].unique())
+        for level in [*levels, None]:
             g = best if level is None else best[best["level"] == level]
             name = f"{label} {'all' if level is None else f'level {level}'}" if len(best_by_source) > 1 else \
                 ("all" if level is None else f"level {level}")
-            curves.append((name, g["best_speedup"].fillna(0).values, level is None))
+            suite = sum(per_level.get(int(l), 0) for l in levels) if level is None else per_level.get(int(level), 0)
+            speedups = g["best_speedup"].fillna(0).values
+            # Tasks of the level never attempted count as not faster (speedup 0).
+            missing = max(suite - len(speedups), 0) if all(int(l) in per_level for l in levels) else 0
+            curves.append((name, np.concatenate([speedups, np.zeros(missing)]), level is None))
     if not curves:
         return None
     top = max(2.5, max(float(np.nanmax(c[1])) if len(c[1]) else 0 for c in curves) * 1.05)

@@ -187,18 +187,28 @@ def _diff_html(reference: str | None, program: str | None, name: str) -> str:
 
 
 def _levels_frame(levels_by_source: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """levels_by_source: {input: {split: {group_key(baseline, format): {level: summary}}}}; a split column
+    where any input has one (a run's trained-on and held-out tasks, counted apart), a format column where
+    any input holds KernelBench-format programs."""
     cuda_l1, fast_p, rates = [], [], []
-    for label, by_baseline in levels_by_source.items():
-        for baseline, rows in by_baseline.items():
-            for level, s in rows.items():
-                key = {"input": label, "baseline": baseline, "level": level}
-                cuda_l1.append({**key, "tasks": s["tasks"], "correct": s["tasks_correct"],
-                                "speedup>1.01": s["tasks_faster"], "mean": s["mean"], "max": s["max"],
-                                "75%": s["q75"], "50%": s["median"], "25%": s["q25"]})
-                fast_p.append({**key, **{f"fast_{p}": v for p, v in s["fast_p"].items()}, "geomean": s["geomean"]})
-                rates.append({**key, "attempts": s["attempts"], "compile rate": s["compile_rate"],
-                              "correct rate": s["correct_rate"], "hack rate": s["hack_rate"],
-                              "statuses": ", ".join(f"{k} {v}" for k, v in s["status_counts"].items())})
+    with_split = any(split for by_split in levels_by_source.values() for split in by_split)
+    rows = [(label, split, group, level, s) for label, by_split in levels_by_source.items()
+            for split, by_group in by_split.items() for group, levels in by_group.items()
+            for level, s in levels.items()]
+    # A format column where any input holds programs other than .crl ones (KernelBench's ModelNew).
+    with_format = any(crl_stats.split_group_key(group)[1] != "crl" for _, _, group, _, _ in rows)
+    for label, split, group, level, s in rows:
+        baseline, program_format = crl_stats.split_group_key(group)
+        key = {"input": label, **({"split": split or "-"} if with_split else {}), "baseline": baseline,
+               **({"format": program_format} if with_format else {}), "level": level}
+        cuda_l1.append({**key, "tasks": s["tasks"], "correct": s["tasks_correct"],
+                        "speedup>1.01": s["tasks_faster"], "mean": s["mean"], "max": s["max"],
+                        "75%": s["q75"], "50%": s["median"], "25%": s["q25"]})
+        fast_p.append({**key, **{f"fast_{p}": v for p, v in s["fast_p"].items()}, "over": s["fast_p_denominator"],
+                       "geomean": s["geomean"], **{f"pass@{k}": v for k, v in s["pass_at_k"].items()}})
+        rates.append({**key, "attempts": s["attempts"], "compile rate": s["compile_rate"],
+                      "correct rate": s["correct_rate"], "hack rate": s["hack_rate"],
+                      "statuses": ", ".join(f"{k} {v}" for k, v in s["status_counts"].items())})
     return pd.DataFrame(cuda_l1), pd.DataFrame(fast_p), pd.DataFrame(rates)
 
 
@@ -213,8 +223,8 @@ def _hack_rows(source: crl_sources.Source) -> list[dict]:
             guard, saw = str(failed[-1].get("name", guard)), str(failed[-1].get("detail", saw))
         elif not math.isnan(r["step"]):
             saw = source.logs.get(int(r["program_id"]), "")[:300]
-        rows.append({"input": source.label, "task": r["task"], "program": r["candidate"], "step": r["step"],
-                     "status": r["status"], "guard": guard, "what it saw": saw})
+        rows.append({"input": source.label, **_split_cell(source, r), "task": r["task"], "program": r["candidate"],
+                     "step": r["step"], "status": r["status"], "guard": guard, "what it saw": saw})
     verdict_ids = set(a[a["status_kind"] != "hack"]["program_id"]) if len(a) else set()
     for row, checks in source.verdict_steps.items():
         if row not in verdict_ids:
@@ -222,9 +232,19 @@ def _hack_rows(source: crl_sources.Source) -> list[dict]:
         for c in checks:
             if "re-measure" in str(c.get("name", "")):
                 r = a[(a["program_id"] == row) & a["step"].isna()].iloc[0]
-                rows.append({"input": source.label, "task": r["task"], "program": r["candidate"], "step": np.nan,
-                             "status": r["status"], "guard": str(c.get("name")), "what it saw": str(c.get("detail", ""))})
+                rows.append({"input": source.label, **_split_cell(source, r), "task": r["task"], "program": r["candidate"],
+                             "step": np.nan, "status": r["status"], "guard": str(c.get("name")),
+                             "what it saw": str(c.get("detail", ""))})
     return rows
+
+
+def _has_held_out(source: crl_sources.Source) -> bool:
+    return bool(len(source.attempts)) and (source.attempts["split"] == crl_sources.HELD_OUT).any()
+
+
+def _split_cell(source: crl_sources.Source, row) -> dict:
+    """{"split": ...} for a row of a source with held-out tasks (so tables keep them apart), else {}."""
+    return {"split": row["split"] or "-"} if _has_held_out(source) else {}
 
 
 def _run_sections(page: Page, source: crl_sources.Source, best: pd.DataFrame):
@@ -233,9 +253,27 @@ def _run_sections(page: Page, source: crl_sources.Source, best: pd.DataFrame):
     safe = "".join(ch if ch.isalnum() else "_" for ch in label)
     page.heading(f"Run {label}: per step", f"{len(steps)} steps flushed; stages: "
                  f"{', '.join(map(str, steps['stage'].unique())) if 'stage' in steps else '-'}")
-    page.plot(f"{safe}_reward", crl_plots.step_lines(steps, "step", {"reward_mean": "mean", "reward_median": "median",
-                                                                       "reward_max": "max"},
-                                                      "Reward per step", "reward"), "Reward mean / median / max per step")
+    page.plot(f"{safe}_reward", crl_plots.step_lines(crl_stats.rewarded_steps(steps), "step",
+                                                      {"reward_mean": "mean", "reward_median": "median", "reward_max": "max"},
+                                                      "Reward per step", "reward"),
+              "Reward mean / median / max per step (steps of stages with rollouts; sft steps have no reward)")
+    page.plot(f"{safe}_loss", crl_plots.step_lines(steps, "step", {"loss": "loss", "grad_norm": "grad norm (before clipping)"},
+                                                    "Loss and gradient norm per step", "loss / norm"),
+              "Loss and gradient norm of each step's update")
+    page.plot(f"{safe}_lr", crl_plots.step_lines(steps, "step", {"lr": "learning rate"}, "Learning rate per step", "lr"),
+              "Learning rate of each step's update")
+    page.plot(f"{safe}_policy", crl_plots.step_lines(steps, "step", {"entropy": "entropy (nats)", "kl": "KL to reference",
+                                                                       "clip_fraction": "clip fraction"},
+                                                      "Policy per step", "nats / share"),
+              "Mean token entropy, KL to the reference policy (crl stages with grpo.kl > 0) and clipped share of tokens")
+    page.plot(f"{safe}_advantages", crl_plots.step_lines(steps, "step", {"zero_advantage_fraction": "zero-advantage groups",
+                                                                           "advantage_std": "advantage std"},
+                                                          "Advantages per step", "share / std"),
+              "Share of groups whose rewards were all equal (they teach nothing) and the advantages' spread")
+    page.plot(f"{safe}_lengths", crl_plots.step_lines(steps, "step", {"completion_tokens_mean": "mean",
+                                                                        "completion_tokens_max": "max"},
+                                                       "Completion length per step", "tokens"),
+              "Completion length in tokens per step")
     shares = crl_stats.step_status_shares(steps)
     page.plot(f"{safe}_status", crl_plots.step_lines(shares, "step", {c: c for c in shares.columns if c != "step"},
                                                       "Status shares per step", "share of rollouts", stacked=True),
@@ -257,7 +295,8 @@ def _run_sections(page: Page, source: crl_sources.Source, best: pd.DataFrame):
                                                                            "trainer_wait_seconds": "trainer wait (s)"},
                                                           "Evaluators", "fraction / seconds"),
               "Evaluator busy fraction and trainer wait per step")
-    over = crl_stats.best_over_steps(source.attempts)
+    trained = source.attempts[source.attempts["split"] != crl_sources.HELD_OUT]
+    over = crl_stats.best_over_steps(trained)
     if not over.empty:
         page.plot(f"{safe}_best_over_steps", crl_plots.step_lines(over, "step", {"geomean_best": "geomean of best so far",
                                                                                    "max_best": "max"},
@@ -267,6 +306,14 @@ def _run_sections(page: Page, source: crl_sources.Source, best: pd.DataFrame):
                    collapsed=True)
     lineage = crl_stats.exemplar_lineage(best, source.rollouts)
     page.table(f"{safe}_lineage", lineage, "Which exemplars each task's best program descended from")
+    held_out = crl_stats.validation_over_steps(source.attempts[source.attempts["split"] == crl_sources.HELD_OUT])
+    if not held_out.empty:
+        page.plot(f"{safe}_validation", crl_plots.step_lines(held_out, "step", {"correct_share": "correct share",
+                                                                                   "geomean_best": "geomean best speedup"},
+                                                              "Held-out tasks per validation", "share / speedup"),
+                  "Held-out tasks (job key validation, never trained on): share of correct completions and the geomean "
+                  "of the solved tasks' best speedups, after each validation's step")
+        page.table(f"{safe}_validation", held_out, "Held-out tasks at each validation (the step it followed)")
 
 
 def build(args) -> dict:
@@ -300,23 +347,35 @@ def build(args) -> dict:
         "git commit": s.meta.get("git_commit", "-")[:12]} for s in sources]))
 
     best_by_source = {s.label: crl_stats.best_per_task(s.attempts) for s in judged}
-    levels_by_source = {s.label: crl_stats.levels_table(s.attempts) for s in judged}
+    per_level = crl_stats.suite_tasks_per_level(tasks_meta)
+    levels_by_source = {s.label: {split: crl_stats.levels_table(a, per_level)
+                                  for split, a in crl_stats.by_split(s.attempts).items()} for s in judged}
     task_rows = []
     if judged:
         cuda_l1, fast_p, rates = _levels_frame(levels_by_source)
         page.heading("Speedup per level (CUDA-L1's table)",
                      "Over each task's best correct program: mean, max and quantiles of the speedup against the "
-                     "baseline; tasks attempted, with a correct program, and with speedup > 1.01.")
+                     "baseline; tasks attempted, with a correct program, and with speedup > 1.01. A run's held-out "
+                     "tasks (job key validation, never trained on) and the tasks it trains on are rows apart (split).")
         page.table("cuda_l1", cuda_l1)
-        page.heading("fast_p (KernelBench)", "Share of attempted tasks whose best correct program is faster than p "
-                     "times the baseline; geomean: geometric mean speedup over tasks with a correct program.")
+        page.heading("fast_p (KernelBench)", "Share of the level's tasks (KernelBench's denominator: every task of "
+                     "the level in the suite, attempted or not; without the suite, the attempted tasks; column "
+                     "'over') whose best correct program is faster than p times the baseline; geomean: geometric "
+                     "mean speedup over tasks with a correct program; pass@k: the chance that k of a task's "
+                     "samples hold a correct program (unbiased estimator), over the tasks with at least k.")
         page.table("fast_p", fast_p)
         page.heading("Compile and correctness rates", "Shares of attempts (internal errors, crl's own, left out).")
         page.table("rates", rates)
-        page.plot("speedup_distribution", crl_plots.speedup_distribution(best_by_source),
+        # A run's held-out tasks are their own curve (never averaged with the tasks it trains on).
+        best_apart = {}
+        for src in judged:
+            parts = crl_stats.by_split(src.attempts)
+            for split, a in parts.items():
+                best_apart[f"{src.label} ({split})" if len(parts) > 1 else src.label] = crl_stats.best_per_task(a)
+        page.plot("speedup_distribution", crl_plots.speedup_distribution(best_apart),
                   "Best speedup per task, per level")
-        page.plot("fast_p", crl_plots.fast_p_curves(best_by_source, crl_stats.FAST_P), "fast_p against p")
-        page.plot("per_task_speedup", crl_plots.per_task_speedups(best_by_source), "Best speedup per task")
+        page.plot("fast_p", crl_plots.fast_p_curves(best_apart, crl_stats.FAST_P, per_level), "fast_p against p")
+        page.plot("per_task_speedup", crl_plots.per_task_speedups(best_apart), "Best speedup per task")
 
     roofline_points = {}
     for s in judged:
@@ -358,6 +417,9 @@ def build(args) -> dict:
                            axis=1)
         merged.index.name = "task"
         merged.insert(0, "level", [crl_sources.level_of(t) for t in merged.index])
+        splits = {t: sp for s in judged for t, sp in zip(s.attempts["task"], s.attempts["split"]) if sp}
+        if splits:
+            merged.insert(1, "split", [splits.get(t, "-") for t in merged.index])
         merged = merged.reset_index().sort_values("task")
         first, *others = list(best_by_source)
         for other in others:
@@ -382,8 +444,10 @@ def build(args) -> dict:
         page.heading(f"Best program per task: {s.label}",
                      "Speedup with its 95% interval; the lines that differ from the reference one click away.")
         rows, diffs = [], []
+        split_of = dict(zip(s.attempts["task"], s.attempts["split"]))
         for _, r in best.iterrows():
-            rows.append({"task": r["task"], "attempts": int(r["attempts"]), "correct": int(r["correct"]),
+            rows.append({"task": r["task"], **_split_cell(s, {"split": split_of.get(r["task"], "")}),
+                         "attempts": int(r["attempts"]), "correct": int(r["correct"]),
                          "best speedup": r["best_speedup"], "95% low": r["ci_low"], "95% high": r["ci_high"],
                          "program": r["candidate"] if isinstance(r["candidate"], str) else "-"})
             if not math.isnan(r["best_speedup"]):
@@ -398,14 +462,20 @@ def build(args) -> dict:
             # The diff column holds HTML: added after the table's cells were escaped.
             page.html[-1] = _with_diff_column(page.html[-1], diffs)
         for _, r in best.iterrows():
-            task_rows.append({"input": s.label, **{k: r[k] for k in ("task", "level", "attempts", "compiled", "correct",
+            task_rows.append({"input": s.label, "split": split_of.get(r["task"], ""),
+                              **{k: r[k] for k in ("task", "level", "attempts", "compiled", "correct",
                                                                      "best_speedup", "ci_low", "ci_high", "candidate",
                                                                      "candidate_us", "reference_us")}})
     for s in sources:
         entry = {"label": s.label, "path": s.path, "kind": s.kind, "gpu": s.gpu, "meta": s.meta,
                  "attempts": int(len(s.attempts))}
         if s.label in levels_by_source:
-            entry["levels"] = levels_by_source[s.label]
+            by_split = levels_by_source[s.label]
+            # "levels": the tasks trained on (or the whole input where it has no held-out tasks), as before
+            # held-out validation existed; its held-out tasks apart under levels_by_split.
+            entry["levels"] = by_split.get(crl_sources.TRAINED_ON, by_split.get("", {}))
+            if len(by_split) > 1 or crl_sources.HELD_OUT in by_split:
+                entry["levels_by_split"] = by_split
         if len(s.steps):
             _run_summary(entry, s)
         if s.kind == "tasks_check":

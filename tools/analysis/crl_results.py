@@ -9,6 +9,7 @@ For notebooks and for `crl report` (tools/analysis/crl_report.py). Needs h5py, n
                                                     # superseded=True keeps them), /meta, optionally every text
     run.steps.plot(x="step", y="reward_mean")      # /steps: one row per training step
     run.rollouts.groupby("task").speedup.max()     # /rollouts: one row per evaluated completion
+    run.validation                                  # /validation: held-out tasks (job key `validation`)
     run.verdicts                                    # /verdicts: what `crl eval --h5` writes
     run.meta["git_commit"], run.job_config          # /meta attributes; job_config parsed from JSON
 
@@ -27,7 +28,7 @@ naming the file and the field, never allocates what it claims), as crl's C++ rea
   starting with a digit), column lists hold no duplicates and list every dataset of their group;
 - every column is a 1-D int64, float64, bool or UTF-8 string dataset, and its row count fits in
   the bytes the file (and the dataset's own storage) actually holds;
-- the columns of a documented table (/verdicts, /steps, /rollouts) have their documented types (a
+- the columns of a documented table (/verdicts, /steps, /rollouts, /validation, /samples) have their documented types (a
   string speedup column is an error, not a column of NaN);
 - all columns of a table have one length; a text store is (id int64, text string), ids unique.
 An HDF5 error while reading (a damaged heap or chunk) is a ResultsFileError naming the file too.
@@ -60,6 +61,7 @@ VERDICT_COLUMNS = {
     "candidate_median_us": "float64", "candidate_iqr_us": "float64", "candidate_samples": "int64",
     "speedup": "float64", "speedup_ci_low": "float64", "speedup_ci_high": "float64",
     "reward": "float64", "seconds": "float64", "baseline": "string", "speedup_ci_half_width": "float64",
+    "format": "string",
 }
 STEP_COLUMNS = {
     "step": "int64", "stage": "string", "policy_version": "int64", "loss": "float64",
@@ -70,7 +72,13 @@ STEP_COLUMNS = {
     "tokens_generated": "int64", "tokens_trained": "int64", "seconds_generate": "float64",
     "seconds_evaluate": "float64", "seconds_train": "float64", "evaluator_busy_fraction": "float64",
     "trainer_wait_seconds": "float64", "seconds_step": "float64", "restart": "int64", "superseded": "bool",
+    "entropy": "float64", "kl": "float64", "clip_fraction": "float64", "completion_tokens_mean": "float64",
+    "completion_tokens_max": "float64", "advantage_mean": "float64", "advantage_std": "float64",
+    "zero_advantage_fraction": "float64",
 }
+# /steps columns added after files were written without them (NaN there: not measured).
+STEP_TELEMETRY_COLUMNS = ("entropy", "kl", "clip_fraction", "completion_tokens_mean", "completion_tokens_max",
+                          "advantage_mean", "advantage_std", "zero_advantage_fraction")
 ROLLOUT_COLUMNS = {
     "rollout_id": "int64", "step": "int64", "stage": "string", "task": "string", "group": "int64",
     "sample": "int64", "status": "string", "speedup": "float64", "speedup_ci_low": "float64",
@@ -80,9 +88,17 @@ ROLLOUT_COLUMNS = {
     "candidate_median_us": "float64", "reference_median_us": "float64", "scale": "string",
     "speedup_ci_half_width": "float64",
 }
-KNOWN_TABLES = {"verdicts": VERDICT_COLUMNS, "steps": STEP_COLUMNS, "rollouts": ROLLOUT_COLUMNS}
+# `crl eval-model`'s samples (their verdicts are /verdicts rows, candidate "sample S").
+SAMPLE_COLUMNS = {
+    "sample_id": "int64", "task": "string", "sample": "int64", "prompt_tokens": "int64", "completion_tokens": "int64",
+    "finish_reason": "string",
+}
+# /validation (a job's held-out tasks, job key `validation`) has /rollouts' columns, its ids its own.
+KNOWN_TABLES = {"verdicts": VERDICT_COLUMNS, "steps": STEP_COLUMNS, "rollouts": ROLLOUT_COLUMNS,
+                "validation": ROLLOUT_COLUMNS, "samples": SAMPLE_COLUMNS}
 TEXT_COLUMNS = {"id": "int64", "text": "string"}
 RUN_TEXT_STORES = ("prompts", "completions", "programs", "logs")  # keyed by rollout_id
+VALIDATION_TEXT_STORES = tuple("validation_" + s for s in RUN_TEXT_STORES)  # keyed by /validation's rollout_id
 VERDICT_TEXT_STORES = ("verdict_compile_log", "verdict_worker_log", "verdict_steps", "verdict_program")  # keyed by row
 
 _NUMPY_TYPES = {"int64": np.int64, "float64": np.float64, "bool": np.bool_, "string": object}
@@ -300,12 +316,17 @@ class ResultsFile:
         return self._known("verdicts")
 
     def steps(self) -> pd.DataFrame:
-        """/steps (`crl run`): one row per training step."""
-        return self._known("steps")
+        """/steps (`crl run`): one row per training step. A file written before the telemetry
+        columns existed gets them as NaN (not measured)."""
+        return with_added_columns("steps", self._known("steps"))
 
     def rollouts(self) -> pd.DataFrame:
         """/rollouts (`crl run`): one row per evaluated completion."""
         return self._known("rollouts")
+
+    def validation(self) -> pd.DataFrame:
+        """/validation (`crl run` with `validation:`): one row per completion of a held-out task."""
+        return self._known("validation")
 
     # --- text stores ---------------------------------------------------------------------------
     def texts(self, store: str, ids=None) -> pd.Series:
@@ -364,8 +385,13 @@ class Results:
     verdicts: pd.DataFrame
     steps: pd.DataFrame
     rollouts: pd.DataFrame
-    tables: dict          # every table by name (the three above included)
+    tables: dict          # every table by name (the three above included, and /validation)
     texts: dict           # store -> Series id -> text (empty unless load(..., texts=True))
+
+    @property
+    def validation(self) -> pd.DataFrame:
+        """/validation: the held-out tasks' completions (never trained on), /rollouts' columns."""
+        return self.tables["validation"]
 
     @property
     def job_config(self):
@@ -376,6 +402,16 @@ class Results:
             return None
 
 
+def with_added_columns(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with the columns crl added to it after files were written without them, as NaN
+    where the file lacks them (/steps' telemetry)."""
+    if table == "steps":
+        for name in STEP_TELEMETRY_COLUMNS:
+            if name not in frame:
+                frame[name] = np.full(len(frame), np.nan)
+    return frame
+
+
 def load(path: str, texts: bool = False, superseded: bool = False) -> Results:
     """Reads a whole results file; texts=True also reads every text store (can be large).
 
@@ -384,7 +420,7 @@ def load(path: str, texts: bool = False, superseded: bool = False) -> Results:
     done twice would count twice. superseded=True keeps them (the column says which they are). The
     tables keep the file's row numbers as their index either way; texts keep every id."""
     with open_results(path) as f:
-        tables = {name: f.table(name) for name in f.tables()}
+        tables = {name: with_added_columns(name, f.table(name)) for name in f.tables()}
         for name, columns in KNOWN_TABLES.items():
             tables.setdefault(name, empty_frame(columns))
         if not superseded:

@@ -6,8 +6,13 @@ or a measured example), its training steps, and its reference checks. Kinds of i
 - a `crl tasks check --out` JSON (an object with "results"): reference times, GFLOP/s, GB/s;
 - a list of measured candidates, as tests/suite/examples_gpu_test.cpp writes it
   (objects with task, example, reference_ms, candidate_ms, speedup): correct programs, full scale.
-Attempt columns: task, level, scale, baseline, status, status_kind, hack_kind, speedup, ci_low,
-ci_high, candidate_us, reference_us, program_id, candidate, step, message.
+Attempt columns: task, level, scale, baseline, format, status, status_kind, hack_kind, speedup, ci_low,
+ci_high, candidate_us, reference_us, program_id, candidate, step, message, split.
+format: the program's kind, "crl" or "kernelbench" (a verdict's own column; a run's /meta program_format;
+"crl" for files from before either existed and for other inputs).
+split: "trained-on" for a run's rollouts, "held-out" for its /validation rows (job key `validation`:
+tasks the policy never trains on), "" for verdicts and other inputs. A held-out attempt's program_id
+is -(its /validation id + 1), so that it never meets a rollout's or a verdict row's id.
 """
 from __future__ import annotations
 
@@ -23,8 +28,10 @@ import pandas as pd
 
 import crl_results
 
-ATTEMPT_COLUMNS = ["task", "level", "scale", "baseline", "status", "status_kind", "hack_kind", "speedup",
-                   "ci_low", "ci_high", "candidate_us", "reference_us", "program_id", "candidate", "step", "message"]
+ATTEMPT_COLUMNS = ["task", "level", "scale", "baseline", "format", "status", "status_kind", "hack_kind", "speedup",
+                   "ci_low", "ci_high", "candidate_us", "reference_us", "program_id", "candidate", "step", "message",
+                   "split"]
+TRAINED_ON, HELD_OUT = "trained-on", "held-out"
 MAX_JSON_BYTES = 256 << 20  # a tasks-check JSON of the whole suite is ~1 MB
 LARGE_FILE_BYTES = 64 << 20  # files above this get a progress line
 _LEVEL = re.compile(r"level(\d+)/")
@@ -45,6 +52,7 @@ class Source:
     results_file: object = None  # an open crl_results.ResultsFile for later text reads, or None
     verdict_steps: dict = dataclasses.field(default_factory=dict)  # verdict row -> [check steps]
     logs: dict = dataclasses.field(default_factory=dict)           # rollout id -> log text (hacks only)
+    validation: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # /validation as read (held-out tasks)
 
 
 class InputProblem(ValueError):
@@ -68,6 +76,8 @@ def _attempts(rows: dict) -> pd.DataFrame:
         if column not in frame:
             frame[column] = pd.Series(dtype=object)
     frame = frame[ATTEMPT_COLUMNS]
+    frame["split"] = frame["split"].fillna("").astype(object)
+    frame["format"] = frame["format"].fillna("").astype(object).replace("", "crl")
     for column in ("speedup", "ci_low", "ci_high", "candidate_us", "reference_us", "step"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame["level"] = frame["task"].map(level_of).astype(int)
@@ -82,7 +92,8 @@ def _from_verdicts(v: pd.DataFrame) -> pd.DataFrame:
         raise InputProblem(f"table verdicts lacks column(s) {', '.join(missing)}")
     get = lambda name, default: v[name] if name in v else default  # noqa: E731
     return _attempts({
-        "task": v["task"], "scale": get("scale", ""), "baseline": get("baseline", "eager"),
+        "task": v["task"], "scale": get("scale", ""), "baseline": _or_default(get("baseline", ""), "eager"),
+        "format": _or_default(get("format", ""), "crl"),
         "status": v["status"], "speedup": v["speedup"], "ci_low": get("speedup_ci_low", np.nan),
         "ci_high": get("speedup_ci_high", np.nan), "candidate_us": get("candidate_median_us", np.nan),
         "reference_us": get("reference_median_us", np.nan), "program_id": v["row"],
@@ -90,19 +101,29 @@ def _from_verdicts(v: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _from_rollouts(r: pd.DataFrame) -> pd.DataFrame:
+def _or_default(column, default: str):
+    """A string column with "" (rows written before the column was added to their file) read as `default`."""
+    return column.replace("", default) if isinstance(column, pd.Series) else (column or default)
+
+
+def _from_rollouts(r: pd.DataFrame, table: str = "rollouts", program_format: str = "crl") -> pd.DataFrame:
+    """Attempts of /rollouts (trained on) or /validation (held out: its own ids, see the module's doc);
+    program_format: the run's (/meta program_format), every rollout's kind."""
     missing = [c for c in ("rollout_id", "task", "status", "speedup") if c not in r]
     if missing:
-        raise InputProblem(f"table rollouts lacks column(s) {', '.join(missing)}")
+        raise InputProblem(f"table {table} lacks column(s) {', '.join(missing)}")
     if "superseded" in r:
         r = r[~r["superseded"].astype(bool)]
+    held_out = table == "validation"
     get = lambda name, default: r[name] if name in r else default  # noqa: E731
     return _attempts({
-        "task": r["task"], "scale": get("scale", ""), "baseline": "eager", "status": r["status"], "speedup": r["speedup"],
+        "task": r["task"], "scale": get("scale", ""), "baseline": "eager", "format": program_format or "crl",
+        "status": r["status"], "speedup": r["speedup"],
         "ci_low": get("speedup_ci_low", np.nan), "ci_high": get("speedup_ci_high", np.nan),
         "candidate_us": get("candidate_median_us", np.nan), "reference_us": get("reference_median_us", np.nan),
-        "program_id": r["rollout_id"],
-        "candidate": "rollout " + r["rollout_id"].astype(str), "step": get("step", np.nan), "message": "",
+        "program_id": -(r["rollout_id"] + 1) if held_out else r["rollout_id"],
+        "candidate": ("validation " if held_out else "rollout ") + r["rollout_id"].astype(str), "step": get("step", np.nan),
+        "message": "", "split": HELD_OUT if held_out else TRAINED_ON,
     })
 
 
@@ -126,15 +147,19 @@ def _load_h5(path: str, label: str) -> Source:
     rollouts = results.rollouts()
     _progress(path, "steps", size)
     steps = results.steps()
+    validation = results.validation()
     meta = results.meta()
     try:
         parts = [p for p in (_from_verdicts(verdicts) if len(verdicts) else None,
-                             _from_rollouts(rollouts) if len(rollouts) else None) if p is not None]
+                             _from_rollouts(rollouts, "rollouts", meta.get("program_format", "crl"))
+                             if len(rollouts) else None,
+                             _from_rollouts(validation, "validation", meta.get("program_format", "crl"))
+                             if len(validation) else None) if p is not None]
     except InputProblem as e:
         raise InputProblem(f"{path}: {e}") from None
     attempts = pd.concat(parts, ignore_index=True) if parts else _attempts({c: [] for c in ATTEMPT_COLUMNS})
     source = Source(label, path, "results", attempts, steps, rollouts, pd.DataFrame(), meta, _gpu_from_meta(meta),
-                    {}, results)
+                    {}, results, validation=validation)
     if len(verdicts) and "verdict_steps" in results.text_stores():
         flagged = set(attempts[(attempts["status_kind"] == "hack") & attempts["step"].isna()]["program_id"].astype(int))
         _progress(path, "verdict checks", size)
@@ -148,9 +173,11 @@ def _load_h5(path: str, label: str) -> Source:
             if int(row) in flagged or any("re-measure" in str(c.get("name", "")) for c in checks
                                                if isinstance(c, dict)):
                 source.verdict_steps[int(row)] = [c for c in checks if isinstance(c, dict)]
-    hack_rollouts = attempts[(attempts["status_kind"] == "hack") & attempts["step"].notna()]["program_id"]
+    hack_rollouts = attempts[(attempts["status_kind"] == "hack") & attempts["step"].notna()]["program_id"].astype(int)
     if len(hack_rollouts):
-        source.logs = {int(k): v for k, v in results.texts("logs", ids=hack_rollouts.astype(int).tolist()).items()}
+        source.logs = {int(k): v for k, v in results.texts("logs", ids=hack_rollouts[hack_rollouts >= 0].tolist()).items()}
+        held_out = (-hack_rollouts[hack_rollouts < 0] - 1).tolist()
+        source.logs.update({-int(k) - 1: v for k, v in results.texts("validation_logs", ids=held_out).items()})
     if size >= LARGE_FILE_BYTES or sys.stderr.isatty():
         print(file=sys.stderr)
     return source
@@ -243,13 +270,19 @@ def unique_labels(paths: list[str]) -> list[str]:
 
 
 def load_programs(source: Source, program_ids: list, examples_dir: str = ""):
-    """Fills source.programs for these ids: /text/programs (rollouts), a verdict_program store if the
-    file has one, or the example's file under examples_dir/level<N>/ for examples inputs."""
+    """Fills source.programs for these ids: /text/programs (rollouts), /text/validation_programs (held-out
+    attempts' negative ids), a verdict_program store if the file has one, or the example's file under
+    examples_dir/level<N>/ for examples inputs."""
     ids = [int(i) for i in program_ids]
     if source.kind == "results" and source.results_file is not None:
+        own = [i for i in ids if i >= 0]
         for store in ("programs", "verdict_program"):
-            found = source.results_file.texts(store, ids=ids)
+            found = source.results_file.texts(store, ids=own)
             source.programs.update({int(k): v for k, v in found.items()})
+        held_out = [-i - 1 for i in ids if i < 0]  # /validation's ids (see the module's doc)
+        if held_out:
+            found = source.results_file.texts("validation_programs", ids=held_out)
+            source.programs.update({-int(k) - 1: v for k, v in found.items()})
     elif source.kind == "examples" and examples_dir:
         for i in ids:
             row = source.attempts[source.attempts["program_id"] == i].iloc[0]

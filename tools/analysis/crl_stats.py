@@ -9,10 +9,18 @@ Definitions (docs/report.md says the same, for readers of the page):
 - CUDA-L1's table (per level and overall): over the best speedups of the tasks with a correct
   program: mean, max, 75% / 50% / 25% quantiles (numpy's linear interpolation); the number of
   attempted tasks, of tasks with a correct program, and of tasks whose best speedup is > 1.01.
-- KernelBench's fast_p: (tasks whose best correct speedup is > p) / (attempted tasks); fast_0 is
-  the share of tasks with a correct program. geomean: the geometric mean of the best speedups of
+- KernelBench's fast_p: (tasks whose best correct speedup is > p) / (the level's tasks), its
+  denominator as KernelBench's eval_from_generations counts it: every task of the level in the
+  suite (from `crl tasks list --json`), attempted or not; where the suite is not known, the
+  attempted tasks (`fast_p_denominator` says which). fast_0 is the share of tasks with a correct
+  program. geomean: the geometric mean of the best speedups of
   the tasks with a correct program.
+- pass@k (Chen et al.'s unbiased estimator, as KernelBench's eval reports it): per task with n
+  counted attempts of which c are correct, 1 - C(n-c, k) / C(n, k), averaged over the tasks with at
+  least k attempts (null where none has; `pass_at_k_tasks` says how many were averaged).
 - compile / correct / hack rates: shares of attempts.
+- splits: a run's held-out tasks (its /validation, job key `validation`) and the tasks it trains on are
+  counted apart in every table (by_split); files without held-out tasks have one split, "".
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+PASS_AT_K = (1, 5, 10)
 FASTER_THAN = 1.01  # CUDA-L1 counts a task as sped up above this
 NOT_COMPILED = ("compile_error", "format_error")
 
@@ -83,11 +92,24 @@ def geomean(values) -> float:
     return float(math.exp(np.log(v).mean())) if len(v) else float("nan")
 
 
-def level_summary(best: pd.DataFrame, attempts: pd.DataFrame) -> dict:
-    """CUDA-L1's row, fast_p, geomean and the rates for one group of tasks (see the module's doc)."""
+def pass_at_k(best: pd.DataFrame, k: int) -> tuple[float | None, int]:
+    """(mean pass@k over the tasks with at least k attempts, None when there is none; how many)."""
+    values = []
+    for n, c in zip(best["attempts"], best["correct"]) if len(best) else []:
+        n, c = int(n), int(c)
+        if n >= k:
+            values.append(1.0 - math.comb(n - c, k) / math.comb(n, k))
+    return (float(np.mean(values)) if values else None), len(values)
+
+
+def level_summary(best: pd.DataFrame, attempts: pd.DataFrame, suite_tasks: int = 0) -> dict:
+    """CUDA-L1's row, fast_p, geomean and the rates for one group of tasks (see the module's doc);
+    suite_tasks: how many tasks the group has in the suite (0: not known)."""
     a = counted(attempts)
     speedups = _finite(best["best_speedup"]) if len(best) else np.array([])
     tasks = int(len(best))
+    over = max(suite_tasks, tasks) if suite_tasks else tasks
+    passes = {k: pass_at_k(best, k) for k in PASS_AT_K}
     quantile = (lambda q: float(np.quantile(speedups, q))) if len(speedups) else (lambda q: float("nan"))
     n_attempts = int(len(a))
     share = (lambda n: n / n_attempts) if n_attempts else (lambda n: float("nan"))
@@ -101,7 +123,10 @@ def level_summary(best: pd.DataFrame, attempts: pd.DataFrame) -> dict:
         "median": quantile(0.5),
         "q25": quantile(0.25),
         "geomean": geomean(speedups),
-        "fast_p": {f"{p:g}": (float((speedups > p).sum()) / tasks if tasks else float("nan")) for p in FAST_P},
+        "fast_p": {f"{p:g}": (float((speedups > p).sum()) / over if over else float("nan")) for p in FAST_P},
+        "fast_p_denominator": f"the level's {over} tasks" if suite_tasks else f"the {tasks} attempted tasks",
+        "pass_at_k": {str(k): passes[k][0] for k in PASS_AT_K},
+        "pass_at_k_tasks": {str(k): passes[k][1] for k in PASS_AT_K},
         "attempts": n_attempts,
         "compile_rate": share(int(a["compiled"].sum())),
         "correct_rate": share(int(a["correct"].sum())),
@@ -110,18 +135,47 @@ def level_summary(best: pd.DataFrame, attempts: pd.DataFrame) -> dict:
     }
 
 
-def levels_table(attempts: pd.DataFrame) -> dict:
-    """{baseline: {"level1": summary, ..., "all": summary}} for every baseline the attempts name."""
+def group_key(baseline: str, program_format: str) -> str:
+    """A levels table's key: the baseline for crl's own programs ("eager"), "baseline+format" for
+    another kind ("eager+kernelbench"), so a file of .crl programs keeps the keys it always had."""
+    return baseline if program_format in ("", "crl") else f"{baseline}+{program_format}"
+
+
+def split_group_key(key: str) -> tuple[str, str]:
+    """(baseline, format) of a group_key."""
+    baseline, _, program_format = key.partition("+")
+    return baseline, program_format or "crl"
+
+
+def levels_table(attempts: pd.DataFrame, suite_tasks_per_level: dict | None = None) -> dict:
+    """{group_key(baseline, format): {"level1": summary, ..., "all": summary}} for every baseline and
+    program format the attempts name; suite_tasks_per_level ({level: tasks in the suite}) makes fast_p's
+    denominator the level's tasks ("all": the tasks of the levels attempted)."""
+    per_level = suite_tasks_per_level or {}
     out = {}
-    for baseline, group in attempts.groupby("baseline", sort=True) if len(attempts) else []:
+    formats = attempts["format"].fillna("crl") if "format" in attempts else pd.Series("crl", index=attempts.index)
+    for (baseline, program_format), group in attempts.groupby([attempts["baseline"], formats], sort=True) if len(attempts) else []:
         best = best_per_task(group)
         rows = {}
-        for level in sorted(best["level"].unique()):
+        levels = sorted(best["level"].unique())
+        for level in levels:
             rows[f"level{level}" if level else "other"] = level_summary(best[best["level"] == level],
-                                                                        group[group["level"] == level])
-        rows["all"] = level_summary(best, group)
-        out[str(baseline)] = rows
+                                                                        group[group["level"] == level],
+                                                                        per_level.get(int(level), 0))
+        known = all(int(level) in per_level for level in levels)
+        rows["all"] = level_summary(best, group, sum(per_level[int(level)] for level in levels) if known and levels else 0)
+        out[group_key(str(baseline), str(program_format))] = rows
     return out
+
+
+def suite_tasks_per_level(tasks_meta: dict) -> dict:
+    """{level: number of tasks} of `crl tasks list --json`'s tasks (keyed by id)."""
+    counts: dict = {}
+    for meta in tasks_meta.values():
+        level = meta.get("level")
+        if isinstance(level, int):
+            counts[level] = counts.get(level, 0) + 1
+    return counts
 
 
 def roofline(best: pd.DataFrame, tasks_meta: dict, peaks) -> pd.DataFrame:
@@ -199,14 +253,30 @@ def hack_kinds_per_step(rollouts: pd.DataFrame) -> pd.DataFrame:
     return table.div(r.groupby("step").size(), axis=0).fillna(0).reset_index()
 
 
+def rewarded_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """/steps with the reward columns NaN on sft steps: they have no rollouts, so no reward (the
+    file holds 0 there), and a plot must not draw them as a reward of 0."""
+    if steps.empty or "stage" not in steps:
+        return steps
+    out = steps.copy()
+    sft = out["stage"] == "sft"
+    for column in ("reward_mean", "reward_median", "reward_max"):
+        if column in out:
+            out.loc[sft, column] = np.nan
+    return out
+
+
 def best_over_steps(attempts: pd.DataFrame) -> pd.DataFrame:
-    """Per step: tasks with a correct program so far, and the geomean over them of each one's best so far."""
+    """Per step with rollouts: tasks with a correct program so far, and the geomean over them of each
+    one's best so far, carried forward over the steps where it wrote no correct program."""
     a = counted(attempts)
+    all_steps = sorted(a["step"].dropna().unique()) if "step" in a else []
     a = a[a["correct"] & a["step"].notna()]
     if a.empty:
         return pd.DataFrame()
     per = a.groupby(["step", "task"])["speedup"].max().unstack()
-    best_so_far = per.sort_index().cummax()
+    # cummax leaves a step without a correct program NaN; the best so far stands there.
+    best_so_far = per.reindex(sorted(set(all_steps) | set(per.index))).cummax().ffill().dropna(how="all")
     rows = [{"step": int(step), "tasks_correct": int(row.notna().sum()), "geomean_best": geomean(row.values),
              "max_best": float(np.nanmax(row.values))} for step, row in best_so_far.iterrows()]
     return pd.DataFrame(rows)
@@ -253,6 +323,29 @@ def _descent(rid: int, by_id: pd.DataFrame, limit: int = 8) -> list[int]:
             break
         line.append(max(parents, key=lambda p: (str(by_id.at[p, "status"]) == "ok", float(by_id.at[p, "speedup"]))))
     return line
+
+
+def by_split(attempts: pd.DataFrame) -> dict:
+    """{split: its attempts} (split: "trained-on", "held-out", or "" where the input has none), so that a
+    run's held-out tasks (job key `validation`) are never averaged with the tasks it trains on."""
+    if attempts.empty or "split" not in attempts:
+        return {"": attempts}
+    groups = {str(split): group for split, group in attempts.groupby("split", sort=True)}
+    return dict(sorted(groups.items(), key=lambda item: item[0] == "held-out"))  # the trained-on tasks first
+
+
+def validation_over_steps(attempts: pd.DataFrame) -> pd.DataFrame:
+    """Per validation (the step it followed) of a run's held-out attempts: completions, the share that is
+    correct, tasks with a correct program, and the geomean of those tasks' best speedups."""
+    a = counted(attempts)
+    a = a[a["step"].notna()] if "step" in a else a.iloc[0:0]
+    rows = []
+    for step, group in a.groupby("step"):
+        best = group[group["correct"]].groupby("task")["speedup"].max()
+        rows.append({"step": int(step), "tasks": int(group["task"].nunique()), "completions": int(len(group)),
+                     "correct_share": float(group["correct"].mean()), "tasks_correct": int(len(best)),
+                     "geomean_best": geomean(best.values)})
+    return pd.DataFrame(rows)
 
 
 def roofline_levels(points: pd.DataFrame) -> list[dict]:

@@ -179,6 +179,31 @@ def select(tasks, ids, level, first, last):
     return chosen
 
 
+def spec_tool_tasks(parser):
+    """The shared start of the tools that write spec keys from KernelBench (tools/suite/add_*.py):
+    adds --kernelbench, --suite, --task and --check to `parser`, parses, imports torch (and a stand-in
+    for einops, which only Mamba2's modules use, where it is not installed) and returns
+    (args, the selected (task id, path) pairs)."""
+    global torch
+    parser.add_argument("--kernelbench", required=True, help="a KernelBench checkout (root or its KernelBench/ folder)")
+    parser.add_argument("--suite", default=SUITE_DIR, help="the crl suite folder (default: this tree's)")
+    parser.add_argument("--task", action="append", help="only these task ids (or prefixes); repeatable")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where a spec differs")
+    args = parser.parse_args()
+    import torch as torch_module
+    torch = torch_module
+    if "einops" not in sys.modules:
+        try:
+            import einops  # noqa: F401
+        except ImportError:
+            import types
+            sys.modules["einops"] = types.SimpleNamespace(rearrange=None, einsum=None, repeat=None)
+    tasks = suite_tasks(args.suite)
+    if args.task:
+        tasks = select(tasks, args.task, None, None, None)
+    return args, tasks
+
+
 def kernelbench_file(root, task_id):
     level, name = task_id.split("/")
     number = int(name.split("_")[0])

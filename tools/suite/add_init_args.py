@@ -26,7 +26,6 @@ import argparse
 import ast
 import os
 import sys
-import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import eager_suite  # noqa: E402  (the spec reader, the expression evaluator, KernelBench's file per task)
@@ -270,21 +269,7 @@ def spec_with_init_args(text, line):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kernelbench", required=True, help="a KernelBench checkout (root or its KernelBench/ folder)")
-    parser.add_argument("--suite", default=eager_suite.SUITE_DIR, help="the crl suite folder (default: this tree's)")
-    parser.add_argument("--task", action="append", help="only these task ids (or prefixes); repeatable")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where a spec differs")
-    args = parser.parse_args()
-    import torch
-    eager_suite.torch = torch
-    if "einops" not in sys.modules:
-        try:
-            import einops  # noqa: F401
-        except ImportError:
-            sys.modules["einops"] = types.SimpleNamespace(rearrange=None, einsum=None, repeat=None)
-    tasks = suite_tasks(args.suite)
-    if args.task:
-        tasks = eager_suite.select(tasks, args.task, None, None, None)
+    args, tasks = eager_suite.spec_tool_tasks(parser)
     failures, changed = [], []
     for task_id, path in tasks:
         try:

@@ -33,9 +33,13 @@ std::optional<Failure> scan_program(const CompileResult& compiled, const Program
 
 }  // namespace
 
-Result<CompileResult> compile_candidate(Compiler& compiler, const Task& task, const ProgramText& program,
+Result<CandidateCode> compile_candidate(Compiler& compiler, const Task& task, const ProgramText& program,
                                         const EvalOptions& options, Trace& trace) {
   const auto t = Clock::now();
+  if (program.kind == ProgramKind::kernelbench) {
+    trace.step("compile", true, "a KernelBench-format module: nothing to compile (its worker's Python runs it)", t);
+    return CandidateCode{ProgramKind::kernelbench, "", program.python.text, program.origin};
+  }
   CompileResult compiled = compiler.submit({program, task.spec.num_args(), options.backend, ""}).get();
   trace.verdict().compile_log = truncate_log(compiled.log, options.max_log_bytes);
   trace.step("compile", compiled.ok,
@@ -50,7 +54,7 @@ Result<CompileResult> compile_candidate(Compiler& compiler, const Task& task, co
   if (options.hack_guards) {
     if (auto f = scan_program(compiled, program, trace)) return *f;
   }
-  return compiled;
+  return CandidateCode{ProgramKind::crl, compiled.library_path, "", program.origin};
 }
 
 }  // namespace crl::eval

@@ -9,7 +9,9 @@
 #include "eval/judge_client.h"
 #include "eval/task_judge.h"
 #include "eval/trace.h"
+#include "compile/compiler.h"
 #include "eval/worker_process.h"
+#include "program/program_text.h"
 #include "suite/suite.h"
 
 namespace crl::eval {
@@ -20,7 +22,20 @@ struct Evaluation {
   TaskJudge& task_judge;
   JudgeClient& judge;
   Trace& trace;
+  Compiler& compiler;  // the candidate's, and its load_inline extensions
   bool cuda() const { return options.backend == Backend::cuda; }
+};
+
+// What the candidate's worker loads: its compiled library, or a KernelBench-format module's text
+// (which only the worker's embedded Python runs).
+struct CandidateCode {
+  ProgramKind kind = ProgramKind::crl;
+  std::string library;        // crl: the compiled library in the cache
+  std::string python_source;  // kernelbench
+  std::string origin;         // kernelbench: its name in the worker's messages and tracebacks
+  // kernelbench: its load_inline calls built by crl's compiler (the load stage adds them), each
+  // the worker's key for the call and the library in the cache.
+  std::vector<worker::BuiltExtension> extensions;
 };
 
 // The candidate's worker through its evaluation: the process now, and the logs of the ones it

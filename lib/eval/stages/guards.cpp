@@ -84,14 +84,25 @@ std::optional<Failure> run_guards(Evaluation& e, CandidateWorker& w) {
   const auto t = Clock::now();
   const TaskJudge& j = e.task_judge;
   const size_t seed_b = j.seeds.size() > 1 ? 1 : 0;
-  auto reply = call(*w.process, worker::GuardRequest{{j.seeds[0], j.seeds[seed_b]}, j.output_bytes, e.options.guard_settle_seconds},
-                    e.options.call_timeout_seconds * 8, "hack guards");
-  if (!reply) {
-    e.trace.step("guards", false, reply.failure().message, t);
-    return reply.failure();
+  // Three requests: each part's allocations come after the earlier parts' outputs were compared
+  // and let go (the worker lets go of what it described at its next request).
+  for (const int part : {1, 2, 3}) {
+    auto reply = call(*w.process, worker::GuardRequest{{j.seeds[0], j.seeds[seed_b]}, j.output_bytes, e.options.guard_settle_seconds, part},
+                      e.options.call_timeout_seconds * 8, "hack guards");
+    if (!reply) {
+      Failure f = reply.failure();
+      if (f.out_of_memory && f.status == VerdictStatus::kRuntimeError) {
+        // The guards hold copies and earlier outputs beside the program's own: crl's machinery,
+        // so its running out is crl's limit (the program's own calls fitted in the trials).
+        f.status = VerdictStatus::kInternalError;
+        f.message += " (the guards' copies and held outputs beside the program's; crl's limit)";
+      }
+      e.trace.step("guards", false, f.message, t);
+      return f;
+    }
+    if (auto f = worker_checks(e, *reply, t)) return f;
+    if (auto f = compare_groups(e, w, *reply, t)) return f;
   }
-  if (auto f = worker_checks(e, *reply, t)) return f;
-  if (auto f = compare_groups(e, w, *reply, t)) return f;
   if (j.spread) return samples_scaled_apart(e, w);
   return std::nullopt;
 }

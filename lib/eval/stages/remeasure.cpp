@@ -15,12 +15,12 @@ bool intervals_agree(const SpeedupEstimate& first, const SpeedupEstimate& again,
   return gap <= max_disagreement;
 }
 
-std::optional<Failure> remeasure(Evaluation& e, WorkerPool& pool, const std::string& library, CandidateWorker& w,
+std::optional<Failure> remeasure(Evaluation& e, WorkerPool& pool, const CandidateCode& code, CandidateWorker& w,
                                  const Measurement& first) {
   const SpeedupEstimate& m = first.estimate;
   for (int attempt = 1; attempt <= 2; ++attempt) {
     const auto t = Clock::now();
-    if (auto f = replace_worker(e, pool, library, w, "remeasure", "re-measuring")) {
+    if (auto f = replace_worker(e, pool, code, w, "remeasure", "re-measuring")) {
       e.trace.step("guard: re-measure", false, f->message, t);
       return f;
     }

@@ -23,7 +23,7 @@ namespace crl::eval {
 // `max_disagreement`).
 bool intervals_agree(const SpeedupEstimate& first, const SpeedupEstimate& again, double max_disagreement);
 
-std::optional<Failure> remeasure(Evaluation& e, WorkerPool& pool, const std::string& library, CandidateWorker& w,
+std::optional<Failure> remeasure(Evaluation& e, WorkerPool& pool, const CandidateCode& code, CandidateWorker& w,
                                  const Measurement& first);
 
 }  // namespace crl::eval

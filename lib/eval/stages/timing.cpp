@@ -5,16 +5,19 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <tuple>
 
 #include "core/clock.h"
 #include "core/process_env.h"
+#include "core/statistics.h"
 #include "eval/stages/idle.h"
 #include "eval/stages/outputs.h"
 #include "eval/stages/stop_rule.h"
 #include "eval/stages/trials.h"
+#include "eval/turn_server.h"
 #include "eval/worker_call.h"
 
 namespace crl::eval {
@@ -49,19 +52,28 @@ struct Diagnostics {
   // the largest ratio they showed.
   int float64_slots = 0;
   double float64_ratio_max = 0;
+  // CPU backend, turns: the evaluator's own work inside the batches (reveals, samples), taken out.
+  double turns_served_seconds = 0;
+  int turns_served = 0;
+  int turn_calls = 0, turn_calls_dropped = 0;  // calls timed by their turns, and those left out as stretched
 };
 
 // One timed batch: its reply and the time charged for it (seconds).
 struct TimedBatch {
   worker::TimeReply reply;
   double seconds = 0;
+  // With turns: a call's time by the evaluator's clock (turn_server.h), CPU time charged; the
+  // request's fixed cost is then in no call's time.
+  std::optional<double> per_call_us;
+  std::unique_ptr<TurnServer> turns;  // with turns: what was sampled, for the checked slot
 };
 
 class TimingRun {
  public:
   TimingRun(Evaluation& e, WorkerProcess& candidate, const TimingPlan& plan)
       : e_(e), candidate_(candidate), reference_(*e.task_judge.reference_worker), plan_(plan),
-        rule_(StopRule::from(e.options, plan.min_pairs, plan.budget_seconds, plan.max_relative_ci)), cores_given_(cores_given()) {
+        rule_(StopRule::from(e.options, plan.min_pairs, plan.budget_seconds, plan.max_relative_ci)), cores_given_(cores_given()),
+        turns_(!e.cuda() && e.options.call_turns) {
     for (int s = 0; s < plan.slots; ++s) slot_list_.push_back(s);
   }
   Result<Measurement> run();
@@ -72,14 +84,14 @@ class TimingRun {
   Result<double> request_overhead();
   std::optional<Failure> warm_up();
   std::optional<Failure> time_pair(double round_trip_us);
-  Result<TimedBatch> time_batch(WorkerProcess& worker, const std::string& during, int* charged, double* ratio_max);
+  Result<TimedBatch> time_batch(WorkerProcess& worker, char* arena, const std::string& during, int* charged, double* ratio_max);
   std::optional<Failure> time_reference(double round_trip_us, double* us, double* seconds);
   std::optional<Failure> time_candidate(double round_trip_us, double* us, double* seconds, worker::TimeReply* reply);
   std::optional<Failure> check_slot(const PairDraws& draws, const worker::TimeReply& reply);
   bool clearly_slow(int pairs_done) const;
   std::string pair_cost() const;
   std::string pair_name() const { return fmt::format("{} pair {}", plan_.purpose, m_.reference_us.size() + 1); }
-  double charge_cpu(const WorkerProcess& w, double wall_s, double cpu_before, int* charged, double* ratio_max) const;
+  double charge_cpu(const WorkerProcess& w, double wall_s, double served_s, double cpu_before, int* charged, double* ratio_max) const;
 
   Evaluation& e_;
   WorkerProcess& candidate_;
@@ -87,9 +99,12 @@ class TimingRun {
   TimingPlan plan_;
   StopRule rule_;
   double cores_given_;
+  bool turns_;  // the batches' calls take turns (CPU: turn_server.h)
+  std::unique_ptr<TurnServer> candidate_turns_;  // the last candidate batch's turns, for its checked slot
   std::vector<int64_t> slot_list_;
   Measurement m_;
   Diagnostics d_;
+  std::vector<double> fixed_costs_us_;  // each round's request_overhead
   Clock::time_point started_ = Clock::now();
 };
 
@@ -106,11 +121,16 @@ double TimingRun::cores_given() const {
   return static_cast<double>(allowed_cpu_count());
 }
 
-double TimingRun::charge_cpu(const WorkerProcess& w, double wall_s, double cpu_before, int* charged, double* ratio_max) const {
+// With turns, the evaluator's reveals (`served` seconds) are taken out of the wall time, and the
+// cores given are the program's during them as well: its threads waiting for the turn (the worker
+// spins briefly, an intra-op pool spins after its last job) are not charged, and they can compute
+// nothing that counts then (the next inputs are not there yet; the last outputs were sampled).
+double TimingRun::charge_cpu(const WorkerProcess& w, double wall_s, double served_s, double cpu_before, int* charged,
+                             double* ratio_max) const {
   if (e_.cuda() || cpu_before < 0 || wall_s <= 0) return wall_s;
   const double cpu_after = w.cpu_seconds();
   if (cpu_after < 0) return wall_s;
-  const double busy = (cpu_after - cpu_before) / cores_given_;
+  const double busy = (cpu_after - cpu_before) / cores_given_ - served_s;
   if (busy <= wall_s) return wall_s;
   ++*charged;
   *ratio_max = std::max(*ratio_max, busy / wall_s);
@@ -146,7 +166,8 @@ std::optional<Failure> TimingRun::wait_for_idle_gpu() {
 // run the same worker code around their calls, so this is what each pays besides its calls). On the
 // CPU: an empty request to the judge, frozen before (there the worker's empty batch made the
 // reference judged against itself miss 1.00 more often on two cores: 2 of 3 test runs failed
-// against 0 of 4). What the candidate's worker answers is never subtracted from its own time (it
+// against 0 of 4); with turns a batch of more than one call is timed call by call instead, and
+// this is not used. What the candidate's worker answers is never subtracted from its own time (it
 // could inflate it).
 Result<double> TimingRun::request_overhead() {
   const std::string failed = "an empty timed batch of the reference's worker failed";
@@ -189,24 +210,52 @@ std::optional<Failure> TimingRun::warm_up() {
 }
 
 // One program's timed batch: the worker frozen before and after (both timed requests start by
-// waking a stopped process, and pay the same for it), charged its CPU time on the CPU.
-Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, const std::string& during, int* charged, double* ratio_max) {
+// waking a stopped process, and pay the same for it), charged its CPU time on the CPU. With turns,
+// the evaluator reveals each call's inputs into `arena` as the call before returns, and its own
+// work for that is taken out of the batch's time.
+Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, const std::string& during, int* charged,
+                                         double* ratio_max) {
   double s = 0;
   worker.freeze();
   const double cpu_before = worker.cpu_seconds();
-  auto r = call(worker, worker::TimeRequest{slot_list_}, e_.options.call_timeout_seconds * plan_.slots + 10, during, &s);
+  std::unique_ptr<TurnServer> turns;
+  if (turns_) {
+    const TurnPlace place{arena, e_.task_judge.staging_map, &e_.task_judge.layout, worker.pid()};
+    const uint64_t sample_seed = mix64(e_.task_judge.secret ^ mix64(0x7475726e ^ (m_.reference_us.size() << 1) ^ (&worker == &candidate_)));
+    turns = std::make_unique<TurnServer>(place, slot_list_, sample_seed);
+    turns->start();
+  }
+  auto r = call(worker, worker::TimeRequest{slot_list_, turns_}, e_.options.call_timeout_seconds * plan_.slots + 10, during, &s);
+  double served = 0;
+  if (turns) {
+    turns->stop();
+    served = turns->served_seconds();
+    s = std::max(s - served, 0.0);
+    d_.turns_served_seconds += served;
+    d_.turns_served += turns->turns_served();
+  }
   if (!r) return r.failure();
   worker.freeze();
-  return TimedBatch{std::move(*r), charge_cpu(worker, s, cpu_before, charged, ratio_max)};
+  if (turns && turns->problem()) return Failure::of(VerdictStatus::kCrash, during + ": " + *turns->problem());
+  TimedBatch batch{std::move(*r), charge_cpu(worker, s, served, cpu_before, charged, ratio_max), std::nullopt, std::move(turns)};
+  int dropped = 0;
+  if (const auto per_call = batch.turns ? batch.turns->per_call_seconds(&dropped) : std::nullopt) {
+    const double charge_ratio = s > 0 ? std::max(batch.seconds / s, 1.0) : 1.0;  // CPU time over the cores given, as the batch's
+    batch.per_call_us = *per_call * 1e6 * charge_ratio;
+    d_.turn_calls += batch.turns->turns_served() - 1;
+    d_.turn_calls_dropped += dropped;
+  }
+  return batch;
 }
 
 std::optional<Failure> TimingRun::time_reference(double round_trip_us, double* us, double* seconds) {
   if (auto f = wait_for_idle_gpu()) return f;
   if (!e_.judge.ask(worker::FlushRequest{}, "flushing caches")) return internal("timing the reference");
-  auto batch = time_batch(reference_, "the reference's timed calls", &d_.reference_cpu_charged, &d_.reference_cpu_ratio_max);
+  auto batch = time_batch(reference_, e_.task_judge.reference_arena_map, "the reference's timed calls", &d_.reference_cpu_charged,
+                          &d_.reference_cpu_ratio_max);
   if (!batch) return internal("timing the reference");
   *seconds = batch->seconds;
-  *us = std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
+  *us = batch->per_call_us ? *batch->per_call_us : std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
   const worker::BatchTimelineSummary& timeline = batch->reply.timeline;
   if (timeline.first_call_device_us) {
     d_.reference_first_call_us.push_back(*timeline.first_call_device_us);
@@ -228,11 +277,13 @@ std::optional<Failure> TimingRun::time_reference(double round_trip_us, double* u
 std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* us, double* seconds, worker::TimeReply* reply) {
   if (auto f = wait_for_idle_gpu()) return f;
   if (!e_.judge.ask(worker::FlushRequest{}, "flushing caches")) return internal("the judge failed");
-  auto batch = time_batch(candidate_, plan_.purpose + ": the candidate's timed calls", &d_.candidate_cpu_charged,
-                          &d_.candidate_cpu_ratio_max);
+  auto batch = time_batch(candidate_, e_.task_judge.arena_map, plan_.purpose + ": the candidate's timed calls",
+                          &d_.candidate_cpu_charged, &d_.candidate_cpu_ratio_max);
+  candidate_turns_.reset();
   if (!batch) return batch.failure();
+  candidate_turns_ = std::move(batch->turns);
   *seconds = batch->seconds;
-  *us = std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
+  *us = batch->per_call_us ? *batch->per_call_us : std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
   *reply = std::move(batch->reply);
   if (!e_.cuda()) return std::nullopt;
   // Work still running now, with the candidate's worker frozen, ran after its reply: the GPU is
@@ -256,24 +307,35 @@ std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* u
 }
 
 // One slot, chosen after the fact, is checked: outputs against the reference's on the same inputs,
-// and its inputs unchanged (skipping or shortcutting some calls is seen at once).
+// and its inputs unchanged (skipping or shortcutting some calls is seen at once); with turns, also
+// its outputs as sampled when the call returned (answering before computing is seen).
 std::optional<Failure> TimingRun::check_slot(const PairDraws& draws, const worker::TimeReply& reply) {
   const int j = draws.checked_slot;
+  const std::string where = fmt::format("{} slot {}", pair_name(), j);
   double ratio = -1;
-  const auto f = check_timed_call(e_, candidate_, reply, plan_.slots, j, draws.seeds[static_cast<size_t>(j)],
-                                  fmt::format("{} slot {}", pair_name(), j), &ratio);
+  if (auto f = check_timed_call(e_, candidate_, reply, plan_.slots, j, draws.seeds[static_cast<size_t>(j)], where, &ratio)) return f;
   if (ratio >= 0) {
     ++d_.float64_slots;
     d_.float64_ratio_max = std::max(d_.float64_ratio_max, ratio);
   }
-  return f;
+  if (!candidate_turns_) return std::nullopt;
+  try {
+    const auto refs = worker::batch_call_refs(reply.batch, static_cast<size_t>(j), e_.task_judge.outputs.size() + 1);
+    if (auto changed = candidate_turns_->changed_since_turn(static_cast<size_t>(j), refs)) {
+      return Failure::hack_found(HackKind::deferred_work, where + ": " + *changed);
+    }
+  } catch (const InputError& error) {
+    return Failure::of(VerdictStatus::kCrash, where + ": " + error.what());
+  }
+  return std::nullopt;
 }
 
 std::optional<Failure> TimingRun::time_pair(double round_trip_us) {
   const auto pair_started = Clock::now();
   const auto judge_before = e_.judge.seconds_by_op();
   const PairDraws draws = draw_pair(e_.task_judge.draws, plan_.slots);
-  worker::FillRequest fill{{}, true};
+  // With turns the inputs wait in the staging arena, revealed call by call; else both arenas now.
+  worker::FillRequest fill{{}, !turns_, turns_};
   for (const uint64_t seed : draws.seeds) fill.slots.push_back({static_cast<int>(fill.slots.size()), seed, false, false});
   candidate_.freeze();
   if (!e_.judge.ask(fill, "filling timed inputs")) return internal("filling timed inputs");
@@ -317,6 +379,7 @@ Result<Measurement> TimingRun::run() {
     candidate_.freeze();
     const auto round_trip = request_overhead();
     if (!round_trip) return round_trip.failure();
+    fixed_costs_us_.push_back(*round_trip);
     bool slow = false;
     for (int p = 0; p < pairs && !slow; ++p) {
       if (auto f = time_pair(*round_trip)) return *f;
@@ -333,6 +396,10 @@ Result<Measurement> TimingRun::run() {
     pairs = next.pairs;
   }
   m_.pair_cost = pair_cost();
+  if (!fixed_costs_us_.empty()) {
+    m_.pair_cost += fmt::format("; a timed request's fixed cost {:.1f} us (median of the rounds'){}", median(fixed_costs_us_),
+                                turns_ && plan_.slots > 1 ? ", not in calls timed by their turns" : "");
+  }
   return m_;
 }
 
@@ -370,6 +437,11 @@ std::string TimingRun::pair_cost() const {
   if (d_.float64_slots > 0) {
     cost += fmt::format("; {} checked slots held to the float64 reference, error up to {:.2g}x the float32 reference's",
                         d_.float64_slots, d_.float64_ratio_max);
+  }
+  if (d_.turns_served > 0) {
+    cost += fmt::format("; the calls took turns, the evaluator's reveals and samples {:.1f} us a call (taken out of both programs' "
+                        "times); timed call by call, {} of {} calls left out as stretched (over 4x their batch's median)",
+                        1e6 * d_.turns_served_seconds / d_.turns_served, d_.turn_calls_dropped, d_.turn_calls);
   }
   if (d_.late_idle_pairs > 0) {
     cost += fmt::format("; in {} pairs the GPU read busy after the candidate's reply, idle within {:.1f} ms (the wait charged to it)",
