@@ -7,8 +7,9 @@
 // With a float64 reference (the precision contract, docs/evaluation.md), r is the float32
 // reference's output, d its error against the float64 one (float64 = r + d, d = 0 where either is
 // not finite) and s >= |d| the error float32 may make there (float64_reference.h): the element is
-// held to |c - (r + d)| <= atol + rtol * |r + d| + factor * s, and its error and s (plus float32's
-// rounding of the result) are summed for the output's precision ratio.
+// held to |c - (r + d)| <= atol + rtol * |r + d| + factor * b, b the largest s of its block of
+// kErrorScaleBlock elements (program/tolerance.h), and its error and s (plus float32's rounding of
+// the result) are summed for the output's precision ratio.
 #pragma once
 
 #include <cmath>
@@ -21,6 +22,10 @@
 #endif
 
 namespace crl::worker {
+
+// The elements (consecutive in flat order) whose largest error scale bounds each one's error: a
+// single element's scale is one random sample, sometimes near zero by chance (program/tolerance.h).
+constexpr int kErrorScaleBlock = 256;
 
 // float32's unit roundoff: an exactly rounded result is within this of the truth, relatively.
 constexpr double kFloat32Roundoff = 0x1p-24;
@@ -97,16 +102,17 @@ CRL_HOST_DEVICE inline void add_element(CompareStats& s, int64_t i, double rv, d
 }
 
 // Element i of a float32 output with the float32 reference's error `dv` against float64 (0 where
-// either reference is not finite: the rules above then decide against rv) and its error scale `sv`.
-CRL_HOST_DEVICE inline void add_element_float64(CompareStats& s, int64_t i, double rv, double cv, double dv, double sv, double atol,
-                                                double rtol, double factor) {
+// either reference is not finite: the rules above then decide against rv), its error scale `sv` and
+// the largest error scale of its block `bv`.
+CRL_HOST_DEVICE inline void add_element_float64(CompareStats& s, int64_t i, double rv, double cv, double dv, double sv, double bv,
+                                                double atol, double rtol, double factor) {
   double excess;
   if (!non_finite_rule(rv, cv, &excess)) {
 #if defined(__CUDA_ARCH__)
     const double truth = __dadd_rn(rv, dv);
     const double err = fabs(__dsub_rn(cv, truth));
     const double own = fabs(sv);
-    const double allowed = fmax(__dadd_rn(__dadd_rn(atol, __dmul_rn(rtol, fabs(truth))), __dmul_rn(factor, own)), 1e-300);
+    const double allowed = fmax(__dadd_rn(__dadd_rn(atol, __dmul_rn(rtol, fabs(truth))), __dmul_rn(factor, fabs(bv))), 1e-300);
     excess = __ddiv_rn(err, allowed);
     s.sum_scale = __dadd_rn(s.sum_scale, __dadd_rn(own, __dmul_rn(kFloat32Roundoff, fabs(truth))));
     s.sum_error = __dadd_rn(s.sum_error, err);
@@ -114,7 +120,7 @@ CRL_HOST_DEVICE inline void add_element_float64(CompareStats& s, int64_t i, doub
     const double truth = rv + dv;
     const double err = std::fabs(cv - truth);
     const double own = std::fabs(sv);
-    const double allowed = std::fmax(atol + rtol * std::fabs(truth) + factor * own, 1e-300);
+    const double allowed = std::fmax(atol + rtol * std::fabs(truth) + factor * std::fabs(bv), 1e-300);
     excess = err / allowed;
     s.sum_scale += own + kFloat32Roundoff * std::fabs(truth);
     s.sum_error += err;

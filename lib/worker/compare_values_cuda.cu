@@ -60,15 +60,31 @@ __global__ void compare_kernel(const T* __restrict__ ref, const T* __restrict__ 
   reduce_block(local, partials);
 }
 
-// The float64 reference's form: the float32 reference, its error, the candidate (all float32).
+// The float64 reference's form: the float32 reference, its error, the candidate (all float32). A
+// block's threads take kErrorScaleBlock consecutive elements at each step, so the largest error
+// scale among them (compare_rule.h) is one shared-memory reduction; every thread takes every step.
 __global__ void compare_float64_kernel(const float* __restrict__ ref, const float* __restrict__ cand, const __nv_bfloat16* __restrict__ delta,
                                        const __nv_bfloat16* __restrict__ scale, int64_t n, double atol, double rtol, double factor,
                                        CompareStats* __restrict__ partials) {
+  static_assert(kThreads == kErrorScaleBlock, "one block of threads per block of error scales");
+  __shared__ float block_max[kThreads];
   CompareStats local;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    compare_rule::add_element_float64(local, i, static_cast<double>(ref[i]), static_cast<double>(cand[i]), to_double(delta[i]),
-                                      to_double(scale[i]), atol, rtol, factor);
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x; base < n; base += stride) {
+    const int64_t i = base + threadIdx.x;
+    const float own = i < n ? fabsf(__bfloat162float(scale[i])) : 0.0f;
+    block_max[threadIdx.x] = own;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half /= 2) {
+      if (static_cast<int>(threadIdx.x) < half) block_max[threadIdx.x] = fmaxf(block_max[threadIdx.x], block_max[threadIdx.x + half]);
+      __syncthreads();
+    }
+    const double neighbours = block_max[0];
+    if (i < n) {
+      compare_rule::add_element_float64(local, i, static_cast<double>(ref[i]), static_cast<double>(cand[i]), to_double(delta[i]),
+                                        static_cast<double>(own), neighbours, atol, rtol, factor);
+    }
+    __syncthreads();  // block_max[0] read by all before the next step writes it
   }
   reduce_block(local, partials);
 }

@@ -70,11 +70,18 @@ CompareStats compare_values_float64(const at::Tensor& ref, const at::Tensor& can
   const float* c = cand.const_data_ptr<float>();
   const c10::BFloat16* d = delta.const_data_ptr<c10::BFloat16>();
   const c10::BFloat16* e = scale.const_data_ptr<c10::BFloat16>();
-  at::parallel_for(0, ref.numel(), int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+  const int64_t n = ref.numel();
+  const int64_t blocks = (n + kErrorScaleBlock - 1) / kErrorScaleBlock;
+  at::parallel_for(0, blocks, int64_t{1} << 8, [&](int64_t begin, int64_t end) {
     CompareStats local;
-    for (int64_t i = begin; i < end; ++i) {
-      compare_rule::add_element_float64(local, i, r[i], c[i], static_cast<float>(d[i]), static_cast<float>(e[i]), tol.atol, tol.rtol,
-                                        kPrecisionFactor);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t first = b * kErrorScaleBlock, last = std::min(n, first + kErrorScaleBlock);
+      float block_scale = 0;  // the largest error scale of the block (compare_rule.h)
+      for (int64_t i = first; i < last; ++i) block_scale = std::max(block_scale, std::fabs(static_cast<float>(e[i])));
+      for (int64_t i = first; i < last; ++i) {
+        compare_rule::add_element_float64(local, i, r[i], c[i], static_cast<float>(d[i]), static_cast<float>(e[i]), block_scale, tol.atol,
+                                          tol.rtol, kElementPrecisionFactor);
+      }
     }
     std::lock_guard<std::mutex> lock(mutex);
     compare_rule::join(total, local);
@@ -114,7 +121,7 @@ CompareStats compare_values_on_device(const at::Tensor& ref, const at::Tensor& c
   if (delta.defined()) {
     const at::Tensor d = delta.contiguous(), e = scale.contiguous();
     return cuda::compare_values_float64(r.const_data_ptr<float>(), c.const_data_ptr<float>(), d.const_data_ptr(), e.const_data_ptr(),
-                                        r.numel(), tol.atol, tol.rtol, kPrecisionFactor, stats, stream);
+                                        r.numel(), tol.atol, tol.rtol, kElementPrecisionFactor, stats, stream);
   }
   return cuda::compare_values(value_type(r.scalar_type()), r.const_data_ptr(), c.const_data_ptr(), r.numel(), tol.atol, tol.rtol, stats,
                               stream);
@@ -237,7 +244,9 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     return fail(fmt::format(
         "{} of {} elements outside atol {:g} + rtol {:g}{}; worst at flat index {}: got {:.8g}, expected {:.8g}{}",
         stats.bad, ref.numel(), tol.atol, tol.rtol,
-        float64 ? fmt::format(" of the float64 reference + {:g} x the float32 reference's error scale", kPrecisionFactor) : "",
+        float64 ? fmt::format(" of the float64 reference + {:g} x the float32 reference's largest error scale among {} neighbours",
+                              kElementPrecisionFactor, kErrorScaleBlock)
+                : "",
         result.worst_index, result.worst_candidate, result.worst_reference, float64 ? " (float64)" : ""));
   }
   result.ok = true;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "worker/compare_rule.h"
 #include "worker/float64_reference.h"
 #include "worker/output_comparison.h"
 
@@ -143,6 +144,66 @@ TEST(PrecisionContract, Float32ProgramsPassAndTf32FailsEvenWhereTheToleranceHide
   EXPECT_FALSE(low.ok);
   EXPECT_GT(low.precision_ratio, kPrecisionFactor);
   EXPECT_NE(low.message.find("precision:"), std::string::npos) << low.message;
+}
+
+// Inputs of both signs with a few elements scaled by 2^4..2^10 both ways (what the value mix gives):
+// a float32 product summed in another order, or one element after another (a dot product per
+// thread, what a plain CUDA kernel does), is legitimate float32 and passes, though such an
+// element's error can be hundreds of times the reference's own sensitivity sample there (the
+// H100 failed 12425 of 16.8M elements of a split-K product when each element was held to its own
+// sample); TF32 operands fail.
+TEST(PrecisionContract, SequentialAndSplitSumsPassOnMixedMagnitudes) {
+  const TaskSpec spec = matmul_spec();
+  at::manual_seed(7);
+  const auto mixed = [](at::Tensor x) {
+    const at::Tensor moved = at::rand(x.sizes()) < 1.0 / 64;
+    const at::Tensor exponent = at::randint(4, 11, x.sizes()).to(at::kFloat) * (at::rand(x.sizes()) < 0.5).to(at::kFloat).mul(2).sub(1);
+    return at::where(moved, x * at::pow(2.0, exponent), x);
+  };
+  for (const bool positive : {false, true}) {
+    at::Tensor a = mixed(at::randn({64, 1024})), b = mixed(at::randn({1024, 256}));
+    if (positive) {
+      a = a.abs();
+      b = b.abs();
+    }
+    const auto reference = held(matmul, spec, {a, b});
+    at::Tensor sequential = at::zeros({64, 256});
+    for (int64_t k = 0; k < 1024; ++k) sequential += a.narrow(1, k, 1) * b.narrow(0, k, 1);
+    const auto seq = judged(reference, sequential);
+    EXPECT_TRUE(seq.ok) << (positive ? "all positive: " : "both signs: ") << seq.message;
+    at::Tensor split_k = at::zeros({64, 256});
+    for (int64_t s = 0; s < 1024; s += 256) split_k += at::matmul(a.narrow(1, s, 256), b.narrow(0, s, 256));
+    const auto reordered = judged(reference, split_k);
+    EXPECT_TRUE(reordered.ok) << reordered.message;
+    EXPECT_LT(reordered.precision_ratio, 4);
+    const auto low = judged(reference, at::matmul(to_tf32(a), to_tf32(b)));
+    EXPECT_FALSE(low.ok);
+    EXPECT_GT(low.precision_ratio, kPrecisionFactor);
+  }
+}
+
+// An element is held to the largest error scale of its block of neighbours, not to its own sample:
+// a lone scale of zero does not fail an error its neighbours' scales allow, and an error beyond
+// kElementPrecisionFactor times the block's largest fails though the summed ratio stays small.
+TEST(PrecisionContract, AnElementIsHeldToItsBlocksLargestErrorScale) {
+  const int64_t n = 4 * kErrorScaleBlock;
+  const at::Tensor r = at::ones({n});
+  const at::Tensor delta = at::zeros({n}, at::kBFloat16);
+  at::Tensor scale = at::full({n}, 1e-3, at::kBFloat16);
+  scale[10] = 0;  // a sample that came out zero by chance
+  const std::vector<ProgramOutput> reference = {{r, "cpu", delta, scale}};
+  at::Tensor near = r.clone();
+  near[10] += 0.1;  // beyond 1e-4 + 1e-4 and beyond its own scale, within 1024 x its block's 1e-3
+  const auto lone = judged(reference, near);
+  EXPECT_TRUE(lone.ok) << lone.message;
+  at::Tensor far = r.clone();
+  far[n - 1] += 2.0;  // beyond 1024 x 1e-3: wrong in one place, the summed ratio far below 32
+  const auto wrong = judged(reference, far);
+  EXPECT_FALSE(wrong.ok);
+  EXPECT_EQ(wrong.mismatched_elements, 1);
+  EXPECT_EQ(wrong.worst_index, n - 1);
+  EXPECT_LT(wrong.precision_ratio, kPrecisionFactor);
+  EXPECT_NE(wrong.message.find("largest error scale among 256 neighbours"), std::string::npos) << wrong.message;
 }
 
 // Inputs of both signs (what the value mix gives rand inputs): fp16 and bf16 fail by hundreds of times.
