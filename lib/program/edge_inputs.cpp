@@ -2,6 +2,7 @@
 #include "program/edge_inputs.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 
 #include <algorithm>
 #include <cmath>
@@ -55,6 +56,26 @@ std::vector<double> edge_arguments(const TaskSpec& spec, const TensorSpec& tenso
   return edge_args;
 }
 
+// values[where[i]] = moved[i] for every i in order, so that of a place drawn twice the later draw
+// stays. On the GPU `where` holds each place once (index_put_); on the CPU a serial loop: ATen's
+// index_put_ writes from several threads there, and a repeated place then kept either value (the
+// judge's fill and its check of the same slot disagreed: "arguments modified in place").
+void write_in_draw_order(at::Tensor& flat, const at::Tensor& where, const at::Tensor& moved) {
+  if (flat.is_cuda()) {
+    flat.index_put_({where}, moved);
+    return;
+  }
+  const at::Tensor places = where.contiguous();
+  const at::Tensor from = moved.contiguous();
+  const int64_t* place = places.const_data_ptr<int64_t>();
+  const int64_t count = places.numel();
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, flat.scalar_type(), "write_in_draw_order", [&] {
+    scalar_t* out = flat.data_ptr<scalar_t>();
+    const scalar_t* in = from.const_data_ptr<scalar_t>();
+    for (int64_t i = 0; i < count; ++i) out[place[i]] = in[i];
+  });
+}
+
 }  // namespace
 
 void sprinkle_edges(const TaskSpec& spec, const TensorSpec& tensor, const std::string& scale, uint64_t stream_seed,
@@ -71,8 +92,8 @@ void sprinkle_edges(const TaskSpec& spec, const TensorSpec& tensor, const std::s
   for (int64_t start = 0; start < count; start += kEdgeChunkElements) {
     // On the GPU each place once: index_put_ with a repeated index keeps whichever write lands last,
     // which there is not always the same one, and the judge makes these arguments more than once (a
-    // fill, then check_inputs) and must make the same bytes. (The CPU writes in order; sorting there
-    // was a third of the mix's cost.)
+    // fill, then check_inputs) and must make the same bytes. (The CPU writes in draw order, one
+    // thread; sorting there was a third of the mix's cost.)
     const at::Tensor drawn = at::randint(n, {std::min(kEdgeChunkElements, count - start)}, gen,
                                          at::TensorOptions().dtype(at::kLong).device(values.device()));
     const at::Tensor where = values.is_cuda() ? std::get<0>(at::_unique(drawn, /*sorted=*/true)) : drawn;
@@ -90,7 +111,7 @@ void sprinkle_edges(const TaskSpec& spec, const TensorSpec& tensor, const std::s
       const at::Tensor values_here = k < edges ? edge_values(tensor.edges[k], edge_args[k], old, share, normals) : magnitude_values(old, share);
       moved = at::where(slice == static_cast<double>(k), values_here, moved);
     }
-    flat.index_put_({where}, moved.to(values.scalar_type()));
+    write_in_draw_order(flat, where, moved.to(values.scalar_type()));
   }
 }
 

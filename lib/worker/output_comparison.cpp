@@ -244,9 +244,7 @@ ComparisonResult compare_outputs(const std::vector<ProgramOutput>& reference,
     return fail(fmt::format(
         "{} of {} elements outside atol {:g} + rtol {:g}{}; worst at flat index {}: got {:.8g}, expected {:.8g}{}",
         stats.bad, ref.numel(), tol.atol, tol.rtol,
-        float64 ? fmt::format(" of the float64 reference + {:g} x the float32 reference's largest error scale among {} neighbours",
-                              kElementPrecisionFactor, kErrorScaleBlock)
-                : "",
+        float64 ? fmt::format(" of the float64 reference, widened by {:g}x float32's error there", kElementPrecisionFactor) : "",
         result.worst_index, result.worst_candidate, result.worst_reference, float64 ? " (float64)" : ""));
   }
   result.ok = true;

@@ -332,18 +332,20 @@ TEST(AttackTest, TheProvablyZeroProgramOfLevel2_080IsOkAfterTheStricterChecks) {
 }
 
 // Attack: level2/022 with its clamp dropped after the first five calls (the ordinary and edge
-// trials), so every later check, ordinary inputs all, passes. Under the gate's suspicion the
-// stricter checks draw edge values again and catch it. Its twin, the reference under the same
-// gate, is ok. (When edge values are mixed into ordinary trials and timed slots, issue 40 item 4,
-// the timing's checked slots catch this first and the failed step here moves to "timing".)
-TEST(AttackTest, AClampDroppedAfterTheEdgeTrialsIsCaughtByTheStricterChecks) {
+// trials). Before the values mixed into every call (issue 40 item 4), every later check saw ordinary
+// inputs only and passed, and the stricter checks under the roofline gate's suspicion caught it
+// with edge values. Now the first call after the trials, the guard probes' own (their inputs mix in
+// the declared edges too), is already wrong: the probe's comparison fails it, whatever the gate.
+// Its twin, the reference under the same gate, is ok.
+TEST(AttackTest, AClampDroppedAfterTheEdgeTrialsIsCaughtByTheFirstCallAfterThem) {
   const Task& task = real_suite().find("level2/022_matmul_scale_residual_add_clamp_log_sum_exp_mish");
   Evaluator e(beyond_the_estimate(), fixture_compiler());
   const Verdict v = e.evaluate(task, load_program_file(fixture_dir() + "/attacks/clamp_after_edge_trials.cpu.crl"), "clamp_after");
-  expect_hack(v, "beyond_roofline");
+  EXPECT_FALSE(v.ok()) << explain(v);
+  EXPECT_EQ(v.reward, 0) << explain(v);
   ASSERT_NE(v.first_failed_step(), nullptr) << explain(v);
-  EXPECT_EQ(v.first_failed_step()->name, "guard: stricter checks") << explain(v);
-  EXPECT_NE(v.message.find("edge values"), std::string::npos) << v.message;
+  EXPECT_EQ(v.first_failed_step()->name.rfind("guard", 0), 0u) << explain(v);
+  EXPECT_NE(v.message.find("elements outside"), std::string::npos) << v.message;
   ProgramText legit = task.program;
   legit.spec = {};
   const Verdict twin = e.evaluate(task, legit, "reference");

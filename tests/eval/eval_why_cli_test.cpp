@@ -60,7 +60,7 @@ TEST(EvalWhyCli, EachFailedVerdictSaysWhyUnderTheTable) {
 
   // The worst element whole: every number in it as the JSON verdict has it, none cut.
   const std::string mismatched = reasons_of(r.output, mismatch + " (level1/019_relu): mismatch");
-  const std::regex worst(R"(worst at flat index \d+: got -?[0-9.e+-]+, expected -?[0-9.e+-]+\n)");
+  const std::regex worst(R"(worst at flat index \d+: got -?[0-9.e+-]+, expected -?[0-9.e+-]+( \(float64\))?\n)");
   EXPECT_TRUE(std::regex_search(mismatched, worst)) << mismatched;
   EXPECT_NE(mismatched.find("elements outside atol"), std::string::npos) << mismatched;
 

@@ -34,7 +34,6 @@ class GpuGuardFixturesTest : public ::testing::Test {
         [] {
           EvalOptions o = quick_options(Backend::cuda);
           o.remeasure_above_speedup = 0;
-          o.time_budget_seconds = 6;  // remeasure.hack's first measurement outlasts its slow start (its comment)
           return o;
         }(),
         fixture_compiler());

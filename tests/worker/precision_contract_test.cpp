@@ -203,7 +203,7 @@ TEST(PrecisionContract, AnElementIsHeldToItsBlocksLargestErrorScale) {
   EXPECT_EQ(wrong.mismatched_elements, 1);
   EXPECT_EQ(wrong.worst_index, n - 1);
   EXPECT_LT(wrong.precision_ratio, kPrecisionFactor);
-  EXPECT_NE(wrong.message.find("largest error scale among 256 neighbours"), std::string::npos) << wrong.message;
+  EXPECT_NE(wrong.message.find("of the float64 reference, widened by 1024x float32's error there"), std::string::npos) << wrong.message;
 }
 
 // Inputs of both signs (what the value mix gives rand inputs): fp16 and bf16 fail by hundreds of times.
