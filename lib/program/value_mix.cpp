@@ -131,29 +131,6 @@ void mix_argument(const TaskSpec& spec, const TensorSpec& t, const std::string& 
   }
 }
 
-}  // namespace
-
-ValueMix eligible_mix(const TaskSpec& spec) {
-  ValueMix mix;
-  const ScaleVariables* vars = spec.scales.empty() ? nullptr : &spec.scales.begin()->second;
-  for (size_t i = 0; i < spec.num_args(); ++i) {
-    const TensorSpec& t = spec.arg(i);
-    uint32_t kinds = 0;
-    if (t.mixed && at::isFloatingType(t.dtype) && !structured(t)) {
-      if (continuous(t.init.kind)) {
-        kinds |= kMixMagnitudes;
-        // Symmetry does not depend on the scale for the suite's inits; the first scale decides.
-        if (vars == nullptr || !symmetric_init(t, *vars)) kinds |= kMixSigns;
-      }
-      if (constant(t.init.kind)) kinds |= kMixConstants;
-    }
-    mix.kinds.push_back(kinds);
-  }
-  return mix;
-}
-
-namespace {
-
 // Every argument's mix, then spread_samples where asked, in place.
 void mix_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call, const ValueMix& mix,
                         std::vector<at::Tensor>& args) {
@@ -174,6 +151,25 @@ void mix_call_arguments(const TaskSpec& spec, const std::string& scale, const Ca
 }
 
 }  // namespace
+
+ValueMix eligible_mix(const TaskSpec& spec) {
+  ValueMix mix;
+  const ScaleVariables* vars = spec.scales.empty() ? nullptr : &spec.scales.begin()->second;
+  for (size_t i = 0; i < spec.num_args(); ++i) {
+    const TensorSpec& t = spec.arg(i);
+    uint32_t kinds = 0;
+    if (t.mixed && at::isFloatingType(t.dtype) && !structured(t)) {
+      if (continuous(t.init.kind)) {
+        kinds |= kMixMagnitudes;
+        // Symmetry does not depend on the scale for the suite's inits; the first scale decides.
+        if (vars == nullptr || !symmetric_init(t, *vars)) kinds |= kMixSigns;
+      }
+      if (constant(t.init.kind)) kinds |= kMixConstants;
+    }
+    mix.kinds.push_back(kinds);
+  }
+  return mix;
+}
 
 std::vector<at::Tensor> make_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call,
                                             const ValueMix& mix, const at::Device& device) {

@@ -166,16 +166,8 @@ void JudgeSession::add_float64(Outputs& o) {
   // in float64 and on nudged inputs; an out-of-memory error lets the cached outputs go before each
   // smaller try.
   auto args = reclaiming([&] { return arguments_for(o.seed, o.spread, o.edges); });
-  const auto release = [this] {
-    for (auto& [key, cached] : outputs_) {
-      cached.tensors.clear();
-      cached.deltas.clear();
-      cached.scales.clear();
-    }
-    device_.release_cached_memory();
-  };
   Float64Reference f = float64_reference([this](const std::vector<at::Tensor>& a) { return call_and_check(device_, *reference_, a); },
-                                         *spec_, std::move(args), o.tensors, release);
+                                         *spec_, std::move(args), o.tensors, [this] { release_all_outputs(); });
   o.deltas = std::move(f.deltas);
   o.scales = std::move(f.scales);
   o.float64_missing = std::move(f.missing);
@@ -258,10 +250,13 @@ void JudgeSession::evict_to(int64_t budget) {
     Outputs& o = outputs_.at(*it);
     if (o.tensors.empty()) continue;
     total -= o.bytes;
-    o.tensors.clear();
-    o.deltas.clear();
-    o.scales.clear();
+    o.evict();
   }
+}
+
+void JudgeSession::release_all_outputs() {
+  for (auto& [key, o] : outputs_) o.evict();
+  device_.release_cached_memory();
 }
 
 template <typename Make>
@@ -275,12 +270,7 @@ auto JudgeSession::reclaiming(Make make) -> decltype(make()) {
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e)) throw;
   }
-  for (auto& [key, o] : outputs_) {
-    o.tensors.clear();
-    o.deltas.clear();
-    o.scales.clear();
-  }
-  device_.release_cached_memory();
+  release_all_outputs();
   return make();
 }
 

@@ -58,6 +58,12 @@ class JudgeSession {
     std::vector<at::Tensor> deltas, scales;  // float64_reference.h, per output (undefined: none)
     std::string float64_missing;      // why there are none, where asked
     int64_t bytes = 0;
+    // Lets go of the tensors (made again from the seed when next asked for).
+    void evict() {
+      tensors.clear();
+      deltas.clear();
+      scales.clear();
+    }
   };
   struct KeptInputs {  // a slot's inputs made again by check_inputs, for reference_slot next
     uint64_t seed = 0;
@@ -74,6 +80,8 @@ class JudgeSession {
   const std::vector<at::Tensor>& outputs_for(const std::string& key);
   void keep(const std::string& key, Outputs outputs);
   void evict_to(int64_t budget);
+  // Every cached output let go, with the allocator's free blocks (after running out of memory).
+  void release_all_outputs();
   template <typename Make>
   auto reclaiming(Make make) -> decltype(make());
   double probe_once();
