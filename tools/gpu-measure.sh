@@ -131,6 +131,10 @@ eval)
   step trial_time 300 bash -c "\"$BUILD_DIR/apps/crl/crl\" tasks list --json | tools/bench/largest_tasks.py --count 10 \
     > \"$LOGS/largest.jsonl\" && \"$BUILD_DIR/apps/crl/crl\" eval \"$LOGS/largest.jsonl\" --no-timing --trials 2 --json \
     > \"$LOGS/trial_time.json\""
+  # Issue 40 item 6: MEMORY_COPIES (16) correct candidates of each of the MEMORY_TASKS (10) tasks of
+  # most memory traffic at full scale, one `crl eval` per task (a step cut by its limit keeps the
+  # tasks it finished): every one should be ok, with the memory plan in each verdict's judge step.
+  step memory_groups 540 tools/bench/memory_groups.sh "$BUILD_DIR/apps/crl/crl" "$LOGS"
   step bench_compile 120 "$BUILD_DIR/bench/bench_compile" --benchmark_format=json
   # BENCH_EVAL_FILTER picks benchmarks (e.g. EvaluationsPerMinute/8): the whole program takes longer
   # than one device call has (each EvaluationsPerMinute run judges 20 candidates, ~150 s).

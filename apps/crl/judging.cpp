@@ -80,10 +80,11 @@ void add_judge_options(CLI::App* cmd, JudgeOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1023));
   cmd->add_option("--gpu-memory-fraction", o.gpu_memory_fraction,
-                  "Share of the GPU's memory the candidate's worker may hold (its input arena and caching allocator); "
-                  "the reference's timing worker has 0.25 and the judge 0.25, and the three together at most 0.95")
+                  "Share of the GPU's memory the candidate's worker may hold (its input arena and caching allocator), "
+                  "for every task; 0 (the default): planned per task with the judge's and the reference worker's, "
+                  "from the reference's measured call, within 0.95 of the card (docs/evaluation.md, GPU memory)")
       ->capture_default_str()
-      ->check(CLI::Range(0.01, 1.0));
+      ->check(CLI::Range(0.0, 0.95));
   cmd->add_option("--compile-ahead", o.compile_ahead,
                   "Candidates compiled ahead of the one being judged (default: 8 on CUDA, 0 on the CPU)")
       ->check(CLI::Range(0, 1024));

@@ -54,12 +54,14 @@ struct EvalOptions {
   // Which of the evaluator's GPUs (an index into what it sees) the judge and the program workers
   // use; they see that one alone (CUDA_VISIBLE_DEVICES). The job: the evaluator rank's own GPU.
   int gpu = 0;
-  // One budget of the GPU's memory for the evaluation's three processes, shares of the card (its
-  // input arena counted in a worker's share): the three together at most 0.95, the rest left to
-  // their CUDA contexts (docs/evaluation.md: what fits on an 80 GB H100).
-  double gpu_memory_fraction = 0.45;            // the candidate's worker
-  double reference_gpu_memory_fraction = 0.25;  // the reference's timing worker
-  double judge_gpu_memory_fraction = 0.25;      // the judge (its cached outputs are let go when a request needs more)
+  // One budget of the GPU's memory for the evaluation's three processes, a fraction of the card (the
+  // rest is left to their CUDA contexts), shared per task by eval/memory_plan.h from the reference's
+  // measured call (docs/evaluation.md, "GPU memory"). A share set here (> 0, a fraction of the card,
+  // the arena counted in a worker's) is that process's whatever the task; 0: planned.
+  double gpu_memory_budget = 0.95;
+  double gpu_memory_fraction = 0;            // the candidate's worker
+  double reference_gpu_memory_fraction = 0;  // the reference's timing worker
+  double judge_gpu_memory_fraction = 0;      // the judge (its cached outputs are let go when a request needs more)
   int cpu_threads = 0;                  // intra-op threads of CPU workers; 0: LibTorch's default
   size_t max_log_bytes = 8192;          // compile and worker logs kept in a verdict
   std::string worker_executable;        // empty: find_worker_executable()

@@ -47,14 +47,19 @@ EvalOptions checked(EvalOptions options) {
   if (options.trials < 1) throw InputError(fmt::format("trials must be at least 1 (got {})", options.trials));
   if (options.time_budget_seconds < 0) throw InputError("the time budget must not be negative");
   if (options.max_slots < 1) throw InputError("max_slots must be at least 1");
+  if (!(options.gpu_memory_budget > 0 && options.gpu_memory_budget <= 0.98)) {
+    throw InputError(fmt::format("the GPU memory budget must lie in (0, 0.98] of the card (got {})", options.gpu_memory_budget));
+  }
   for (const double share : {options.gpu_memory_fraction, options.reference_gpu_memory_fraction, options.judge_gpu_memory_fraction}) {
-    if (!(share > 0 && share <= 1)) throw InputError(fmt::format("a GPU memory fraction must lie in (0, 1] (got {})", share));
+    if (!(share >= 0 && share <= 1)) throw InputError(fmt::format("a GPU memory fraction must lie in [0, 1], 0 planned per task (got {})", share));
   }
   if (const double sum = options.gpu_memory_fraction + options.reference_gpu_memory_fraction + options.judge_gpu_memory_fraction;
-      sum > 0.95 + 1e-9) {
+      sum > options.gpu_memory_budget + 1e-9) {
     throw InputError(fmt::format("the GPU memory fractions add up to {:.2f} (candidate {:g}, reference {:g}, judge {:g}); the three "
-                                 "processes share one card, so at most 0.95 (lower --gpu-memory-fraction)",
-                                 sum, options.gpu_memory_fraction, options.reference_gpu_memory_fraction, options.judge_gpu_memory_fraction));
+                                 "processes share one card, so at most the budget {:g} (lower --gpu-memory-fraction, or leave it "
+                                 "0: planned per task)",
+                                 sum, options.gpu_memory_fraction, options.reference_gpu_memory_fraction, options.judge_gpu_memory_fraction,
+                                 options.gpu_memory_budget));
   }
   if (options.max_batch_calls < 1) throw InputError("max_batch_calls must be at least 1");
   if (options.backend == Backend::cuda && options.gpu < 0) throw InputError(fmt::format("gpu must be 0 or more (got {})", options.gpu));

@@ -18,6 +18,10 @@
 namespace crl::eval {
 namespace {
 
+// The card's share left to the reference's timing worker while it loads beside the opening judge
+// (its params; its arena and batches come after the memory plan).
+constexpr double kReferenceLoadRoom = 0.1;
+
 // Requests to the judge while it is being opened: a failure is the reference's (an Error).
 class Opening {
  public:
@@ -82,12 +86,24 @@ void plan_arenas(TaskJudge& j, const Task& task, const EvalOptions& options, con
                  Opening& opening) {
   for (int64_t b : j.output_bytes) j.region_bytes += (static_cast<uint64_t>(b) + 255) / 256 * 256;
   const worker::ArenaLayout one = worker::arena_layout(arguments, 1);
-  if (options.min_batch_us > 0) {
-    j.reference_call_us = opening.ask(worker::CallTimeRequest{j.seeds[0], 3}, "timing the reference's call").call_us;
-  }
+  const bool cuda = options.backend == Backend::cuda;
+  worker::CallTimeReply call;
+  if (options.min_batch_us > 0 || cuda) call = opening.ask(worker::CallTimeRequest{j.seeds[0], 3}, "timing the reference's call");
+  if (options.min_batch_us > 0) j.reference_call_us = call.call_us;
   const BatchPlanLimits limits{options.min_batch_us, options.max_batch_calls, options.max_slots, options.arena_bytes,
                                options.batch_output_bytes};
   j.layout = worker::arena_layout(arguments, plan_timed_batch(one.slot_bytes, j.region_bytes, j.reference_call_us, limits));
+  if (cuda) {
+    // The three processes' shares of the card, now that the reference's call is measured; the
+    // judge's own share shrinks to its part (it opened with most of the card, the others not yet
+    // holding anything but their contexts).
+    j.card_bytes = static_cast<uint64_t>(call.card_bytes);
+    const TaskMemory task_memory{j.card_bytes, one.slot_bytes, j.region_bytes, static_cast<uint64_t>(call.peak_bytes),
+                                 j.layout.total_bytes(), j.layout.slots};
+    j.memory = plan_memory(task_memory, options.gpu_memory_budget, options.judge_cache_bytes, fixed_shares(options));
+    (void)opening.ask(worker::MemoryShareRequest{j.memory.judge, static_cast<int64_t>(j.memory.judge_cache), j.memory.take_turns},
+                      "the judge's share of the GPU's memory");
+  }
   if (options.backend == Backend::cpu) {
     // Sealed at their sizes: the candidate's worker inherits its arena's fd, and shrinking it would
     // crash the judge (SIGBUS) at its next fill (attacks/shared_memory.cpu.crl).
@@ -107,6 +123,10 @@ void plan_arenas(TaskJudge& j, const Task& task, const EvalOptions& options, con
 }
 
 }  // namespace
+
+FixedShares fixed_shares(const EvalOptions& options) {
+  return {options.judge_gpu_memory_fraction, options.reference_gpu_memory_fraction, options.gpu_memory_fraction};
+}
 
 worker::LoadRequest load_request(const Task& task, const EvalOptions& options, const std::string& library,
                                  double gpu_memory_fraction) {
@@ -172,6 +192,9 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
                                   : std::vector<int>{});
   // The reference's timing worker loads (LibTorch, CUDA) while the judge makes its outputs.
   j->reference_worker = pool.start_program_worker("reference", {j->task_dir, j->reference_arena_fd});
+  // (shares of the GPU: the reference's worker uncapped until the memory plan, after the judge
+  // measured the reference's call, gives it its own; the judge opens with the budget but for room
+  // for the worker's load; eval/memory_plan.h)
   worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*j->reference_worker, j->library),
                                                     options.reference_gpu_memory_fraction);
   timing_load.program_name = "reference";
@@ -190,7 +213,9 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
     return call(*j->reference_worker, timing_load, options.load_timeout_seconds, "loading the reference's timing worker");
   });
   Opening opening(task, options, *j->judge);
-  worker::LoadRequest judge_load = load_request(task, options, j->library, options.judge_gpu_memory_fraction);
+  const double opening_share = options.judge_gpu_memory_fraction > 0 ? options.judge_gpu_memory_fraction
+                                                                      : options.gpu_memory_budget - kReferenceLoadRoom;
+  worker::LoadRequest judge_load = load_request(task, options, j->library, cpu ? 0 : opening_share);
   judge_load.kernelbench_model = j->kernelbench_model;
   judge_load.kernelbench_seed = j->kernelbench_seed;
   const auto loaded = opening.ask(judge_load, "loading the reference");
@@ -203,6 +228,11 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   std::optional<Failure> failed;
   if (!ready) failed = ready.failure();
   if (ready) j->reference_threads = ready->intra_op_threads;
+  if (!failed && !cpu) {
+    const auto shared = call(*j->reference_worker, worker::MemoryShareRequest{j->memory.reference, -1, false},
+                             options.load_timeout_seconds, "the reference's timing worker's share of the GPU's memory");
+    if (!shared) failed = shared.failure();
+  }
   if (!failed) {
     failed = attach_arena(*j->judge, *j->reference_worker, j->layout, !cpu, worker::ArenaOwner::reference,
                           options.load_timeout_seconds, "the reference's timing worker");
@@ -229,9 +259,10 @@ TaskJudge::~TaskJudge() {
 std::string TaskJudge::describe() const {
   return fmt::format(
       "reference held for {} trial seeds{} from secret {} (crl eval --seed {} replays this evaluation); "
-      "{} input slots per timed batch{}; precision {}: {}; {}{}{}",
+      "{} input slots per timed batch{}; {}precision {}: {}; {}{}{}",
       seeds.size(), edge_seeds.empty() ? "" : fmt::format(" and {} edge trials", edge_seeds.size()), secret, secret, layout.slots,
-      reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "", precision_name(precision),
+      reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "",
+      card_bytes > 0 ? memory.describe(card_bytes) + "; " : "", precision_name(precision),
       float64_missing.empty() ? "float32 outputs held to the float64 reference" : "no float64 reference (" + float64_missing + ")",
       values_described,
       timed_against_kernelbench ? "; the reference's time is KernelBench's Model's, from Python (baseline kernelbench)" : "",

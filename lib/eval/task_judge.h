@@ -12,6 +12,7 @@
 #include "compile/compiler.h"
 #include "eval/eval_options.h"
 #include "eval/failure.h"
+#include "eval/memory_plan.h"
 #include "eval/secret_draws.h"
 #include "eval/worker_pool.h"
 #include "suite/suite.h"
@@ -75,6 +76,9 @@ class TaskJudge {
   char* staging_map = nullptr;
   uint64_t region_bytes = 0;
   double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
+  // GPU: the card's size and the three processes' shares of it for this task (memory_plan.h).
+  uint64_t card_bytes = 0;
+  MemoryPlan memory;
   int reference_threads = 0;     // the reference's timing worker's intra-op threads (0: not said)
   SecretDraws draws;
   // KernelBench's rule (EvalOptions::kernelbench_dir): the seed Model and every ModelNew are built
@@ -86,6 +90,9 @@ class TaskJudge {
  private:
   TaskJudge() = default;
 };
+
+// The shares of the GPU the user fixed (EvalOptions; 0: planned).
+FixedShares fixed_shares(const EvalOptions& options);
 
 // The load request of a program worker or the judge.
 worker::LoadRequest load_request(const Task& task, const EvalOptions& options, const std::string& library,

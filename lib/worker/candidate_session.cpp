@@ -35,12 +35,22 @@ nlohmann::json CandidateSession::handle(const nlohmann::json& request) {
   if (!candidate_) throw InputError(fmt::format("request '{}' before 'load'", op_name(op)));
   // Whatever the previous request described has been read by now.
   held_.clear();
+  nlohmann::json reply = serve(op, request);
+  // Taking turns with the judge (eval/memory_plan.h): what a trial or the guards made goes back to
+  // the driver, but not around timed batches (start_timing empties the cache itself, the same for
+  // both programs).
+  if (release_after_requests_ && op != Op::time && op != Op::start_timing) device_.release_cached_memory();
+  return reply;
+}
+
+nlohmann::json CandidateSession::serve(Op op, const nlohmann::json& request) {
   switch (op) {
     case Op::arena: return answer<ArenaRequest>(*this, request);
     case Op::run: return answer<RunRequest>(*this, request);
     case Op::time: return answer<TimeRequest>(*this, request);
     case Op::guard: return answer<GuardRequest>(*this, request);
     case Op::release: return answer<ReleaseRequest>(*this, request);
+    case Op::memory_share: return answer<MemoryShareRequest>(*this, request);
     case Op::start_timing: return answer<StartTimingRequest>(*this, request);
     default: throw InputError(fmt::format("a program worker does not serve '{}'", op_name(op)));
   }
@@ -60,9 +70,17 @@ ArenaReply CandidateSession::on(const ArenaRequest& request) {
 
 NoReply CandidateSession::on(const ReleaseRequest&) { return {}; }
 
+NoReply CandidateSession::on(const MemoryShareRequest& request) {
+  // (the evaluator's memory plan, eval/memory_plan.h: sent to the reference's timing worker, whose
+  // share is known only once the judge has measured the reference's call)
+  if (device_.is_cuda()) device_.set_share(request.gpu_memory_fraction);
+  return {};
+}
+
 LoadReply CandidateSession::on(const LoadRequest& request) {
   spec_ = load_spec(request, &scale_);
   device_.init(request.device);
+  release_after_requests_ = request.device.release_after_requests;
   value_mix_ = ValueMix{request.value_mix, false};
   if (!value_mix_.kinds.empty() && value_mix_.kinds.size() != spec_->num_args()) {
     throw InputError(fmt::format("load: a value mix of {} arguments for {}", value_mix_.kinds.size(), spec_->num_args()));

@@ -34,9 +34,13 @@ class CandidateSession {
   GuardReply on(const GuardRequest& request);
   NoReply on(const StartTimingRequest& request);
   NoReply on(const ReleaseRequest& request);
+  NoReply on(const MemoryShareRequest& request);
 
  private:
+  nlohmann::json serve(Op op, const nlohmann::json& request);
+
   WorkerDevice device_;
+  bool release_after_requests_ = false;  // DeviceSettings
   std::optional<TaskSpec> spec_;
   std::string scale_;
   ValueMix value_mix_;  // the judge's (load request): the guards' inputs are made as its trials'

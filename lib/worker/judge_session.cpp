@@ -60,7 +60,17 @@ nlohmann::json JudgeSession::handle(const nlohmann::json& request) {
   const Op op = request_op(request);
   if (op == Op::load) return answer<LoadRequest>(*this, request);
   if (!reference_) throw InputError(fmt::format("request '{}' before 'load'", op_name(op)));
+  nlohmann::json reply = serve(op, request);
+  // A card too small for the judge's, the reference worker's and the candidate's peaks at once
+  // (eval/memory_plan.h): the judge's temporaries go back after each request, so that its peaks
+  // and the workers' take turns.
+  if (release_after_requests_) device_.release_cached_memory();
+  return reply;
+}
+
+nlohmann::json JudgeSession::serve(Op op, const nlohmann::json& request) {
   switch (op) {
+    case Op::memory_share: return answer<MemoryShareRequest>(*this, request);
     case Op::reference: return answer<ReferenceRequest>(*this, request);
     case Op::batch_copy: return answer<BatchCopyRequest>(*this, request);
     case Op::arena: return answer<ArenaRequest>(*this, request);
@@ -83,6 +93,15 @@ nlohmann::json JudgeSession::handle(const nlohmann::json& request) {
 NoReply JudgeSession::on(const DropArenaRequest& request) {
   // (on the GPU, a worker's own memory, let go before the worker ends; the CPU's memfds stay for the task)
   if (device_.is_cuda()) arena_named(request.which).release();
+  return {};
+}
+
+NoReply JudgeSession::on(const MemoryShareRequest& request) {
+  if (request.cache_bytes >= 0) cache_budget_bytes_ = request.cache_bytes;
+  release_after_requests_ = request.release_after_requests;
+  evict_to(cache_budget_bytes_);
+  device_.release_cached_memory();
+  if (device_.is_cuda()) device_.set_share(request.gpu_memory_fraction);
   return {};
 }
 
@@ -318,9 +337,15 @@ CallTimeReply JudgeSession::on(const CallTimeRequest& request) {
   // allocations and warm-up): the evaluator sizes its timed batches by it, so that a request's
   // fixed cost is a small part of what is timed. Outputs are dropped at once (the allocator's
   // cache then serves the next call, as in a timed batch).
+  // On the GPU it also measures what a call allocates beyond its arguments, at its peak (the
+  // evaluator sizes the processes' shares of the card by it: eval/memory_plan.h).
   const int repeats = std::clamp(request.repeats, 1, 100);
+  int64_t peak_bytes = 0;
   const double best_us = reclaiming([&] {
     const auto args = arguments_for(request.seed, false, false);
+    device_.synchronize();
+    const int64_t before = device_.allocated_bytes();
+    device_.reset_peak();
     double best = 0;
     for (int i = 0; i < repeats; ++i) {
       device_.synchronize();
@@ -329,9 +354,10 @@ CallTimeReply JudgeSession::on(const CallTimeRequest& request) {
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
       if (i == 0 || us < best) best = us;
     }
+    peak_bytes = std::max<int64_t>(device_.peak_allocated_bytes() - before, 0);
     return best;
   });
-  return {best_us};
+  return {best_us, peak_bytes, device_.card_bytes()};
 }
 
 BatchCopyReply JudgeSession::on(const BatchCopyRequest& request) {

@@ -34,6 +34,7 @@ class JudgeSession {
   LoadReply on(const LoadRequest& request);
   ReferenceReply on(const ReferenceRequest& request);
   CallTimeReply on(const CallTimeRequest& request);
+  NoReply on(const MemoryShareRequest& request);
   BatchCopyReply on(const BatchCopyRequest& request);
   ArenaReply on(const ArenaRequest& request);
   AdoptArenaReply on(const AdoptArenaRequest& request);
@@ -70,6 +71,7 @@ class JudgeSession {
     std::vector<at::Tensor> tensors;
   };
   InputArena& arena_named(ArenaOwner which);
+  nlohmann::json serve(Op op, const nlohmann::json& request);
 
   // A call's arguments made from its seed (KernelBench's rule: params from fixed_params_).
   std::vector<at::Tensor> arguments_for(uint64_t seed, bool spread, bool edges);
@@ -100,6 +102,7 @@ class JudgeSession {
   std::map<std::string, Outputs> outputs_;
   std::list<std::string> recently_used_;  // front: most recent
   int64_t cache_budget_bytes_ = int64_t{16} << 30;
+  bool release_after_requests_ = false;  // MemoryShareRequest
   ArenaLayout layout_;    // of both arenas, from the arena request
   InputArena arena_;            // the candidate's inputs
   InputArena reference_arena_;  // the same timed inputs for the reference's own worker

@@ -14,7 +14,7 @@ namespace {
 // Outputs a reply or request may describe, at most (a bound before anything is allocated for them).
 constexpr size_t kMaxOutputs = 1024;
 
-constexpr std::array<std::pair<Op, std::string_view>, 21> kOpNames = {{
+constexpr std::array<std::pair<Op, std::string_view>, 22> kOpNames = {{
     {Op::load, "load"},
     {Op::arena, "arena"},
     {Op::adopt_arena, "adopt_arena"},
@@ -34,6 +34,7 @@ constexpr std::array<std::pair<Op, std::string_view>, 21> kOpNames = {{
     {Op::values, "values"},
     {Op::flush, "flush"},
     {Op::release, "release"},
+    {Op::memory_share, "memory_share"},
     {Op::empty, "empty"},
     {Op::quit, "quit"},
 }};
@@ -218,7 +219,7 @@ nlohmann::json LoadRequest::to_json() const {
           {"program_kind", program_kind},           {"python_source", python_source},
           {"origin", origin},                       {"extensions", extensions_json(extensions)},
           {"kernelbench_seed", kernelbench_seed},   {"kernelbench_model", kernelbench_model},
-          {"python_class", python_class},           {"precision", device.precision},
+          {"python_class", python_class},           {"precision", device.precision}, {"release_after_requests", device.release_after_requests},
           {"value_mix", value_mix}};
 }
 
@@ -241,6 +242,7 @@ LoadRequest LoadRequest::from(const Fields& f) {
   r.kernelbench_model = f.text("kernelbench_model");
   r.python_class = f.text("python_class");
   r.device.precision = f.text("precision");
+  r.device.release_after_requests = f.flag("release_after_requests");
   if (r.device.precision != "fp32" && r.device.precision != "tf32") {
     throw InputError(fmt::format("{}: field 'precision' must be fp32 or tf32 (got '{}')", f.what(), r.device.precision));
   }
@@ -477,8 +479,14 @@ BatchCopyReply BatchCopyReply::from(const Fields& f) { return {f.flag("would_pas
 
 nlohmann::json CallTimeRequest::to_json() const { return {{"seed", seed}, {"repeats", repeats}}; }
 CallTimeRequest CallTimeRequest::from(const Fields& f) { return {f.unsigned_integer("seed"), f.int32("repeats")}; }
-nlohmann::json CallTimeReply::to_json() const { return {{"call_us", call_us}}; }
-CallTimeReply CallTimeReply::from(const Fields& f) { return {f.number("call_us")}; }
+nlohmann::json CallTimeReply::to_json() const { return {{"call_us", call_us}, {"peak_bytes", peak_bytes}, {"card_bytes", card_bytes}}; }
+CallTimeReply CallTimeReply::from(const Fields& f) { return {f.number("call_us"), f.integer("peak_bytes"), f.integer("card_bytes")}; }
+nlohmann::json MemoryShareRequest::to_json() const {
+  return {{"gpu_memory_fraction", gpu_memory_fraction}, {"cache_bytes", cache_bytes}, {"release_after_requests", release_after_requests}};
+}
+MemoryShareRequest MemoryShareRequest::from(const Fields& f) {
+  return {f.number("gpu_memory_fraction"), f.integer("cache_bytes"), f.flag("release_after_requests")};
+}
 
 // ---- the judge's checks ----
 

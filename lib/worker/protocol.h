@@ -36,6 +36,7 @@ enum class Op {
   values,          // judge: which values the task's arguments mix in (program/value_mix.h), by its domain probe
   flush,           // judge: write a buffer of twice the cache, before each timed batch
   release,         // let go of outputs described (and, judge, what it maps of the worker)
+  memory_share,    // both roles, GPU: this process's share of the card from now on (eval/memory_plan.h)
   empty,           // judge: an empty request (a timed request's fixed cost on the CPU)
   quit,            // end the worker
 };
@@ -90,6 +91,9 @@ struct DeviceSettings {
   double gpu_memory_fraction = 0;   // 0: no cap
   int cpu_threads = 0;              // 0: LibTorch's default
   std::string precision = "fp32";   // "fp32" | "tf32" (program/run_settings.h), the same for every worker of an evaluation
+  // A program worker on a card whose processes take turns (eval/memory_plan.h): its allocator's free
+  // blocks go back after every request but the timed ones.
+  bool release_after_requests = false;
 };
 
 // A KernelBench-format candidate's torch.utils.cpp_extension.load_inline call, as its worker recorded
@@ -344,6 +348,10 @@ struct BatchCopyRequest {
 
 struct CallTimeReply {
   double call_us = 0;
+  // GPU: what one call of the reference allocated at its peak beyond its arguments (outputs and
+  // temporaries, the caching allocator's count) and the card's memory: the evaluator's memory plan.
+  int64_t peak_bytes = 0;
+  int64_t card_bytes = 0;
   nlohmann::json to_json() const;
   static CallTimeReply from(const Fields& f);
 };
@@ -439,6 +447,20 @@ struct BareRequest {
   nlohmann::json to_json() const { return nlohmann::json::object(); }
   static BareRequest from(const Fields&) { return {}; }
 };
+// The process's share of the GPU's memory from now on, its arena included (the evaluator's memory
+// plan, eval/memory_plan.h); the judge also keeps at most `cache_bytes` of reference outputs and, with
+// `release_after_requests`, hands its allocator's free blocks back after every request (its peaks and
+// the workers' then take turns on a card too small for all three at once).
+struct MemoryShareRequest {
+  static constexpr Op op = Op::memory_share;
+  using Reply = NoReply;
+  double gpu_memory_fraction = 0;
+  int64_t cache_bytes = -1;  // -1: unchanged
+  bool release_after_requests = false;
+  nlohmann::json to_json() const;
+  static MemoryShareRequest from(const Fields& f);
+};
+
 using FlushRequest = BareRequest<Op::flush>;
 using ReleaseRequest = BareRequest<Op::release>;
 using EmptyRequest = BareRequest<Op::empty>;

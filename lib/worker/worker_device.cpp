@@ -60,6 +60,41 @@ void WorkerDevice::hold_outside_allocator(uint64_t bytes) {
 #endif
 }
 
+void WorkerDevice::set_share(double fraction) {
+  if (!(fraction > 0 && fraction <= 1)) throw InputError(fmt::format("a GPU memory share must lie in (0, 1], not {}", fraction));
+  share_ = fraction;
+  hold_outside_allocator(outside_allocator_);
+}
+
+int64_t WorkerDevice::allocated_bytes() const {
+#if CRL_HAVE_CUDA
+  if (device_.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current;
+#endif
+  return 0;
+}
+
+int64_t WorkerDevice::peak_allocated_bytes() const {
+#if CRL_HAVE_CUDA
+  if (device_.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak;
+#endif
+  return 0;
+}
+
+void WorkerDevice::reset_peak() {
+#if CRL_HAVE_CUDA
+  if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+#endif
+}
+
+int64_t WorkerDevice::card_bytes() const {
+#if CRL_HAVE_CUDA
+  size_t free_bytes = 0, total_bytes = 0;
+  if (device_.is_cuda() && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) return static_cast<int64_t>(total_bytes);
+  cudaGetLastError();
+#endif
+  return 0;
+}
+
 bool WorkerDevice::device_ran_short(std::string* seen) const {
 #if CRL_HAVE_CUDA
   if (!device_.is_cuda() || share_ <= 0) return false;

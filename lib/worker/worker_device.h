@@ -50,6 +50,13 @@ class WorkerDevice {
   // (the input arena, cudaMalloc'd): the allocator's cap shrinks by as much, so that the arena and
   // the allocator together stay within the share the evaluator gave.
   void hold_outside_allocator(uint64_t bytes);
+  // The evaluator's memory plan changed this process's share (of the card, arena included).
+  void set_share(double fraction);
+  // The caching allocator's bytes in tensors now, and its peak since reset_peak (0 on the CPU).
+  int64_t allocated_bytes() const;
+  int64_t peak_allocated_bytes() const;
+  void reset_peak();
+  int64_t card_bytes() const;  // the GPU's memory (0 on the CPU)
   // For an out-of-memory failure: whether the GPU ran short while this process was still within
   // its share (the other processes of the evaluation took more than theirs: crl's budget, not the
   // program, failed), with a sentence saying what was seen. False on the CPU or without a cap.

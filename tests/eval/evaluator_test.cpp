@@ -73,20 +73,26 @@ TEST(CpuEvaluatorBatchSize, BatchesAreSizedToLastMinBatchUsWithinMaxBatchCalls) 
   EXPECT_THROW(Evaluator(o, fixture_compiler()), InputError);
 }
 
-// The judge, the reference's timing worker and the candidate's worker share one card: their shares
-// may add up to 0.95 at most (the defaults do), and a larger sum is refused naming all three.
+// The judge, the reference's timing worker and the candidate's worker share one card: planned per
+// task by default (every share 0); shares set by hand add up to the budget at most, and a larger
+// sum is refused naming all three.
 TEST(EvalOptionsTest, GpuMemorySharesAddUpToOneBudget) {
   EvalOptions o = quick_options(Backend::cpu);
-  EXPECT_LE(o.gpu_memory_fraction + o.reference_gpu_memory_fraction + o.judge_gpu_memory_fraction, 0.95 + 1e-9);
+  EXPECT_EQ(o.gpu_memory_fraction + o.reference_gpu_memory_fraction + o.judge_gpu_memory_fraction, 0);
   EXPECT_NO_THROW(Evaluator(o, fixture_compiler()));
-  o.gpu_memory_fraction = 0.6;  // the old default, beside the reference worker's 0.25 and the judge's 0.25
+  o.gpu_memory_fraction = 0.6;  // the old default, beside the old 0.25 of the reference worker and the judge
+  o.reference_gpu_memory_fraction = 0.25;
+  o.judge_gpu_memory_fraction = 0.25;
   try {
     Evaluator rejected(o, fixture_compiler());
     ADD_FAILURE() << "shares adding up to 1.1 were accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("add up to 1.10 (candidate 0.6, reference 0.25, judge 0.25)"), std::string::npos) << e.what();
   }
+  o.gpu_memory_fraction = -0.1;
+  EXPECT_THROW(Evaluator(o, fixture_compiler()), InputError);
   o.gpu_memory_fraction = 0;
+  o.gpu_memory_budget = 1.0;  // nothing left for the CUDA contexts
   EXPECT_THROW(Evaluator(o, fixture_compiler()), InputError);
 }
 

@@ -52,7 +52,7 @@ TEST(Protocol, RequestsRoundTrip) {
   load.reference_program = "/suite/level1/019_relu/reference.crl";
   load.library = "/cache/objects/ab/lib.so";
   load.scale = "small";
-  load.device = {"cuda", 0.6, 2, "tf32"};
+  load.device = {"cuda", 0.6, 2, "tf32", true};
   load.value_mix = {3, 0, 4};
   load.cache_bytes = int64_t{16} << 30;
   load.program_name = "reference";
@@ -75,6 +75,14 @@ TEST(Protocol, RequestsRoundTrip) {
   EXPECT_EQ(l.program_name, "reference");
   EXPECT_TRUE(l.replay_as_graph);
   EXPECT_EQ(l.device.precision, "tf32");
+  EXPECT_TRUE(l.device.release_after_requests);
+  const MemoryShareRequest share = round_trip(MemoryShareRequest{0.31, int64_t{3} << 30, true});
+  EXPECT_EQ(share.gpu_memory_fraction, 0.31);
+  EXPECT_EQ(share.cache_bytes, int64_t{3} << 30);
+  EXPECT_TRUE(share.release_after_requests);
+  const CallTimeReply timed = reply_round_trip(CallTimeReply{12.5, int64_t{16} << 30, int64_t{80} << 30}, Op::call_time);
+  EXPECT_EQ(timed.peak_bytes, int64_t{16} << 30);
+  EXPECT_EQ(timed.card_bytes, int64_t{80} << 30);
   EXPECT_EQ(l.value_mix, (std::vector<uint32_t>{3, 0, 4}));
 
   const FillRequest f = round_trip(FillRequest{{{0, 7, false, false}, {3, uint64_t{1} << 59, true, true}}, true});

@@ -2,8 +2,11 @@
 """The suite's N tasks of most memory traffic at a scale (the spec's `bytes`, e.g. 019_relu's
 12.9 GB at full), as the JSONL `crl eval` reads: each task's reference program as its candidate.
 
-Usage: crl tasks list --json | tools/bench/largest_tasks.py [--count 10] [--scale full] > tasks.jsonl
-Used to time one correctness trial of the largest tasks (tools/gpu-measure.sh, step trial_time)."""
+Usage: crl tasks list --json | tools/bench/largest_tasks.py [--count 10] [--scale full] [--copies N] > tasks.jsonl
+Used to time one correctness trial of the largest tasks (tools/gpu-measure.sh, step trial_time) and,
+with --copies 16, for groups of correct candidates that must all fit the card beside the judge and the
+reference's worker (step memory_groups): each copy a distinct text (a comment), compiled and judged
+on its own."""
 import argparse
 import json
 import sys
@@ -13,6 +16,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10)
     parser.add_argument("--scale", default="full")
+    parser.add_argument("--copies", type=int, default=1)
     args = parser.parse_args()
     tasks = json.load(sys.stdin)
     sized = [t for t in tasks if args.scale in t.get("scales", {})]
@@ -20,7 +24,12 @@ def main() -> int:
     for t in sized[: args.count]:
         with open(t["path"], encoding="utf-8") as f:
             program = f.read()
-        print(json.dumps({"task": t["id"], "id": t["id"] + ":reference", "program": without_spec(program)}))
+        program = without_spec(program)
+        if args.copies == 1:
+            print(json.dumps({"task": t["id"], "id": t["id"] + ":reference", "program": program}))
+            continue
+        for copy in range(1, args.copies + 1):
+            print(json.dumps({"task": t["id"], "id": f"{t['id']}:reference:{copy}", "program": f"// copy {copy}\n{program}"}))
     return 0
 
 

@@ -18,7 +18,9 @@ constexpr size_t kMaxErrorBytes = 4000;
 std::optional<Failure> load_and_attach(Evaluation& e, WorkerPool& pool, const CandidateCode& code, WorkerProcess& worker,
                                        const std::string& loading, const std::string& attaching,
                                        std::vector<worker::ExtensionBuild>* needs_builds = nullptr) {
-  worker::LoadRequest request = load_request(e.task, e.options, "", e.options.gpu_memory_fraction);
+  // (its share of the GPU: the task's memory plan, memory_plan.h)
+  worker::LoadRequest request = load_request(e.task, e.options, "", e.task_judge.memory.candidate);
+  request.device.release_after_requests = e.task_judge.memory.take_turns;
   // KernelBench's rule (0: crl's): a ModelNew is built under the seed; a .crl candidate's worker
   // builds Model for its guards' own arguments.
   request.kernelbench_seed = e.task_judge.kernelbench_seed;

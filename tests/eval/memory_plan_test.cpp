@@ -1,0 +1,92 @@
+// The GPU memory plan (eval/memory_plan.h): the three processes' shares of a card per task.
+#include "eval/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace crl::eval {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+// An H100 80 GB's and an H200's memory as CUDA reports them.
+constexpr uint64_t kH100 = static_cast<uint64_t>(79.18 * kGiB);
+constexpr uint64_t kH200 = static_cast<uint64_t>(139.8 * kGiB);
+constexpr uint64_t kCacheLimit = 16 * kGiB;
+
+double bytes(double fraction, uint64_t card) { return fraction * static_cast<double>(card); }
+
+// level1/019 ReLU at full scale: 6 GiB in, 6 out, no temporaries, one slot.
+TaskMemory relu(uint64_t card) { return {card, 6 * kGiB, 6 * kGiB, 6 * kGiB, 6 * kGiB, 1}; }
+// level1/038 L1 norm at full scale: 8 GiB in, 8 out, abs(x) beside the output at the call's peak.
+TaskMemory l1_norm(uint64_t card) { return {card, 8 * kGiB, 8 * kGiB, 16 * kGiB, 8 * kGiB, 1}; }
+
+TEST(MemoryPlan, AReluAtFullScaleFitsAllThreeAtOnceAndTheCandidateGetsTheRest) {
+  const MemoryPlan plan = plan_memory(relu(kH100), 0.95, kCacheLimit);
+  EXPECT_FALSE(plan.take_turns);
+  EXPECT_NEAR(plan.judge + plan.reference + plan.candidate, 0.95, 1e-6);
+  // Each share holds what its process needs: the reference's batch, the judge's run, the guards.
+  EXPECT_GE(bytes(plan.reference, kH100), plan.reference_worker_need - 1.0);
+  EXPECT_GE(bytes(plan.judge, kH100), plan.judge_need + static_cast<double>(plan.judge_cache) - 1.0);
+  EXPECT_GE(bytes(plan.candidate, kH100), plan.candidate_guard_need);
+  EXPECT_GE(plan.candidate_guard_need, 6 * kGiB + 6 * kGiB + 3 * 6 * kGiB);  // arena, an input, three outputs
+  EXPECT_LE(plan.judge_cache, kCacheLimit);
+}
+
+TEST(MemoryPlan, AnL1NormOnAnH100TakesTurnsAndTheTimedPhaseStillFits) {
+  const TaskMemory task = l1_norm(kH100);
+  const MemoryPlan plan = plan_memory(task, 0.95, kCacheLimit);
+  EXPECT_TRUE(plan.take_turns);
+  EXPECT_EQ(plan.judge_cache, 0u);
+  // The timed phase: the judge's run beside both workers' batches within the budget.
+  EXPECT_LE(bytes(plan.judge, kH100) + bytes(plan.reference, kH100) + plan.reference_worker_need, bytes(0.95, kH100) + 1);
+  EXPECT_GE(bytes(plan.judge, kH100), plan.judge_need);
+  // The candidate's guards fit once the judge has handed its blocks back.
+  EXPECT_GE(bytes(plan.candidate, kH100), plan.candidate_guard_need);
+  EXPECT_NE(plan.describe(kH100).find("take turns"), std::string::npos) << plan.describe(kH100);
+  // On an H200 the same task fits all three at once.
+  EXPECT_FALSE(plan_memory(l1_norm(kH200), 0.95, kCacheLimit).take_turns);
+}
+
+TEST(MemoryPlan, ATaskTooLargeForTheCardIsCrlsLimitNamedWithItsFigures) {
+  // 12 GiB in, 24 GiB at the call's peak: ~37 GiB each for the three at once, 111 GiB in all.
+  const TaskMemory huge{kH100, 12 * kGiB, 12 * kGiB, 24 * kGiB, 12 * kGiB, 1};
+  try {
+    (void)plan_memory(huge, 0.95, kCacheLimit);
+    ADD_FAILURE() << "a task needing ~100 GiB at once was planned on an 80 GB card";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("does not fit this GPU"), std::string::npos) << what;
+    EXPECT_NE(what.find("crl's limit, not a program's"), std::string::npos) << what;
+    EXPECT_NE(what.find("12.00 GiB of arguments, 24.00 GiB beyond them"), std::string::npos) << what;
+  }
+  TaskMemory on_h200 = huge;
+  on_h200.card = kH200;
+  EXPECT_NO_THROW((void)plan_memory(on_h200, 0.95, kCacheLimit));
+}
+
+TEST(MemoryPlan, SharesSetByHandAreKeptAndTheRestIsPlannedAroundThem) {
+  const MemoryPlan all = plan_memory(relu(kH100), 0.95, kCacheLimit, {0.25, 0.25, 0.45});
+  EXPECT_EQ(all.judge, 0.25);
+  EXPECT_EQ(all.reference, 0.25);
+  EXPECT_EQ(all.candidate, 0.45);
+  EXPECT_EQ(all.judge_cache, kCacheLimit);
+  const MemoryPlan one = plan_memory(relu(kH100), 0.95, kCacheLimit, {0, 0, 0.5});
+  EXPECT_EQ(one.candidate, 0.5);
+  // What the candidate does not take, the judge's cache may (here less than its limit).
+  EXPECT_LT(one.judge_cache, kCacheLimit);
+  EXPECT_NEAR(one.judge + one.reference + one.candidate, 0.95, 1e-6);
+  // A fixed candidate share too small for the plan's others to fit is refused, not overcommitted.
+  EXPECT_THROW((void)plan_memory(l1_norm(kH100), 0.95, kCacheLimit, {0, 0, 0.6}), Error);
+}
+
+TEST(MemoryPlan, ATinyTaskLeavesAlmostEverythingToTheCandidate) {
+  const MemoryPlan plan = plan_memory({kH100, 4 << 20, 4 << 20, 4 << 20, 64 << 20, 16}, 0.95, kCacheLimit);
+  EXPECT_FALSE(plan.take_turns);
+  EXPECT_GT(plan.candidate, 0.5);
+  EXPECT_LT(plan.judge, 0.3);
+  EXPECT_LT(plan.reference, 0.01);
+}
+
+}  // namespace
+}  // namespace crl::eval
