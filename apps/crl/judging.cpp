@@ -85,6 +85,14 @@ void add_judge_options(CLI::App* cmd, JudgeOptions& o) {
                   "from the reference's measured call, within 0.95 of the card (docs/evaluation.md, GPU memory)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.95));
+  cmd->add_option("--reference-gpu-memory-fraction", o.reference_gpu_memory_fraction,
+                  "Share of the GPU's memory the reference's timing worker may hold, for every task; 0 (the default): planned")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.95));
+  cmd->add_option("--judge-gpu-memory-fraction", o.judge_gpu_memory_fraction,
+                  "Share of the GPU's memory the judge may hold, for every task; 0 (the default): planned")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.95));
   cmd->add_option("--compile-ahead", o.compile_ahead,
                   "Candidates compiled ahead of the one being judged (default: 8 on CUDA, 0 on the CPU)")
       ->check(CLI::Range(0, 1024));
@@ -120,6 +128,8 @@ eval::EvalOptions eval_options_of(const JudgeOptions& o, uint64_t seed) {
   options.kernelbench_dir = o.kernelbench;
   options.cpu_threads = o.cpu_threads;
   options.gpu_memory_fraction = o.gpu_memory_fraction;
+  options.reference_gpu_memory_fraction = o.reference_gpu_memory_fraction;
+  options.judge_gpu_memory_fraction = o.judge_gpu_memory_fraction;
   options.gpu = o.gpu;
   if (o.time_budget >= 0) {
     options.time_budget_seconds = o.time_budget;

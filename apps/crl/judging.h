@@ -33,7 +33,9 @@ struct JudgeOptions {
   bool no_timing = false;
   bool no_sandbox = false;
   bool call_turns = false;
-  double gpu_memory_fraction = 0;  // the candidate worker's share of the GPU (EvalOptions)
+  double gpu_memory_fraction = 0;
+  double reference_gpu_memory_fraction = 0;  // the reference's timing worker's (0: planned)
+  double judge_gpu_memory_fraction = 0;      // the judge's (0: planned)  // the candidate worker's share of the GPU (EvalOptions)
   int gpu = 0;                        // which of the GPUs this process sees its workers use (EvalOptions)
   double remeasure_above = 3;
   double max_relative_ci = 0.1;  // EvalOptions: the widest interval a reward rests on
