@@ -15,6 +15,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // process allocates a few small tensors of its own (the judge's flush buffer, events, scalars).
 constexpr double kRounding = 1.02;
 constexpr uint64_t kSmallAllocations = uint64_t{256} << 20;
+// The shares every task had before they were planned, kept wherever each process's need fits in
+// them: timings measured under them (the reference judged against itself, the attack catalogue's
+// verdicts) stay comparable; only tasks that did not fit are sized by their needs.
+constexpr FixedShares kUsualShares{0.25, 0.25, 0.45};
 // What the judge holds between requests when it hands its free blocks back (taking turns).
 constexpr uint64_t kJudgeFloor = uint64_t{512} << 20;
 
@@ -43,10 +47,14 @@ MemoryPlan plan_memory(const TaskMemory& task, double budget, uint64_t judge_cac
   plan.candidate_guard_need = padded(task.arena + task.arguments + 3 * task.outputs + temporaries);
   const uint64_t candidate_need = std::max(plan.reference_worker_need, plan.candidate_guard_need);
 
-  if (fixed.judge > 0 && fixed.reference > 0 && fixed.candidate > 0) {
-    plan.judge = fixed.judge;
-    plan.reference = fixed.reference;
-    plan.candidate = fixed.candidate;
+  const bool none_fixed = fixed.judge == 0 && fixed.reference == 0 && fixed.candidate == 0;
+  const bool usual_fit = bytes_of(kUsualShares.judge) >= plan.judge_need && bytes_of(kUsualShares.reference) >= plan.reference_worker_need &&
+                         bytes_of(kUsualShares.candidate) >= candidate_need && kUsualShares.judge + kUsualShares.reference + kUsualShares.candidate <= budget;
+  if ((fixed.judge > 0 && fixed.reference > 0 && fixed.candidate > 0) || (none_fixed && usual_fit)) {
+    const FixedShares& shares = none_fixed ? kUsualShares : fixed;
+    plan.judge = shares.judge;
+    plan.reference = shares.reference;
+    plan.candidate = shares.candidate;
     plan.judge_cache = judge_cache_limit;
     return plan;
   }

@@ -37,7 +37,9 @@ struct MemoryPlan {
   std::string describe(uint64_t card) const;
 };
 
-// Throws Error (crl's limit, named with the figures) when even the timed phase does not fit.
+// The usual shares (judge 0.25, reference 0.25, candidate 0.45 of the card) where each process's need
+// fits in them; otherwise sized by the needs. Throws Error (crl's limit, named with the figures)
+// when even the timed phase does not fit.
 // `budget` is the fraction of the card the three may use together (the rest: their CUDA contexts).
 MemoryPlan plan_memory(const TaskMemory& task, double budget, uint64_t judge_cache_limit, const FixedShares& fixed = {});
 

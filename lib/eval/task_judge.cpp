@@ -18,9 +18,11 @@
 namespace crl::eval {
 namespace {
 
-// The card's share left to the reference's timing worker while it loads beside the opening judge
-// (its params; its arena and batches come after the memory plan).
-constexpr double kReferenceLoadRoom = 0.1;
+// The reference's timing worker's share while it loads beside the opening judge (its params; its
+// arena and batches come after the memory plan): the usual one, or the user's.
+double reference_load_share(const EvalOptions& options) {
+  return options.reference_gpu_memory_fraction > 0 ? options.reference_gpu_memory_fraction : 0.25;
+}
 
 // Requests to the judge while it is being opened: a failure is the reference's (an Error).
 class Opening {
@@ -192,11 +194,11 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
                                   : std::vector<int>{});
   // The reference's timing worker loads (LibTorch, CUDA) while the judge makes its outputs.
   j->reference_worker = pool.start_program_worker("reference", {j->task_dir, j->reference_arena_fd});
-  // (shares of the GPU: the reference's worker uncapped until the memory plan, after the judge
-  // measured the reference's call, gives it its own; the judge opens with the budget but for room
-  // for the worker's load; eval/memory_plan.h)
+  // (shares of the GPU: the reference's worker loads with room for its params, and the memory plan,
+  // once the judge measured the reference's call, gives it its own; the judge opens with the budget
+  // but for that room; eval/memory_plan.h)
   worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*j->reference_worker, j->library),
-                                                    options.reference_gpu_memory_fraction);
+                                                    cpu ? 0 : reference_load_share(options));
   timing_load.program_name = "reference";
   timing_load.replay_as_graph = options.baseline == "cuda_graph";
   if (options.baseline == "kernelbench") {
@@ -214,7 +216,7 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   });
   Opening opening(task, options, *j->judge);
   const double opening_share = options.judge_gpu_memory_fraction > 0 ? options.judge_gpu_memory_fraction
-                                                                      : options.gpu_memory_budget - kReferenceLoadRoom;
+                                                                      : options.gpu_memory_budget - reference_load_share(options);
   worker::LoadRequest judge_load = load_request(task, options, j->library, cpu ? 0 : opening_share);
   judge_load.kernelbench_model = j->kernelbench_model;
   judge_load.kernelbench_seed = j->kernelbench_seed;
