@@ -90,6 +90,13 @@ MemoryPlan plan_memory(const TaskMemory& task, double budget, uint64_t judge_cac
   return plan;
 }
 
+std::string MemoryPlan::candidate_share_said(uint64_t card) const {
+  const double c = static_cast<double>(card) / kGiB;
+  return fmt::format("its share of this GPU for this task: {:.1f} GiB of {:.1f} (a program like the reference needs {:.1f}, "
+                     "{:.1f} with crl's guards)",
+                     candidate * c, c, gib(reference_worker_need), gib(candidate_guard_need));
+}
+
 std::string MemoryPlan::describe(uint64_t card) const {
   const double c = static_cast<double>(card) / kGiB;
   return fmt::format("GPU memory of {:.1f} GiB: the judge {:.1f} GiB (reference outputs kept: {:.1f}), the reference's worker "

@@ -35,6 +35,8 @@ struct MemoryPlan {
   // same with the hack guards' extra input and outputs.
   uint64_t reference_worker_need = 0, judge_need = 0, candidate_guard_need = 0;
   std::string describe(uint64_t card) const;
+  // For a candidate that ran out of its share: how large it was and what the reference needs.
+  std::string candidate_share_said(uint64_t card) const;
 };
 
 // The usual shares (judge 0.25, reference 0.25, candidate 0.45 of the card) where each process's need

@@ -36,6 +36,9 @@ TEST(MemoryPlan, AReluAtFullScaleKeepsTheUsualShares) {
   EXPECT_GE(bytes(plan.candidate, kH100), plan.candidate_guard_need);
   EXPECT_GE(plan.candidate_guard_need, 6 * kGiB + 6 * kGiB + 3 * 6 * kGiB);  // arena, an input, three outputs
   EXPECT_EQ(plan_memory({kH100, 4 << 20, 4 << 20, 4 << 20, 64 << 20, 16}, 0.95, kCacheLimit).candidate, 0.45);
+  // A candidate that runs out of its share is told how large it was.
+  const std::string said = plan.candidate_share_said(kH100);
+  EXPECT_NE(said.find("its share of this GPU for this task: 35.6 GiB of 79.2"), std::string::npos) << said;
 }
 
 // Outputs of 9 GiB: the candidate's guards need ~37 GiB, more than its usual 0.45 (35.6 GiB), while
