@@ -172,16 +172,18 @@ ValueMix eligible_mix(const TaskSpec& spec) {
 }
 
 std::vector<at::Tensor> make_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call,
-                                            const ValueMix& mix, const at::Device& device) {
+                                            const ValueMix& mix, const at::Device& device, const FixedParams& fixed) {
   std::vector<at::Tensor> args = make_arguments(spec, scale, call.seed, device);
   mix_call_arguments(spec, scale, call, mix, args);
+  apply_fixed_params(spec, fixed, args);
   return args;
 }
 
 void fill_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call, const ValueMix& mix,
-                         std::vector<at::Tensor>& args) {
+                         std::vector<at::Tensor>& args, const FixedParams& fixed) {
   fill_arguments(spec, scale, call.seed, args);
   mix_call_arguments(spec, scale, call, mix, args);
+  apply_fixed_params(spec, fixed, args);
 }
 
 std::string describe_mix(const TaskSpec& spec, const ValueMix& mix) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "program/arguments.h"
 #include "program/task_spec.h"
 
 namespace crl {
@@ -66,13 +67,14 @@ struct CallValues {
 // mix (its MixKind bits; constants first, then signs, then a share of its elements moved to its
 // declared edges and magnitudes), then spread_samples where asked. Deterministic for a (call, mix,
 // device type); the judge and the candidate's worker (the guards' own inputs) make the same tensors.
-// Temporaries are bounded by chunks of kEdgeChunkElements, whatever a tensor's size.
+// Temporaries are bounded by chunks of kEdgeChunkElements, whatever a tensor's size. Under
+// KernelBench's rule the params then hold `fixed`'s values (apply_fixed_params; empty: crl's rule).
 std::vector<at::Tensor> make_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call,
-                                            const ValueMix& mix, const at::Device& device);
+                                            const ValueMix& mix, const at::Device& device, const FixedParams& fixed = {});
 // The same values written into `args` (contiguous tensors of the arguments' shapes and dtypes), in
 // place: the guards' new values at the same addresses, without a second set of inputs.
 void fill_call_arguments(const TaskSpec& spec, const std::string& scale, const CallValues& call, const ValueMix& mix,
-                         std::vector<at::Tensor>& args);
+                         std::vector<at::Tensor>& args, const FixedParams& fixed = {});
 
 // "x: signs, magnitudes; weight: constants" (the judge step's words); "nothing" when empty.
 std::string describe_mix(const TaskSpec& spec, const ValueMix& mix);

@@ -154,8 +154,7 @@ RunReply CandidateSession::on(const RunRequest& request) {
   } else {
     // Guards' own inputs (their seeds are trial seeds; nothing is timed on them), made as the judge
     // made that trial's.
-    args = make_call_arguments(*spec_, scale_, {request.seed, false, false}, value_mix_, device_.device());
-    apply_fixed_params(*spec_, fixed_params_, args);
+    args = make_call_arguments(*spec_, scale_, {request.seed, false, false}, value_mix_, device_.device(), fixed_params_);
     if (request.spread_samples) (void)spread_samples(*spec_, args);
   }
   const auto outputs = call_and_check(device_, *candidate_, args);

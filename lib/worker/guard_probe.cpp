@@ -154,8 +154,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
   // 1. One call on inputs A: threads and work left running, aliasing, ownership, input mutation.
   //    The copies taken to compare with are let go as soon as their check is done: at full scale
   //    each is as large as an input or output, and the worker's share must hold the held outputs.
-  auto args = make_call_arguments(spec, scale, {seeds[0]}, mix, device);
-  apply_fixed_params(spec, fixed, args);
+  auto args = make_call_arguments(spec, scale, {seeds[0]}, mix, device, fixed);
   auto args_before = snapshot_all(args);
   // Free memory is poisoned first: an output block that still held an earlier call's correct
   // result (seed A was trial 1's seed) would look finished at return even while work on another
@@ -221,8 +220,7 @@ GuardOutputs first_call_probes(const GuardRequest& request, const TaskSpec& spec
   // 2. Cache probe: new values (B) written into A's tensors (same addresses), while the first
   //    outputs are still held (A's values at new addresses are part 2).
   {
-    fill_call_arguments(spec, scale, {seeds[1]}, mix, args);  // in place: no second set of inputs
-    apply_fixed_params(spec, fixed, args);
+    fill_call_arguments(spec, scale, {seeds[1]}, mix, args, fixed);  // in place: no second set of inputs
     auto second = candidate(args, /*wait_for_device=*/true);
     synchronize_device(device);
     std::string reused;
@@ -245,8 +243,7 @@ GuardOutputs fresh_call_probe(const GuardRequest& request, const TaskSpec& spec,
                               const at::Device& device, const FixedParams& fixed, const CandidateForward& candidate, const std::string& name,
                               const std::string& kind) {
   GuardOutputs reply;
-  auto fresh = make_call_arguments(spec, scale, {request.seeds[0]}, mix, device);
-  apply_fixed_params(spec, fixed, fresh);
+  auto fresh = make_call_arguments(spec, scale, {request.seeds[0]}, mix, device, fixed);
   poison_free_memory(request.output_bytes, device);
   add_group(reply, name, kind, 0, candidate(fresh, /*wait_for_device=*/true));
   synchronize_device(device);

@@ -150,10 +150,8 @@ LoadReply JudgeSession::on(const LoadRequest& request) {
 }
 
 std::vector<at::Tensor> JudgeSession::arguments_for(uint64_t seed, bool spread, bool edges) {
-  auto args = make_call_arguments(*spec_, scale_, {seed, edges, spread}, value_mix_, device_.device());
-  // KernelBench's rule: every call's params hold Model's values (the inputs stay fresh per call).
-  apply_fixed_params(*spec_, fixed_params_, args);
-  return args;
+  // (KernelBench's rule: every call's params hold Model's values; the inputs stay fresh per call)
+  return make_call_arguments(*spec_, scale_, {seed, edges, spread}, value_mix_, device_.device(), fixed_params_);
 }
 
 void JudgeSession::make_outputs(Outputs& o, size_t* spread_inputs, std::vector<at::Tensor> args) {
@@ -220,7 +218,7 @@ ValuesReply JudgeSession::on(const ValuesRequest& request) {
     ++reply.runs;
     try {
       return reclaiming([&] {
-        return nan_count(call_and_check(device_, *reference_, make_call_arguments(*spec_, scale_, {request.seed}, mix, device_.device())));
+        return nan_count(call_and_check(device_, *reference_, make_call_arguments(*spec_, scale_, {request.seed}, mix, device_.device(), fixed_params_)));
       });
     } catch (const std::exception&) {
       if (device_.poisoned() || mix.kinds.empty()) throw;  // the reference fails on its own inputs: crl's failure

@@ -196,4 +196,26 @@ TEST(ValueMix, TheSameCallIsTheSameBytesWithManyThreads) {
   at::set_num_threads(threads);
 }
 
+// KernelBench's rule: params hold the Model's values whatever the mix drew for them (constants are
+// drawn at random under crl's rule), in a call made anew and in one refilled in place; the inputs
+// keep their mixed values.
+TEST(ValueMix, FixedParamsOverrideTheMixedParamsAndLeaveTheInputs) {
+  const TaskSpec spec = spec_from(kTensors);
+  const ValueMix mix = eligible_mix(spec);
+  const auto free_params = make_call_arguments(spec, "small", {9}, mix, kCpu);
+  const at::Tensor w = at::full({256}, 0.5f);
+  const at::Tensor s = at::linspace(-1, 1, 256);
+  const FixedParams fixed = {{0, w}, {2, s}};  // params w and s, by their index among the params
+  const size_t first_param = spec.inputs.size();
+  const auto held = make_call_arguments(spec, "small", {9}, mix, kCpu, fixed);
+  EXPECT_TRUE(at::equal(held[first_param], w));
+  EXPECT_TRUE(at::equal(held[first_param + 2], s));
+  EXPECT_TRUE(at::equal(held[first_param + 1], free_params[first_param + 1])) << "a param not fixed keeps its draw";
+  for (size_t i = 0; i < first_param; ++i) EXPECT_TRUE(at::equal(held[i], free_params[i])) << "input " << i;
+  std::vector<at::Tensor> refilled;
+  for (const auto& t : held) refilled.push_back(at::empty_like(t));
+  fill_call_arguments(spec, "small", {9}, mix, refilled, fixed);
+  for (size_t i = 0; i < held.size(); ++i) EXPECT_TRUE(at::equal(held[i], refilled[i])) << "argument " << i << " refilled in place";
+}
+
 }  // namespace crl
