@@ -173,9 +173,9 @@ Verdict Evaluator::finish(Trace& trace, CandidateWorker& worker, const Failure& 
   v.status = failure.status;
   v.hack_kind = failure.status == VerdictStatus::kHack ? std::string(hack_kind_name(failure.hack)) : "";
   v.message = failure.message;
-  if (failure.out_of_memory && failure.status == VerdictStatus::kRuntimeError && judge_ && judge_->card_bytes > 0) {
+  if (failure.out_of_memory && failure.status == VerdictStatus::kRuntimeError && judge_ && judge_->memory.card > 0) {
     // The program ran out of its own share: the verdict says how large that was for this task.
-    v.message += "; " + judge_->memory.candidate_share_said(judge_->card_bytes);
+    v.message += "; " + judge_->memory.candidate_share_said();
   }
   v.reward = 0;
   if (failure.cleanup == Failure::Cleanup::drop_judge) judge_.reset();

@@ -15,10 +15,6 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // process allocates a few small tensors of its own (the judge's flush buffer, events, scalars).
 constexpr double kRounding = 1.02;
 constexpr uint64_t kSmallAllocations = uint64_t{256} << 20;
-// The shares every task had before they were planned, kept wherever each process's need fits in
-// them: timings measured under them (the reference judged against itself, the attack catalogue's
-// verdicts) stay comparable; only tasks that did not fit are sized by their needs.
-constexpr FixedShares kUsualShares{0.25, 0.25, 0.45};
 // What the judge holds between requests when it hands its free blocks back (taking turns).
 constexpr uint64_t kJudgeFloor = uint64_t{512} << 20;
 
@@ -38,6 +34,7 @@ MemoryPlan plan_memory(const TaskMemory& task, double budget, uint64_t judge_cac
   const uint64_t held_outputs = static_cast<uint64_t>(std::max(task.slots, 1)) * task.outputs;
 
   MemoryPlan plan;
+  plan.card = task.card;
   // A program worker timing a batch: its arena, every call's outputs held, one call's temporaries.
   plan.reference_worker_need = padded(task.arena + held_outputs + temporaries);
   // The judge's requests: a call's arguments made afresh and the reference run on them (its float64
@@ -90,15 +87,15 @@ MemoryPlan plan_memory(const TaskMemory& task, double budget, uint64_t judge_cac
   return plan;
 }
 
-std::string MemoryPlan::candidate_share_said(uint64_t card) const {
-  const double c = static_cast<double>(card) / kGiB;
+std::string MemoryPlan::candidate_share_said() const {
+  const double c = gib(card);
   return fmt::format("its share of this GPU for this task: {:.1f} GiB of {:.1f} (a program like the reference needs {:.1f}, "
                      "{:.1f} with crl's guards)",
                      candidate * c, c, gib(reference_worker_need), gib(candidate_guard_need));
 }
 
-std::string MemoryPlan::describe(uint64_t card) const {
-  const double c = static_cast<double>(card) / kGiB;
+std::string MemoryPlan::describe() const {
+  const double c = gib(card);
   return fmt::format("GPU memory of {:.1f} GiB: the judge {:.1f} GiB (reference outputs kept: {:.1f}), the reference's worker "
                      "{:.1f}, the candidate's {:.1f} (a program like the reference needs {:.1f}, with the guards {:.1f}){}",
                      c, judge * c, gib(judge_cache), reference * c, candidate * c, gib(reference_worker_need),

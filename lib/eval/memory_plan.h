@@ -22,7 +22,13 @@ struct FixedShares {
   double judge = 0, reference = 0, candidate = 0;
 };
 
+// The shares every task had before they were planned, kept wherever each process's need fits in
+// them (timings measured under them stay comparable); the reference's worker also loads with its
+// usual share, before the plan exists.
+inline constexpr FixedShares kUsualShares{0.25, 0.25, 0.45};
+
 struct MemoryPlan {
+  uint64_t card = 0;  // the GPU's memory; 0: not planned (the CPU backend)
   // Fractions of the card (caching allocator plus arena), as each process is capped.
   double judge = 0, reference = 0, candidate = 0;
   uint64_t judge_cache = 0;  // reference outputs the judge keeps
@@ -34,9 +40,9 @@ struct MemoryPlan {
   // Estimates, for messages: a program like the reference in a worker (its timed batch), and the
   // same with the hack guards' extra input and outputs.
   uint64_t reference_worker_need = 0, judge_need = 0, candidate_guard_need = 0;
-  std::string describe(uint64_t card) const;
+  std::string describe() const;
   // For a candidate that ran out of its share: how large it was and what the reference needs.
-  std::string candidate_share_said(uint64_t card) const;
+  std::string candidate_share_said() const;
 };
 
 // The usual shares (judge 0.25, reference 0.25, candidate 0.45 of the card) where each process's need

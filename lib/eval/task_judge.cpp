@@ -21,7 +21,7 @@ namespace {
 // The reference's timing worker's share while it loads beside the opening judge (its params; its
 // arena and batches come after the memory plan): the usual one, or the user's.
 double reference_load_share(const EvalOptions& options) {
-  return options.reference_gpu_memory_fraction > 0 ? options.reference_gpu_memory_fraction : 0.25;
+  return options.reference_gpu_memory_fraction > 0 ? options.reference_gpu_memory_fraction : kUsualShares.reference;
 }
 
 // Requests to the judge while it is being opened: a failure is the reference's (an Error).
@@ -99,8 +99,7 @@ void plan_arenas(TaskJudge& j, const Task& task, const EvalOptions& options, con
     // The three processes' shares of the card, now that the reference's call is measured; the
     // judge's own share shrinks to its part (it opened with most of the card, the others not yet
     // holding anything but their contexts).
-    j.card_bytes = static_cast<uint64_t>(call.card_bytes);
-    const TaskMemory task_memory{j.card_bytes, one.slot_bytes, j.region_bytes, static_cast<uint64_t>(call.peak_bytes),
+    const TaskMemory task_memory{static_cast<uint64_t>(call.card_bytes), one.slot_bytes, j.region_bytes, static_cast<uint64_t>(call.peak_bytes),
                                  j.layout.total_bytes(), j.layout.slots};
     j.memory = plan_memory(task_memory, options.gpu_memory_budget, options.judge_cache_bytes, fixed_shares(options));
     (void)opening.ask(worker::MemoryShareRequest{j.memory.judge, static_cast<int64_t>(j.memory.judge_cache), j.memory.take_turns},
@@ -264,7 +263,7 @@ std::string TaskJudge::describe() const {
       "{} input slots per timed batch{}; {}precision {}: {}; {}{}{}",
       seeds.size(), edge_seeds.empty() ? "" : fmt::format(" and {} edge trials", edge_seeds.size()), secret, secret, layout.slots,
       reference_call_us > 0 ? fmt::format(" (the reference's call: {:.0f} us)", reference_call_us) : "",
-      card_bytes > 0 ? memory.describe(card_bytes) + "; " : "", precision_name(precision),
+      memory.card > 0 ? memory.describe() + "; " : "", precision_name(precision),
       float64_missing.empty() ? "float32 outputs held to the float64 reference" : "no float64 reference (" + float64_missing + ")",
       values_described,
       timed_against_kernelbench ? "; the reference's time is KernelBench's Model's, from Python (baseline kernelbench)" : "",

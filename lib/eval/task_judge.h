@@ -76,9 +76,7 @@ class TaskJudge {
   char* staging_map = nullptr;
   uint64_t region_bytes = 0;
   double reference_call_us = 0;  // the reference's time per call as the judge timed it (0: not timed)
-  // GPU: the card's size and the three processes' shares of it for this task (memory_plan.h).
-  uint64_t card_bytes = 0;
-  MemoryPlan memory;
+  MemoryPlan memory;  // GPU: the three processes' shares of the card for this task (memory_plan.h)
   int reference_threads = 0;     // the reference's timing worker's intra-op threads (0: not said)
   SecretDraws draws;
   // KernelBench's rule (EvalOptions::kernelbench_dir): the seed Model and every ModelNew are built

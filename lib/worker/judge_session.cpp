@@ -114,15 +114,8 @@ LoadReply JudgeSession::on(const LoadRequest& request) {
   spec_ = load_spec(request, &scale_);
   device_.init(request.device);
   cache_budget_bytes_ = request.cache_bytes;
-#if CRL_HAVE_CUDA
-  if (device_.is_cuda()) {
-    // A spec whose arguments alone exceed the GPU's memory is refused before anything is made.
-    size_t free_bytes = 0, total_bytes = 0;
-    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
-      spec_->check_argument_bytes(scale_, static_cast<int64_t>(total_bytes));
-    }
-  }
-#endif
+  // A spec whose arguments alone exceed the GPU's memory is refused before anything is made.
+  if (const int64_t card = device_.card_bytes(); card > 0) spec_->check_argument_bytes(scale_, card);
   reference_ = std::make_unique<NamedProgram>("reference", request.library);
   if (request.kernelbench_seed != 0) {
     fixed_params_ = kernelbench_param_values(request.kernelbench_model, request.kernelbench_seed, *spec_, scale_, device_.device());

@@ -37,7 +37,7 @@ TEST(MemoryPlan, AReluAtFullScaleKeepsTheUsualShares) {
   EXPECT_GE(plan.candidate_guard_need, 6 * kGiB + 6 * kGiB + 3 * 6 * kGiB);  // arena, an input, three outputs
   EXPECT_EQ(plan_memory({kH100, 4 << 20, 4 << 20, 4 << 20, 64 << 20, 16}, 0.95, kCacheLimit).candidate, 0.45);
   // A candidate that runs out of its share is told how large it was.
-  const std::string said = plan.candidate_share_said(kH100);
+  const std::string said = plan.candidate_share_said();
   EXPECT_NE(said.find("its share of this GPU for this task: 35.6 GiB of 79.2"), std::string::npos) << said;
 }
 
@@ -66,7 +66,7 @@ TEST(MemoryPlan, AnL1NormOnAnH100TakesTurnsAndTheTimedPhaseStillFits) {
   EXPECT_GE(bytes(plan.judge, kH100), plan.judge_need);
   // The candidate's guards fit once the judge has handed its blocks back.
   EXPECT_GE(bytes(plan.candidate, kH100), plan.candidate_guard_need);
-  EXPECT_NE(plan.describe(kH100).find("take turns"), std::string::npos) << plan.describe(kH100);
+  EXPECT_NE(plan.describe().find("take turns"), std::string::npos) << plan.describe();
   // On an H200 the same task fits all three at once.
   EXPECT_FALSE(plan_memory(l1_norm(kH200), 0.95, kCacheLimit).take_turns);
 }
