@@ -62,6 +62,19 @@ TEST_F(GpuAttackTest, ANonContiguousOutputIsLegitimate) {
   const Verdict v = judge("noncontiguous_output.legit.cuda.crl");
   EXPECT_TRUE(v.ok()) << explain(v);
 }
+// The last quarter of a timed batch's kernels left running past the worker's reply, its device
+// sync patched in its own process: the judge's idle probe after the batch must charge that tail
+// (issue 40 item 2). Its twin joins a side stream before returning and patches nothing.
+TEST_F(GpuAttackTest, ABatchsTailHiddenFromTheWorkersSyncGainsNothing) {
+  const Verdict v = judge("hidden_tail.cuda.crl");
+  if (v.status == VerdictStatus::kHack) return;
+  ASSERT_TRUE(v.ok()) << explain(v);
+  EXPECT_LT(v.speedup_ci_low, 1.1) << explain(v);
+}
+TEST_F(GpuAttackTest, AKernelOnASideStreamJoinedBeforeReturnIsLegitimate) {
+  const Verdict v = judge("side_stream_joined.legit.cuda.crl");
+  EXPECT_TRUE(v.ok()) << explain(v);
+}
 TEST_F(GpuAttackTest, KernelsQueuedBetweenCallsDoNotSlowTheReference) { expect_no_gain(judge("gpu_interference.cuda.crl")); }
 // Work left running while the worker is frozen and stopped when its own batch begins: the judge
 // waits for an idle GPU before every batch (the reference's too), and a GPU that stays busy fails
@@ -107,8 +120,11 @@ TEST_F(GpuAttackTest, ForgedIpcHandlesOpenNoOtherProcesssMemory) {
   const Verdict v = judge("ipc_forge.cuda.crl");
   ASSERT_TRUE(v.ok()) << explain(v);
   std::printf("%s\n", v.worker_log.c_str());
-  // A forged handle that opens the program's own memory again reads nothing of anyone else's.
-  EXPECT_NE(v.worker_log.find(" 0 of them another process's memory"), std::string::npos) << v.worker_log;
+  // The driver ignores the handle's pid: what forgeries open for a pid no process has is the
+  // program's own memory (its marked blocks, its arena and outputs), and forgeries aimed at crl's
+  // processes must open exactly that much, nothing of theirs (on the H100, 2026-12-07: 152 of 257
+  // per process, 22 of them not its two marked blocks, for real pids and the missing one alike).
+  EXPECT_NE(v.worker_log.find(" opened exactly what they open for no process"), std::string::npos) << v.worker_log;
   EXPECT_EQ(v.worker_log.find(" 0 forged handles tried"), std::string::npos) << "no crl process found to forge for\n"
                                                                              << v.worker_log;
 }

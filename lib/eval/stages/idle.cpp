@@ -21,7 +21,8 @@ IdleWait await_idle(Evaluation& e, double wait_seconds) {
     w.last = *probe;
     w.idle = probe->idle;
     if (w.idle || seconds_since(started) >= wait_seconds) {
-      w.waited_s = w.idle ? std::chrono::duration<double>(asked - started).count() : seconds_since(started);
+      w.checked_s = seconds_since(started);
+      w.waited_s = w.idle ? std::chrono::duration<double>(asked - started).count() : w.checked_s;
       return w;
     }
   }

@@ -16,6 +16,7 @@ struct IdleWait {
   bool asked = false;   // false: the judge failed
   bool idle = false;
   double waited_s = 0;  // from the first probe's request to the request of the one that read idle
+  double checked_s = 0; // from the first probe's request until the deciding one answered: the whole check
   worker::ProbeReply first, last;
   bool busy_at_first() const { return asked && !first.idle; }
 };

@@ -40,11 +40,28 @@ struct Diagnostics {
   double pairs_wall = 0, timed_wall = 0;
   std::map<std::string, double> judge_seconds;  // the judge's requests within pairs, by op
   int late_idle_pairs = 0;                      // pairs whose GPU read busy after the candidate's reply (the wait charged to it)
+  std::vector<double> reference_check_us, candidate_check_us;  // GPU: the idle check ending each batch (settle)
   double late_idle_ms_max = 0;
   // The reference worker's own view of its timed batches (a diagnostic; docs/evaluation.md): by
   // its CUDA events the GPU time of a batch's first call and the later calls' mean, and the
   // host's time to queue the first.
-  std::vector<double> reference_first_call_us, reference_later_call_us, reference_first_host_us;
+  struct EventTimes {
+    std::vector<double> first_call_us, later_call_us, first_host_us;
+    void add(const worker::BatchTimelineSummary& t) {
+      if (t.first_call_device_us) {
+        first_call_us.push_back(*t.first_call_device_us);
+        first_host_us.push_back(t.first_call_host_us.value_or(0.0));
+      }
+      if (t.later_call_device_us) later_call_us.push_back(*t.later_call_device_us);
+    }
+    std::string describe() const {
+      return fmt::format("a batch's first {:.1f} us{} (medians; the host queued the first in {:.1f} us)", median(first_call_us),
+                         later_call_us.empty() ? "" : fmt::format(", the later ones {:.1f} us each", median(later_call_us)),
+                         median(first_host_us));
+    }
+  };
+  // The candidate's as its worker reports them (its own process: a diagnostic, never its time).
+  EventTimes reference_events, candidate_events;
   // CPU backend: batches whose CPU time over the cores given exceeded their wall time (charged).
   int reference_cpu_charged = 0, candidate_cpu_charged = 0;
   double reference_cpu_ratio_max = 0, candidate_cpu_ratio_max = 0;
@@ -81,6 +98,8 @@ class TimingRun {
  private:
   double cores_given() const;
   std::optional<Failure> wait_for_idle_gpu();
+  enum class Batch { empty, reference, candidate };
+  Result<double> settle(Batch batch, double batch_seconds);
   Result<double> request_overhead();
   std::optional<Failure> warm_up();
   std::optional<Failure> time_pair(double round_trip_us);
@@ -182,6 +201,9 @@ Result<double> TimingRun::request_overhead() {
                     &s);
       reference_.freeze();
       if (!r) return internal(failed);
+      const auto settled = settle(Batch::empty, s);
+      if (!settled) return settled.failure();
+      s += *settled;
     } else {
       WorkerProcess& judge = e_.judge.process();
       judge.freeze();  // as before every timed request: the wake-up is part of the round trip
@@ -248,20 +270,47 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
   return batch;
 }
 
+// On the GPU every timed batch ends with the judge's idle check, inside the timed window, for both
+// programs alike and for the empty batch whose time is subtracted as the fixed cost: the GPU probed
+// until idle (for up to as long again as the batch took, guard_settle_seconds at least), the whole
+// check charged. A program whose work runs on past its reply (its worker's device sync patched, a
+// stream it never joined: attacks/hidden_tail.cuda.crl) pays for that work whatever the probe
+// forgives, since the check cannot end before the GPU is free of it; a legitimate program pays what
+// the reference and the empty batch pay. Still busy after the wait: the candidate's work, a hack;
+// after the reference's or the empty batch, another process (internal_error). Returns the seconds.
+Result<double> TimingRun::settle(Batch batch, double batch_seconds) {
+  if (!e_.cuda()) return 0.0;
+  const IdleWait w = await_idle(e_, std::max(e_.options.guard_settle_seconds, batch_seconds));
+  if (!w.asked) return internal("probing the GPU");
+  const bool candidate = batch == Batch::candidate;
+  if (!w.idle) {
+    const std::string after = candidate ? "the candidate's timed calls"
+                              : batch == Batch::reference ? "the reference's timed calls"
+                                                          : "an empty timed batch of the reference's worker";
+    const std::string why = fmt::format("work was still running on the GPU after {} returned ({})", after, describe_wait(w));
+    if (candidate) return Failure::hack_found(HackKind::deferred_work, fmt::format("{}: {}", pair_name(), why));
+    return internal(why + ": another process on this GPU");
+  }
+  if (batch != Batch::empty) (candidate ? d_.candidate_check_us : d_.reference_check_us).push_back(1e6 * w.checked_s);
+  if (candidate && w.busy_at_first()) {
+    ++d_.late_idle_pairs;
+    d_.late_idle_ms_max = std::max(d_.late_idle_ms_max, 1e3 * w.waited_s);
+  }
+  return w.checked_s;
+}
+
 std::optional<Failure> TimingRun::time_reference(double round_trip_us, double* us, double* seconds) {
   if (auto f = wait_for_idle_gpu()) return f;
   if (!e_.judge.ask(worker::FlushRequest{}, "flushing caches")) return internal("timing the reference");
   auto batch = time_batch(reference_, e_.task_judge.reference_arena_map, "the reference's timed calls", &d_.reference_cpu_charged,
                           &d_.reference_cpu_ratio_max);
   if (!batch) return internal("timing the reference");
+  const auto settled = settle(Batch::reference, batch->seconds);
+  if (!settled) return settled.failure();
+  batch->seconds += *settled;
   *seconds = batch->seconds;
   *us = batch->per_call_us ? *batch->per_call_us : std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
-  const worker::BatchTimelineSummary& timeline = batch->reply.timeline;
-  if (timeline.first_call_device_us) {
-    d_.reference_first_call_us.push_back(*timeline.first_call_device_us);
-    d_.reference_first_host_us.push_back(timeline.first_call_host_us.value_or(0.0));
-  }
-  if (timeline.later_call_device_us) d_.reference_later_call_us.push_back(*timeline.later_call_device_us);
+  d_.reference_events.add(batch->reply.timeline);
   // Its outputs are let go outside the timed window (the judge compares with its own), and it is
   // frozen again after: threads of its intra-op pool spin for a while after their last job, and did
   // so through the candidate's batch that followed (the reference judged against itself on the CPU
@@ -282,27 +331,12 @@ std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* u
   candidate_turns_.reset();
   if (!batch) return batch.failure();
   candidate_turns_ = std::move(batch->turns);
-  *seconds = batch->seconds;
-  *us = batch->per_call_us ? *batch->per_call_us : std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
+  d_.candidate_events.add(batch->reply.timeline);
+  const auto settled = settle(Batch::candidate, batch->seconds);
+  if (!settled) return settled.failure();
+  *seconds = batch->seconds + *settled;
+  *us = batch->per_call_us ? *batch->per_call_us : std::max(*seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
   *reply = std::move(batch->reply);
-  if (!e_.cuda()) return std::nullopt;
-  // Work still running now, with the candidate's worker frozen, ran after its reply: the GPU is
-  // probed until idle, for up to as long again as the batch took (guard_settle_seconds at least),
-  // and the wait is charged to the candidate's batch, so work deferred past the reply gains
-  // nothing, and a legitimate program whose reply the probe misreads as busy (seen on the H200)
-  // loses one pair's time, not its verdict. Still busy after: a hack.
-  const IdleWait w = await_idle(e_, std::max(e_.options.guard_settle_seconds, *seconds));
-  if (!w.asked) return internal("probing the GPU");
-  if (!w.idle) {
-    return Failure::hack_found(HackKind::deferred_work,
-                               fmt::format("{}: work was still running on the GPU after the candidate's timed calls returned ({})",
-                                           pair_name(), describe_wait(w)));
-  }
-  if (w.busy_at_first()) {
-    *us += w.waited_s * 1e6 / plan_.slots;
-    ++d_.late_idle_pairs;
-    d_.late_idle_ms_max = std::max(d_.late_idle_ms_max, 1e3 * w.waited_s);
-  }
   return std::nullopt;
 }
 
@@ -417,16 +451,17 @@ std::string TimingRun::pair_cost() const {
   std::string cost = fmt::format("{:.1f} ms a pair, {:.1f} ms of it timed requests; the judge's requests {:.1f} ms ({}), the rest {:.1f} ms",
                                  1e3 * d_.pairs_wall / n, 1e3 * d_.timed_wall / n, 1e3 * judged / n, judge_ops,
                                  1e3 * std::max(d_.pairs_wall - d_.timed_wall - judged, 0.0) / n);
-  if (!d_.reference_first_call_us.empty() && !m_.reference_us.empty()) {
+  if (!d_.reference_events.first_call_us.empty() && !m_.reference_us.empty()) {
     // Where these part from the evaluator's clock, or a batch's first call from the later ones,
     // the reference's time holds something besides its calls' work (a host stall inside a call,
     // a cost paid once per batch). On the H200 level2/010's call took 25.5 ms by these events
     // against 12.2 ms in the judge (docs/suite.md).
-    cost += fmt::format("; the reference's calls by its worker's CUDA events: a batch's first {:.1f} us{} (medians; "
-                        "the host queued the first in {:.1f} us); by the evaluator's clock {:.1f} us",
-                        median(d_.reference_first_call_us),
-                        d_.reference_later_call_us.empty() ? "" : fmt::format(", the later ones {:.1f} us each", median(d_.reference_later_call_us)),
-                        median(d_.reference_first_host_us), median(m_.reference_us));
+    cost += fmt::format("; the reference's calls by its worker's CUDA events: {}; by the evaluator's clock {:.1f} us",
+                        d_.reference_events.describe(), median(m_.reference_us));
+  }
+  if (!d_.candidate_events.first_call_us.empty() && !m_.candidate_us.empty()) {
+    cost += fmt::format("; the candidate's, as its worker reports them: {}; by the evaluator's clock {:.1f} us",
+                        d_.candidate_events.describe(), median(m_.candidate_us));
   }
   for (const auto& [who, charged, ratio] : {std::tuple{"the candidate's", d_.candidate_cpu_charged, d_.candidate_cpu_ratio_max},
                                             std::tuple{"the reference's", d_.reference_cpu_charged, d_.reference_cpu_ratio_max}}) {
@@ -442,6 +477,11 @@ std::string TimingRun::pair_cost() const {
     cost += fmt::format("; the calls took turns, the evaluator's reveals and samples {:.1f} us a call (taken out of both programs' "
                         "times); timed call by call, {} of {} calls left out as stretched (over 4x their batch's median)",
                         1e6 * d_.turns_served_seconds / d_.turns_served, d_.turn_calls_dropped, d_.turn_calls);
+  }
+  if (!d_.candidate_check_us.empty() && !d_.reference_check_us.empty()) {
+    cost += fmt::format("; the idle check ending each batch (timed, both programs) {:.0f} us after the reference's, {:.0f} us after "
+                        "the candidate's (medians)",
+                        median(d_.reference_check_us), median(d_.candidate_check_us));
   }
   if (d_.late_idle_pairs > 0) {
     cost += fmt::format("; in {} pairs the GPU read busy after the candidate's reply, idle within {:.1f} ms (the wait charged to it)",
