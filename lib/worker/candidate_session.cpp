@@ -139,6 +139,7 @@ LoadReply CandidateSession::on(const LoadRequest& request) {
   } else {
     candidate_ = std::make_unique<NamedProgram>(request.program_name, library);
   }
+  times_the_reference_ = request.program_name == "reference";
   // Its intra-op threads: for the reference's timing worker, the cores a candidate may use on the
   // CPU (a candidate's own answer is never used: its static initialisers ran by now).
   LoadReply reply;
@@ -205,7 +206,7 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
   device_.check(fmt::format("the {}'s timed calls", candidate_->which()));
   // Describing makes non-contiguous outputs contiguous: those copies run before the reply, timed
   // (they were the program's to do) and never after it, where the judge's idle probe would see them.
-  nlohmann::json batch = describe_batch(outputs, &held_);
+  nlohmann::json batch = describe_batch(outputs, &held_, !times_the_reference_);
   device_.check(fmt::format("describing the {}'s timed outputs", candidate_->which()));
   return {std::move(batch), timed};
 }

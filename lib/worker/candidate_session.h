@@ -56,6 +56,7 @@ class CandidateSession {
   // The reference's timing worker under baseline cuda_graph: each slot's call captured once (at
   // start_timing) and replayed by `time`; the evaluator never asks this of a candidate's worker.
   bool replay_as_graph_ = false;
+  bool times_the_reference_ = false;  // the reference's timing worker: its timed outputs are not exported (describe_batch)
   struct SlotGraph;
   std::vector<std::shared_ptr<SlotGraph>> graphs_;
 };

@@ -157,7 +157,8 @@ std::vector<TensorRef> tensor_refs_from_json(const nlohmann::json& json, size_t 
   return refs;
 }
 
-TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, std::unordered_map<void*, std::string>* handles_by_base) {
+TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, std::unordered_map<void*, std::string>* handles_by_base,
+                        bool shareable) {
   TensorRef ref;
   ref.meta = meta_of(tensor);
   ref.device = tensor.is_cuda() ? "cuda" : "cpu";
@@ -182,7 +183,9 @@ TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, std::u
     if (held.numel() == 0) held = at::empty({1}, tensor.options());
     base = c10::cuda::CUDACachingAllocator::getBaseAllocation(held.data_ptr(), &segment);
   }
-  if (handles_by_base == nullptr) {
+  if (!shareable) {
+    ref.ipc_handle.clear();
+  } else if (handles_by_base == nullptr) {
     ref.ipc_handle = ipc_handle_of(base);
   } else {
     auto [known, added] = handles_by_base->try_emplace(base);
@@ -197,7 +200,8 @@ TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, std::u
 #endif
 }
 
-nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& outputs_per_call, std::vector<at::Tensor>* held) {
+nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& outputs_per_call, std::vector<at::Tensor>* held,
+                              bool shareable) {
   nlohmann::json metas = nlohmann::json::array();
   nlohmann::json handles = nlohmann::json::array();
   nlohmann::json calls = nlohmann::json::array();
@@ -207,7 +211,7 @@ nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& output
     nlohmann::json places = nlohmann::json::array();
     for (const auto& out : outputs_per_call[c]) {
       at::Tensor keep;
-      const TensorRef ref = export_tensor(out.contiguous(), &keep, &handle_of_base);
+      const TensorRef ref = export_tensor(out.contiguous(), &keep, &handle_of_base, shareable);
       held->push_back(keep);
       if (c == 0) {
         nlohmann::json m = to_json(ref.meta);

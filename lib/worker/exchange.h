@@ -46,14 +46,21 @@ std::vector<TensorRef> tensor_refs_from_json(const nlohmann::json& json, size_t 
 // returned through *keep_alive, which the caller holds until the reader is done).
 // handles_by_base (optional) remembers each allocation's IPC handle across calls: a timed batch
 // describes hundreds of outputs, many in the same segment, inside the timed window.
+// shareable = false describes it without exporting its allocation (ipc_handle left empty): for
+// memory no other process is to open (below).
 TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive,
-                        std::unordered_map<void*, std::string>* handles_by_base = nullptr);
+                        std::unordered_map<void*, std::string>* handles_by_base = nullptr, bool shareable = true);
 
 // The outputs of a timed batch, described compactly (the description is built inside the timed
 // window, by the judge for the reference exactly as by the worker for the candidate): the first
 // call's output metas and devices once, the distinct CUDA IPC handles once, then per call the
 // CPU address or the (handle index, offset) of each output. *held keeps the memory valid.
-nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& outputs_per_call, std::vector<at::Tensor>* held);
+// shareable = false (the reference's timing worker, whose outputs the judge never reads: it compares
+// with its own): the same description and work, but no CUDA IPC export of the outputs' allocations,
+// which any process of the machine could open with a forged handle (a candidate copying the
+// reference's outputs of the same inputs: docs/evaluation.md, "Threat model").
+nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& outputs_per_call, std::vector<at::Tensor>* held,
+                              bool shareable = true);
 // Call `call`'s outputs of such a description as TensorRefs (validated; bounded by max_outputs).
 std::vector<TensorRef> batch_call_refs(const nlohmann::json& described, size_t call, size_t max_outputs);
 
