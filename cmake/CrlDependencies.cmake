@@ -172,6 +172,7 @@ function(crl_add_torch_pch name)
   target_link_libraries(${name} PUBLIC crl_core crl_torch)
   target_compile_options(${name} PRIVATE ${P_OPTIONS})
   target_precompile_headers(${name} PRIVATE <torch/torch.h>)
+  set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)  # one file of its own, nothing to batch
   # Clang can keep the header's instantiated templates in the PCH (g++ redoes them in every
   # file): a LibTorch file here compiled in 11.5 CPU s against g++'s 19.2, both with the PCH.
   if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

@@ -19,7 +19,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-uint64_t pair_key(int32_t a, int32_t b) {
+uint64_t pack_pair(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
 int32_t pair_left(uint64_t key) { return static_cast<int32_t>(key >> 32); }
@@ -123,7 +123,7 @@ BpeTrainingResult train_byte_level_bpe(std::string_view corpus, const BpeTrainer
   std::unordered_map<uint64_t, std::vector<int32_t>> pair_words;  // may hold stale or repeated ids
   for (size_t w = 0; w < words.size(); ++w) {
     for (size_t i = 0; i + 1 < words[w].size(); ++i) {
-      const uint64_t key = pair_key(words[w][i], words[w][i + 1]);
+      const uint64_t key = pack_pair(words[w][i], words[w][i + 1]);
       pair_counts[key] += counts[w];
       pair_words[key].push_back(static_cast<int32_t>(w));
     }
@@ -174,7 +174,7 @@ BpeTrainingResult train_byte_level_bpe(std::string_view corpus, const BpeTrainer
       }
       if (!present) continue;
       const int64_t c = counts[w];
-      for (size_t i = 0; i + 1 < symbols.size(); ++i) pair_counts[pair_key(symbols[i], symbols[i + 1])] -= c;
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) pair_counts[pack_pair(symbols[i], symbols[i + 1])] -= c;
       std::vector<int32_t> merged_symbols;
       merged_symbols.reserve(symbols.size());
       for (size_t i = 0; i < symbols.size(); ++i) {
@@ -187,7 +187,7 @@ BpeTrainingResult train_byte_level_bpe(std::string_view corpus, const BpeTrainer
       }
       symbols = std::move(merged_symbols);
       for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-        const uint64_t key = pair_key(symbols[i], symbols[i + 1]);
+        const uint64_t key = pack_pair(symbols[i], symbols[i + 1]);
         pair_counts[key] += c;
         if (symbols[i] == new_id || symbols[i + 1] == new_id) {
           pair_words[key].push_back(w);

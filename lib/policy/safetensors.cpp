@@ -46,7 +46,7 @@ constexpr DtypeInfo kDtypes[] = {
     {"C64", at::kComplexFloat},
 };
 
-const DtypeInfo* find_dtype(const std::string& name) {
+const DtypeInfo* find_dtype_info(const std::string& name) {
   for (const auto& d : kDtypes) {
     if (name == d.name) return &d;
   }
@@ -136,7 +136,7 @@ void write_prepared(const std::filesystem::path& path, std::vector<const Prepare
 }  // namespace
 
 at::ScalarType safetensors_dtype_to_scalar_type(const std::string& dtype) {
-  const DtypeInfo* d = find_dtype(dtype);
+  const DtypeInfo* d = find_dtype_info(dtype);
   if (!d) {
     throw InputError(fmt::format("unknown safetensors dtype '{}' (known: {})", dtype,
                                  safetensors_dtype_names()));
@@ -202,7 +202,7 @@ const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
 
 at::Tensor SafetensorsFile::tensor(const std::string& name) const {
   const SafetensorsEntry& e = entry(name);
-  const DtypeInfo* d = find_dtype(e.dtype);
+  const DtypeInfo* d = find_dtype_info(e.dtype);
   const auto options = at::TensorOptions().dtype(d->type).device(at::kCPU);
   const uint64_t file_offset = data_start_ + e.data_begin;
   auto* data = static_cast<uint8_t*>(mapping_->address) + file_offset;

@@ -55,10 +55,6 @@ void check_planted(const JobConfig& job, const std::vector<const Task*>& tasks) 
   }
 }
 
-bool has_generating_stage(const JobConfig& job) {
-  return std::any_of(job.stages.begin(), job.stages.end(), [](const StageConfig& s) { return s.kind != StageKind::kSft; });
-}
-
 // The roles need T trainers and, for stages that generate, at least one evaluator.
 void check_world_size(const JobConfig& job, int world_size) {
   const bool evaluates = has_generating_stage(job);

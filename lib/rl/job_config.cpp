@@ -261,6 +261,10 @@ std::string stage_kind_name(StageKind kind) {
   return "?";
 }
 
+bool has_generating_stage(const JobConfig& job) {
+  return std::any_of(job.stages.begin(), job.stages.end(), [](const StageConfig& s) { return s.kind != StageKind::kSft; });
+}
+
 static JobConfig parse_job_config_checked(const std::string& text, const std::string& origin, const std::string& base_dir);
 
 // What yaml-cpp throws past the checks below (a conversion of a node the checks did not foresee)

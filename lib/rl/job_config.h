@@ -170,6 +170,8 @@ struct JobConfig {
 JobConfig load_job_config(const std::string& path);
 // The same from YAML text; `origin` names it in errors and `base_dir` resolves relative paths.
 JobConfig parse_job_config(const std::string& text, const std::string& origin, const std::string& base_dir);
+// Whether a stage generates (selftrain, crl): the job then needs evaluator ranks beside its trainers.
+bool has_generating_stage(const JobConfig& job);
 
 // The keys whose values differ between two job files (their as_json), as the errors name keys:
 // "stages[1].lr", "tasks.ids[0]", "eval" (a key present in one of them only). Sorted.

@@ -25,14 +25,6 @@ namespace crl::rl {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-bool has_generating_stage(const JobConfig& job) {
-  return std::any_of(job.stages.begin(), job.stages.end(), [](const StageConfig& s) { return s.kind != StageKind::kSft; });
-}
-
-}  // namespace
-
 TrainerRank::TrainerRank(const JobContext& context, const dist::MpiRoles& roles, Coordinator* coordinator, RankWatch& watch)
     : context_(context), coordinator_(coordinator), watch_(watch), trainers_(roles.role_comm), local_size_(roles.local_size) {
   const JobConfig& job = context.job;
