@@ -5,6 +5,8 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include <cstdio>
 
 #if CRL_HAVE_CUDA
@@ -168,6 +170,7 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
   // One call per slot back to back (fresh inputs in each), one device sync at the end; the
   // evaluator's clock around the request is the measurement, and every slot's outputs are
   // described so that the judge can check any of them.
+  const auto arrived = std::chrono::steady_clock::now();
   std::vector<std::vector<at::Tensor>> outputs;
   device_.synchronize();
   device_.touch();
@@ -202,12 +205,16 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
       timeline.after_call();
     }
   }
-  const BatchTimelineSummary timed = timeline.summary();
+  BatchTimelineSummary timed = timeline.summary();
   device_.check(fmt::format("the {}'s timed calls", candidate_->which()));
+  const auto computed = std::chrono::steady_clock::now();
   // Describing makes non-contiguous outputs contiguous: those copies run before the reply, timed
   // (they were the program's to do) and never after it, where the judge's idle probe would see them.
   nlohmann::json batch = describe_batch(outputs, &held_, !times_the_reference_);
   device_.check(fmt::format("describing the {}'s timed outputs", candidate_->which()));
+  const auto described = std::chrono::steady_clock::now();
+  timed.served_us = std::chrono::duration<double, std::micro>(described - arrived).count();
+  timed.describe_us = std::chrono::duration<double, std::micro>(described - computed).count();
   return {std::move(batch), timed};
 }
 

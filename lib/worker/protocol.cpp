@@ -364,6 +364,8 @@ nlohmann::json BatchTimelineSummary::to_json() const {
   if (first_call_host_us) j["first_call_host_us"] = *first_call_host_us;
   if (later_call_device_us) j["later_call_device_us"] = *later_call_device_us;
   if (later_call_host_us) j["later_call_host_us"] = *later_call_host_us;
+  if (served_us) j["served_us"] = *served_us;
+  if (describe_us) j["describe_us"] = *describe_us;
   return j;
 }
 
@@ -374,6 +376,8 @@ BatchTimelineSummary BatchTimelineSummary::from(const Fields& f) {
   s.first_call_host_us = optional_number(f, "first_call_host_us");
   s.later_call_device_us = optional_number(f, "later_call_device_us");
   s.later_call_host_us = optional_number(f, "later_call_host_us");
+  s.served_us = optional_number(f, "served_us");
+  s.describe_us = optional_number(f, "describe_us");
   return s;
 }
 

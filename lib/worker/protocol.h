@@ -240,6 +240,9 @@ struct RunRequest {
 // The reference worker's own view of a timed batch (a diagnostic; a candidate could fake its own).
 struct BatchTimelineSummary {
   std::optional<double> first_call_device_us, first_call_host_us, later_call_device_us, later_call_host_us;
+  // The worker's own host clock from the request's arrival to its reply, and of that the part after
+  // the calls and their sync (describing the outputs): where a request's time goes besides the calls.
+  std::optional<double> served_us, describe_us;
   nlohmann::json to_json() const;
   static BatchTimelineSummary from(const Fields& f);
 };

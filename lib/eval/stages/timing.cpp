@@ -46,8 +46,13 @@ struct Diagnostics {
   // its CUDA events the GPU time of a batch's first call and the later calls' mean, and the
   // host's time to queue the first.
   struct EventTimes {
-    std::vector<double> first_call_us, later_call_us, first_host_us;
-    void add(const worker::BatchTimelineSummary& t) {
+    std::vector<double> first_call_us, later_call_us, first_host_us, served_us, describe_us, request_us;
+    void add(const worker::BatchTimelineSummary& t, double request_seconds) {
+      if (t.served_us && t.describe_us) {
+        served_us.push_back(*t.served_us);
+        describe_us.push_back(*t.describe_us);
+        request_us.push_back(1e6 * request_seconds);
+      }
       if (t.first_call_device_us) {
         first_call_us.push_back(*t.first_call_device_us);
         first_host_us.push_back(t.first_call_host_us.value_or(0.0));
@@ -55,9 +60,15 @@ struct Diagnostics {
       if (t.later_call_device_us) later_call_us.push_back(*t.later_call_device_us);
     }
     std::string describe() const {
-      return fmt::format("a batch's first {:.1f} us{} (medians; the host queued the first in {:.1f} us)", median(first_call_us),
+      std::string served;
+      if (!served_us.empty()) {
+        served = fmt::format("; a batch's request {:.0f} us by the evaluator's clock, {:.0f} us of it in the worker ({:.0f} us "
+                             "describing the outputs)",
+                             median(request_us), median(served_us), median(describe_us));
+      }
+      return fmt::format("a batch's first {:.1f} us{} (medians; the host queued the first in {:.1f} us{})", median(first_call_us),
                          later_call_us.empty() ? "" : fmt::format(", the later ones {:.1f} us each", median(later_call_us)),
-                         median(first_host_us));
+                         median(first_host_us), served);
     }
   };
   // The candidate's as its worker reports them (its own process: a diagnostic, never its time).
@@ -305,12 +316,12 @@ std::optional<Failure> TimingRun::time_reference(double round_trip_us, double* u
   auto batch = time_batch(reference_, e_.task_judge.reference_arena_map, "the reference's timed calls", &d_.reference_cpu_charged,
                           &d_.reference_cpu_ratio_max);
   if (!batch) return internal("timing the reference");
+  d_.reference_events.add(batch->reply.timeline, batch->seconds);
   const auto settled = settle(Batch::reference, batch->seconds);
   if (!settled) return settled.failure();
   batch->seconds += *settled;
   *seconds = batch->seconds;
   *us = batch->per_call_us ? *batch->per_call_us : std::max(batch->seconds * 1e6 - round_trip_us, 0.0) / plan_.slots;
-  d_.reference_events.add(batch->reply.timeline);
   // Its outputs are let go outside the timed window (the judge compares with its own), and it is
   // frozen again after: threads of its intra-op pool spin for a while after their last job, and did
   // so through the candidate's batch that followed (the reference judged against itself on the CPU
@@ -331,7 +342,7 @@ std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* u
   candidate_turns_.reset();
   if (!batch) return batch.failure();
   candidate_turns_ = std::move(batch->turns);
-  d_.candidate_events.add(batch->reply.timeline);
+  d_.candidate_events.add(batch->reply.timeline, batch->seconds);
   const auto settled = settle(Batch::candidate, batch->seconds);
   if (!settled) return settled.failure();
   *seconds = batch->seconds + *settled;
