@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-
 #include <cstdio>
 
 #if CRL_HAVE_CUDA

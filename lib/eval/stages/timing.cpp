@@ -40,11 +40,11 @@ struct Diagnostics {
   double pairs_wall = 0, timed_wall = 0;
   std::map<std::string, double> judge_seconds;  // the judge's requests within pairs, by op
   int late_idle_pairs = 0;                      // pairs whose GPU read busy after the candidate's reply (the wait charged to it)
-  std::vector<double> reference_check_us, candidate_check_us;  // GPU: the idle check ending each batch (settle)
   double late_idle_ms_max = 0;
-  // The reference worker's own view of its timed batches (a diagnostic; docs/evaluation.md): by
-  // its CUDA events the GPU time of a batch's first call and the later calls' mean, and the
-  // host's time to queue the first.
+  std::vector<double> reference_check_us, candidate_check_us;  // GPU: the idle check ending each batch (settle)
+  // A worker's own view of its timed batches (a diagnostic; docs/evaluation.md): by its CUDA events
+  // the GPU time of a batch's first call and the later calls' mean, the host's time to queue the
+  // first, and how much of the request it spent inside the worker (and of that, describing).
   struct EventTimes {
     std::vector<double> first_call_us, later_call_us, first_host_us, served_us, describe_us, request_us;
     void add(const worker::BatchTimelineSummary& t, double request_seconds) {
