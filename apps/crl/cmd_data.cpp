@@ -145,7 +145,7 @@ int run_validate(const ValidateOptions& o) {
   }
   const size_t compile_ahead = options.backend == Backend::cuda ? 8 : 0;  // compiles on the CPU while the GPU times
   const std::vector<eval::Verdict> verdicts =
-      judge_candidates(examples, {suite, evaluator, compile_ahead, writer ? &*writer : nullptr, nullptr});
+      judge_candidates(examples, {suite, evaluator, compile_ahead, writer ? &*writer : nullptr, nullptr, "crl data"});
   if (writer) writer->close();
   std::string kept;
   size_t n_kept = 0;

@@ -441,15 +441,8 @@ int run_eval_model(EvalModelOptions o) {
   check_candidates_against(*chosen.suite, candidates);
   const auto judging_start = std::chrono::steady_clock::now();
   eval::Evaluator evaluator(options, compiler);
-  // Off a terminal (a batch job's log), a line every tenth of the way (on one, judge_candidates' bar).
-  const size_t every = candidates.size() < 20 ? std::max<size_t>(candidates.size(), 1) : candidates.size() / 10;
-  size_t written = 0;
-  const auto log_progress = [&](size_t, int64_t) {
-    if (isatty(STDERR_FILENO) || (++written % every != 0 && written != candidates.size())) return;
-    std::cerr << fmt::format("crl eval-model: {}\n", progress_text(written, candidates.size(), judging_start, "judged"));
-  };
   const std::vector<eval::Verdict> verdicts =
-      judge_candidates(candidates, {*chosen.suite, evaluator, compile_window(o.judge, options), &writer, log_progress});
+      judge_candidates(candidates, {*chosen.suite, evaluator, compile_window(o.judge, options), &writer, nullptr, "crl eval-model"});
   const double seconds_judging = seconds_since(judging_start);
   writer.close();
 

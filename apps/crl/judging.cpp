@@ -301,6 +301,8 @@ std::vector<eval::Verdict> judge_candidates(const std::vector<Candidate>& candid
     }
   };
   const bool progress = isatty(STDERR_FILENO) && candidates.size() > 1;
+  const bool log_lines = !isatty(STDERR_FILENO) && jobs.size() > 1;
+  const size_t every = jobs.size() < 20 ? 1 : jobs.size() / 10;
   const auto start = std::chrono::steady_clock::now();
   size_t judged = 0;  // verdicts come in job order
   if (!jobs.empty()) {
@@ -314,6 +316,11 @@ std::vector<eval::Verdict> judge_candidates(const std::vector<Candidate>& candid
           const size_t i = job_candidate[judged++];
           verdicts[i] = v;
           write_up_to(i + 1);
+          if (log_lines && (judged % every == 0 || judged == jobs.size())) {
+            // (the name ends the line: tables and --explain put a space or a colon after a name)
+            std::cerr << fmt::format("{}: {}; {}: {} {}\n", run.command, progress_text(judged, jobs.size(), start, "judged"),
+                                     v.status_text(), candidates[i].task_id, candidates[i].name);
+          }
         });
   }
   write_up_to(candidates.size());

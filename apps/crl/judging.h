@@ -99,13 +99,15 @@ std::string progress_text(size_t done, size_t total, std::chrono::steady_clock::
 // evaluator, the others format_error without any work. With a writer, each verdict is appended
 // (its program text beside it; `after_write(i, row)` adds what else the caller keeps of candidate i)
 // and flushed as it is made, format errors in their place among them: a killed run keeps every
-// verdict so far. A progress line on a terminal.
+// verdict so far. Progress: a bar on a terminal; elsewhere (a batch job's log) a line every tenth
+// of the way, each verdict's for fewer than 20 candidates, named after `command`.
 struct JudgeRun {
   const Suite& suite;
   eval::Evaluator& evaluator;
   size_t window = 0;
   results::ResultsWriter* writer = nullptr;
   std::function<void(size_t candidate, int64_t row)> after_write;
+  std::string command = "crl eval";
 };
 std::vector<eval::Verdict> judge_candidates(const std::vector<Candidate>& candidates, const JudgeRun& run);
 

@@ -54,6 +54,22 @@ TEST(CrlEvalCli, OkCandidateExitsZeroWithAJsonVerdict) {
   EXPECT_EQ(j[0]["trials_run"], 2);
 }
 
+// Off a terminal (here: a pipe, as in a batch job's log) a run of several candidates says how far
+// it is, its rate and ETA, and the last verdict, a line per verdict below 20 candidates.
+TEST(CrlEvalCli, SeveralCandidatesOffATerminalLogAProgressLinePerVerdict) {
+  const auto r = crl_eval(with({"--task", "level1/019_relu", "--json", "--no-timing", kFixtures + "/relu/same_as_reference.crl",
+                                kFixtures + "/relu/nan_output.crl"},
+                               kAnyNoise),
+                          kCache);
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // one of them is wrong
+  EXPECT_NE(r.output.find("crl eval: judged 1/2, "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("; mismatch: level1/019_relu " + kFixtures + "/relu/nan_output.crl\n"), std::string::npos) << r.output;
+  const auto last = r.output.find("crl eval: judged 2/2, ");
+  ASSERT_NE(last, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(", ETA ", last), std::string::npos) << r.output;
+  EXPECT_LT(last, r.output.find("[\n")) << "the progress comes before the verdicts' JSON\n" << r.output;
+}
+
 // docs/quickstart.md's programs, judged as the page's command types them (against the real suite;
 // correctness only, which does not depend on the machine's noise): the loop and the SIMD kernel
 // are ok, the wrong one a mismatch whose message shows the worst element, as the page says.
