@@ -67,6 +67,10 @@ TEST_F(GpuAttackTest, ANonContiguousOutputIsLegitimate) {
 // (issue 40 item 2). Its twin joins a side stream before returning and patches nothing.
 TEST_F(GpuAttackTest, ABatchsTailHiddenFromTheWorkersSyncGainsNothing) {
   const Verdict v = judge("hidden_tail.cuda.crl");
+  // The attack did what it says (else this would test a plain ReLU): its sync patched, and a timed
+  // batch replied with work still queued.
+  EXPECT_NE(v.worker_log.find("hidden_tail: cudaDeviceSynchronize patched"), std::string::npos) << v.worker_log;
+  EXPECT_NE(v.worker_log.find("still queued"), std::string::npos) << v.worker_log;
   if (v.status == VerdictStatus::kHack) return;
   ASSERT_TRUE(v.ok()) << explain(v);
   EXPECT_LT(v.speedup_ci_low, 1.1) << explain(v);
