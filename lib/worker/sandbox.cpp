@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -254,8 +255,19 @@ void install_filter(std::vector<sock_filter> program, const char* which) {
   }
 }
 
+// Which threads the file rules reached, for the log line.
+std::string describe_threads(const LandlockThreads& t) {
+  if (t.tsync) return "every thread, by the kernel";
+  std::string said = t.reached == 0 ? "its one thread" : fmt::format("every thread ({} started before, reached by a signal)", t.reached);
+  if (!t.unreached.empty()) {
+    said = fmt::format("{} earlier thread(s) reached by a signal, NOT {} that block it: {}", t.reached, t.unreached.size(),
+                       fmt::join(t.unreached, ", "));
+  }
+  return said;
+}
+
 // Returns the ABI applied, or 0 with *why set when the kernel has no Landlock.
-int apply_landlock(const SandboxPolicy& policy, std::string* why) {
+int apply_landlock(const SandboxPolicy& policy, std::string* why, LandlockThreads* threads) {
   LandlockRules rules;
   rules.readable = policy.readable_paths.empty() ? std::vector<std::string>{"/"} : policy.readable_paths;
   if (!policy.writable_dir.empty()) rules.writable_dirs = {policy.writable_dir};
@@ -267,7 +279,9 @@ int apply_landlock(const SandboxPolicy& policy, std::string* why) {
     *why = missing + ": files outside the scratch folder stay writable";
     return 0;
   }
-  const int err = restrict_to_landlock_ruleset(ruleset);
+  // Every thread, the earlier ones too: on the GPU the rules go on after CUDA has started, and code
+  // run on the driver's threads (a host function) wrote files in /tmp (attacks/driver_thread_write.cuda.crl).
+  const int err = restrict_all_threads_to_landlock_ruleset(ruleset, threads);
   close(ruleset);
   if (err != 0) throw Error(fmt::format("sandbox: landlock_restrict_self failed: {}", std::strerror(err)));
   return landlock_abi();
@@ -366,7 +380,7 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
     }
   }
   std::string missing;
-  if (policy.landlock) report.landlock_abi = apply_landlock(policy, &missing);
+  if (policy.landlock) report.landlock_abi = apply_landlock(policy, &missing, &report.landlock_threads);
   if (policy.seccomp) {
     install_filter(candidate_filter(), "seccomp");
     report.seccomp = true;
@@ -382,11 +396,12 @@ SandboxReport apply_sandbox(const SandboxPolicy& policy) {
                                                     ? fmt::format(" ({} earlier threads keep theirs)", report.threads_keeping_capabilities)
                                                     : "")
                                   : "",
-                              report.landlock_abi > 0 ? fmt::format("Landlock ABI {} (writes only in {}; reads {})",
+                              report.landlock_abi > 0 ? fmt::format("Landlock ABI {} (writes only in {}; reads {}; {})",
                                                                     report.landlock_abi, policy.writable_dir,
                                                                     policy.readable_paths.empty()
                                                                         ? std::string("anywhere")
-                                                                        : fmt::format("{} folders", policy.readable_paths.size()))
+                                                                        : fmt::format("{} folders", policy.readable_paths.size()),
+                                                                    describe_threads(report.landlock_threads))
                                                       : "no Landlock",
                               report.seccomp ? "seccomp (no exec, fork, foreign signals, tracing, network)"
                               : report.late_filter ? "" : "no seccomp",

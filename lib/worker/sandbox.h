@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/landlock.h"
+
 namespace crl::worker {
 
 struct SandboxPolicy {
@@ -40,6 +42,7 @@ struct SandboxReport {
   bool late_filter = false;
   int capabilities_dropped = 0;          // how many the calling thread held (0 for an ordinary user)
   int threads_keeping_capabilities = 0;  // threads started before, which keep theirs
+  LandlockThreads landlock_threads;      // how the file rules reached the threads started before
   std::string detail;            // one line: what was applied and what the kernel did not allow
 };
 

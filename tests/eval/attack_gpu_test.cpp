@@ -132,10 +132,10 @@ TEST_F(GpuAttackTest, ForgedIpcHandlesOpenNoOtherProcesssMemory) {
   EXPECT_EQ(v.worker_log.find(" 0 forged handles tried"), std::string::npos) << "no crl process found to forge for\n"
                                                                              << v.worker_log;
 }
-// Code run on the CUDA runtime's host-function thread (started while CUDA started, before the file
-// rules) must not write outside the worker's folder either. Until the rules go on before CUDA (the
-// step sandbox_cuda of tools/gpu-measure.sh finds what the driver writes as it starts), this is the
-// known gap of docs/evaluation.md, and a failure here says it is open.
+// Code run on the threads the CUDA driver started before the file rules (its host-function thread,
+// any of them through a signal handler) must not write outside the worker's folder either: the rules
+// reach every earlier thread (restrict_all_threads_to_landlock_ruleset); a thread that blocks the
+// signal is named in the sandbox's log line ("NOT ... that block it").
 TEST_F(GpuAttackTest, CodeOnTheDriversThreadsWritesNothingOutsideItsFolder) {
   const std::string prefix = "/tmp/crl-driver-thread-" + std::to_string(getpid());
   const Verdict v = judge("driver_thread_write.cuda.crl");
@@ -143,8 +143,15 @@ TEST_F(GpuAttackTest, CodeOnTheDriversThreadsWritesNothingOutsideItsFolder) {
   std::printf("%s\n", v.worker_log.c_str());
   EXPECT_NE(v.worker_log.find("own thread -> -1"), std::string::npos) << v.worker_log;
   EXPECT_NE(v.worker_log.find("host function -> -1"), std::string::npos) << v.worker_log;
-  std::filesystem::remove(prefix + "-host-function");
-  std::filesystem::remove(prefix + "-own-thread");
+  EXPECT_NE(v.worker_log.find(", 0 wrote, "), std::string::npos) << v.worker_log;
+  EXPECT_EQ(v.worker_log.find(" other threads signalled, 0 wrote, 0 refused"), std::string::npos) << "no thread ran the handler";
+  EXPECT_EQ(v.worker_log.find("that block it"), std::string::npos) << v.worker_log;
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp")) {
+    if (entry.path().string().rfind(prefix, 0) == 0) {
+      ADD_FAILURE() << "written outside the worker's folder: " << entry.path();
+      std::filesystem::remove(entry.path());
+    }
+  }
 }
 // A worker sees its evaluator's GPU alone (CUDA_VISIBLE_DEVICES) and may open only that GPU's node.
 TEST_F(GpuAttackTest, OnlyItsOwnGpuIsReachable) {

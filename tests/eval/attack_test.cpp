@@ -485,6 +485,27 @@ TEST(AttackTest, NoOtherProcessOfTheEvaluationCanBeWatched) {
       << v.worker_log;
 }
 
+// No thread of the worker writes outside its folder: not the threads it had when the file rules went
+// on (reached one by one, or by the kernel at once), not one the candidate starts. On the GPU the
+// CUDA driver's threads are such earlier threads (attack_gpu_test's driver_thread_write).
+TEST(AttackTest, NoThreadOfTheWorkerWritesOutsideItsFolder) {
+  const std::string prefix = fmt::format("/tmp/crl-other-thread-{}-", getpid());
+  const Verdict v = judge("other_threads_write");
+  EXPECT_TRUE(v.ok()) << explain(v);
+  expect_no_gain(v);
+  EXPECT_NE(v.worker_log.find("other_threads_write: "), std::string::npos) << v.worker_log;
+  bool written = false;
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp")) {
+    if (entry.path().string().rfind(prefix, 0) != 0) continue;
+    written = true;
+    std::filesystem::remove(entry.path());
+  }
+  if (!landlocked(v)) GTEST_SKIP() << "this kernel has no Landlock: file writes are not confined here";
+  EXPECT_FALSE(written) << v.worker_log;
+  EXPECT_NE(v.worker_log.find(" 0 wrote, "), std::string::npos) << v.worker_log;
+  EXPECT_EQ(v.worker_log.find("that block it"), std::string::npos) << v.worker_log;
+}
+
 // The number of pairs in which a timing step says `who`'s CPU time was charged (0: none).
 int cpu_charged_pairs(const Verdict& v, const std::string& who) {
   for (const auto& step : v.steps) {

@@ -3,9 +3,12 @@
 // compile_error naming what is wrong, the attacks never rewarded.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+
+#include <unistd.h>
 
 #include "core/read_file.h"
 #include "eval_fixtures.h"
@@ -239,6 +242,25 @@ TEST_F(KernelBenchTest, TheSandboxHoldsForPython) {
   const Verdict cache = judge(kRelu, "attack_read_cache");
   expect_refused(cache);
   EXPECT_NE(cache.message.find("Error"), std::string::npos) << explain(cache);
+}
+
+// The Python worker has a thread from before the file rules went on: Python run on it (a C signal
+// handler through ctypes) created a file in /tmp before the rules reached every thread.
+TEST_F(KernelBenchTest, NoThreadOfThePythonWorkerWritesOutsideItsFolder) {
+  const std::string prefix = "/tmp/crl-py-other-thread-" + std::to_string(getpid()) + "-";
+  const Verdict v = judge(kRelu, "attack_earlier_thread_write");
+  ASSERT_TRUE(v.ok()) << explain(v);
+  bool written = false;
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp")) {
+    if (entry.path().string().rfind(prefix, 0) != 0) continue;
+    written = true;
+    std::filesystem::remove(entry.path());
+  }
+  if (v.worker_log.find("Landlock ABI") == std::string::npos) GTEST_SKIP() << "this kernel has no Landlock: writes are not confined here";
+  EXPECT_FALSE(written) << v.worker_log;
+  EXPECT_NE(v.worker_log.find("other threads signalled, 0 wrote, "), std::string::npos) << v.worker_log;
+  EXPECT_EQ(v.worker_log.find("other threads signalled, 0 wrote, 0 refused"), std::string::npos) << "no thread ran the handler";
+  EXPECT_EQ(v.worker_log.find("that block it"), std::string::npos) << v.worker_log;
 }
 
 TEST_F(KernelBenchTest, OutputsMustBePlainTensorsAndNoModeOutlivesForward) {

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -281,6 +283,94 @@ TEST_F(SandboxTest, ReadsOnlyTheToolchainAndWhatItIsGiven) {
   EXPECT_EQ(reads("/usr/include/stdio.h"), 0);
   EXPECT_EQ(reads("/proc/self/status"), 0);
   EXPECT_EQ(reads(given), 0);  // its own folder
+}
+
+// A thread started before the file rules (on the GPU the CUDA driver's: the rules go on once CUDA
+// has started) is held to them too: code run on it (a host function, a signal handler) wrote in
+// /tmp before. Its legitimate twin: the same thread still writes in the worker's folder.
+TEST_F(SandboxTest, ThreadsStartedBeforeTheRulesWriteOnlyInItsFolderToo) {
+  const std::string outside = "/tmp/crl-sandbox-earlier-thread-" + std::to_string(getpid());
+  const std::string inside = dir_ + "/earlier-thread.txt";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::atomic<int> command{0}, outside_wrote{-2}, inside_wrote{-2};
+    std::thread earlier([&] {
+      while (command.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const int out = open(outside.c_str(), O_WRONLY | O_CREAT, 0600);
+      outside_wrote = out >= 0 ? 1 : 0;
+      const int in = open(inside.c_str(), O_WRONLY | O_CREAT, 0600);
+      inside_wrote = in >= 0 ? 1 : 0;
+    });
+    SandboxReport report;
+    try {
+      report = apply_sandbox({dir_, {"/dev/null"}, {}, true, true});
+    } catch (...) {
+      _exit(20);
+    }
+    command = 1;
+    earlier.join();
+    if (report.landlock_abi == 0) _exit(3);
+    if (outside_wrote != 0 || inside_wrote != 1) _exit(4 + outside_wrote * 2 + inside_wrote);
+    _exit(report.landlock_threads.tsync || report.landlock_threads.reached == 1 ? 0 : 10 + report.landlock_threads.reached);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::filesystem::remove(outside);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "this kernel has no Landlock: file writes are not confined here";
+  // 4 + 2 * (wrote outside) + (wrote inside); 10 + n: the rules reached n earlier threads.
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A thread that blocks every signal cannot be reached before the rules go on: the report names it,
+// the process lives on, and the thread holds itself to the rules as soon as it lets the signal in.
+TEST_F(SandboxTest, AnEarlierThreadBlockingSignalsIsNamedAndRestrictedWhenItUnblocks) {
+  const std::string outside = "/tmp/crl-sandbox-blocking-thread-" + std::to_string(getpid());
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    std::atomic<int> command{0}, outside_wrote{-2};
+    std::atomic<bool> blocking{false};
+    std::thread earlier([&] {
+      sigset_t all;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, nullptr);
+      pthread_setname_np(pthread_self(), "crl-blocker");
+      blocking = true;
+      while (command.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      pthread_sigmask(SIG_UNBLOCK, &all, nullptr);  // the pending signal's handler runs here
+      const int out = open(outside.c_str(), O_WRONLY | O_CREAT, 0600);
+      outside_wrote = out >= 0 ? 1 : 0;
+    });
+    while (!blocking.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    SandboxReport report;
+    try {
+      report = apply_sandbox({dir_, {"/dev/null"}, {}, true, true});
+    } catch (...) {
+      _exit(20);
+    }
+    std::string said = report.landlock_threads.tsync ? "tsync" : "";
+    for (const auto& thread : report.landlock_threads.unreached) said += thread + "; ";
+    (void)!write(pipe_fds[1], said.data(), said.size());
+    command = 1;
+    earlier.join();
+    if (report.landlock_abi == 0) _exit(3);
+    _exit(outside_wrote == 0 ? 0 : 1);
+  }
+  close(pipe_fds[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof buffer)) > 0;) said.append(buffer, static_cast<size_t>(n));
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::filesystem::remove(outside);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status) << "; " << said;
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "this kernel has no Landlock: file writes are not confined here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the thread wrote outside its folder after unblocking; " << said;
+  if (said != "tsync") EXPECT_NE(said.find("(crl-blocker)"), std::string::npos) << said;
 }
 
 }  // namespace
