@@ -16,6 +16,7 @@
 
 #include "worker/candidate_session.h"
 #include "worker/judge_session.h"
+#include "worker/page_aligned_allocator.h"
 #include "worker/sandbox.h"
 #include "worker/worker_channel.h"
 
@@ -135,6 +136,8 @@ int main(int argc, char** argv) {
   // mmapped pages and the other from warm heap pages.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  // And where a large block starts within its page, whatever the history (page_aligned_allocator.h).
+  crl::worker::use_page_aligned_cpu_allocator();
   // The evaluator starts workers with a clean environment; a preloaded or audited library could
   // still interpose on the worker's calls, so a worker that finds one refuses to run.
   for (const char* name : {"LD_PRELOAD", "LD_AUDIT"}) {

@@ -162,6 +162,8 @@ Result<TaskJudge*> Evaluator::judge_for(const Task& task, Trace& trace) {
       return Failure::of(VerdictStatus::kInternalError, std::string("crl could not judge this task: ") + e.what(),
                          Failure::Cleanup::drop_judge);
     }
+  } else {
+    judge_->begin_reference_renewal(task, options_, *pool_);
   }
   trace.verdict().secret = judge_->secret;
   trace.step("judge", true, judge_->describe(), t);

@@ -192,27 +192,7 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   j->judge = pool.start_judge(cpu ? std::vector<int>{j->arena_fd, j->region_fd, j->reference_arena_fd, j->staging_fd}
                                   : std::vector<int>{});
   // The reference's timing worker loads (LibTorch, CUDA) while the judge makes its outputs.
-  j->reference_worker = pool.start_program_worker("reference", {j->task_dir, j->reference_arena_fd});
-  // (shares of the GPU: the reference's worker loads with room for its params, and the memory plan,
-  // once the judge measured the reference's call, gives it its own; the judge opens with the budget
-  // but for that room; eval/memory_plan.h)
-  worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*j->reference_worker, j->library),
-                                                    cpu ? 0 : reference_load_share(options));
-  timing_load.program_name = "reference";
-  timing_load.replay_as_graph = options.baseline == "cuda_graph";
-  if (options.baseline == "kernelbench") {
-    // KernelBench's own Model, from Python, times the reference's half of every pair (bound to the
-    // same params as crl's reference by its rule); crl's program still decides what is correct.
-    timing_load.program_kind = program_kind_name(ProgramKind::kernelbench);
-    timing_load.python_source = j->kernelbench_model;
-    timing_load.python_class = "Model";
-    timing_load.origin = fmt::format("KernelBench's module for {}", task.id);
-    timing_load.library.clear();
-    timing_load.kernelbench_seed = j->kernelbench_seed;
-  }
-  auto reference_loaded = std::async(std::launch::async, [&, timing_load] {
-    return call(*j->reference_worker, timing_load, options.load_timeout_seconds, "loading the reference's timing worker");
-  });
+  auto reference_loaded = j->start_reference_worker(task, options, pool);
   Opening opening(task, options, *j->judge);
   const double opening_share = options.judge_gpu_memory_fraction > 0 ? options.judge_gpu_memory_fraction
                                                                       : options.gpu_memory_budget - reference_load_share(options);
@@ -225,27 +205,70 @@ std::unique_ptr<TaskJudge> TaskJudge::open(const Task& task, const EvalOptions& 
   j->timed_against_kernelbench = options.baseline == "kernelbench";
   hold_reference_outputs(*j, opening);
   plan_arenas(*j, task, options, loaded.arguments, opening);
-  auto ready = reference_loaded.get();
-  std::optional<Failure> failed;
-  if (!ready) failed = ready.failure();
-  if (ready) j->reference_threads = ready->intra_op_threads;
-  if (!failed && !cpu) {
-    const auto shared = call(*j->reference_worker, worker::MemoryShareRequest{j->memory.reference, -1, false},
-                             options.load_timeout_seconds, "the reference's timing worker's share of the GPU's memory");
-    if (!shared) failed = shared.failure();
-  }
-  if (!failed) {
-    failed = attach_arena(*j->judge, *j->reference_worker, j->layout, !cpu, worker::ArenaOwner::reference,
-                          options.load_timeout_seconds, "the reference's timing worker");
-  }
-  if (failed) {
-    throw Error(fmt::format("the reference's timing worker for {} failed: {}\n{}", task.id, failed->message,
-                            j->reference_worker->log(options.max_log_bytes)));
-  }
+  j->finish_reference_worker(reference_loaded, options);
   return j;
 }
 
+std::future<Result<worker::LoadReply>> TaskJudge::start_reference_worker(const Task& task, const EvalOptions& options, WorkerPool& pool) {
+  reference_worker = pool.start_program_worker("reference", {task_dir, reference_arena_fd});
+  // (shares of the GPU: the reference's worker loads with room for its params, and the memory plan,
+  // once the judge measured the reference's call, gives it its own; the judge opens with the budget
+  // but for that room; eval/memory_plan.h)
+  worker::LoadRequest timing_load = load_request(task, options, pool.library_for(*reference_worker, library),
+                                                 options.backend == Backend::cpu ? 0 : reference_load_share(options));
+  timing_load.program_name = "reference";
+  timing_load.replay_as_graph = options.baseline == "cuda_graph";
+  if (options.baseline == "kernelbench") {
+    // KernelBench's own Model, from Python, times the reference's half of every pair (bound to the
+    // same params as crl's reference by its rule); crl's program still decides what is correct.
+    timing_load.program_kind = program_kind_name(ProgramKind::kernelbench);
+    timing_load.python_source = kernelbench_model;
+    timing_load.python_class = "Model";
+    timing_load.origin = fmt::format("KernelBench's module for {}", task.id);
+    timing_load.library.clear();
+    timing_load.kernelbench_seed = kernelbench_seed;
+  }
+  WorkerProcess* started = reference_worker.get();
+  return std::async(std::launch::async, [started, timing_load, timeout = options.load_timeout_seconds] {
+    return call(*started, timing_load, timeout, "loading the reference's timing worker");
+  });
+}
+
+void TaskJudge::finish_reference_worker(std::future<Result<worker::LoadReply>>& loaded, const EvalOptions& options) {
+  const bool cpu = options.backend == Backend::cpu;
+  auto ready = loaded.get();
+  std::optional<Failure> failed;
+  if (!ready) failed = ready.failure();
+  if (ready) reference_threads = ready->intra_op_threads;
+  if (!failed && !cpu) {
+    const auto shared = call(*reference_worker, worker::MemoryShareRequest{memory.reference, -1, false}, options.load_timeout_seconds,
+                             "the reference's timing worker's share of the GPU's memory");
+    if (!shared) failed = shared.failure();
+  }
+  if (!failed) {
+    failed = attach_arena(*judge, *reference_worker, layout, !cpu, worker::ArenaOwner::reference, options.load_timeout_seconds,
+                          "the reference's timing worker");
+  }
+  if (failed) {
+    throw Error(fmt::format("the reference's timing worker for {} failed: {}\n{}", task_id, failed->message,
+                            reference_worker->log(options.max_log_bytes)));
+  }
+}
+
+void TaskJudge::begin_reference_renewal(const Task& task, const EvalOptions& options, WorkerPool& pool) {
+  if (options.backend != Backend::cpu || !options.timing || !reference_timed || renewing_.valid()) return;
+  reference_worker->stop();
+  reference_timed = false;
+  renewing_ = start_reference_worker(task, options, pool);
+}
+
+void TaskJudge::ready_reference_worker(const EvalOptions& options) {
+  if (!renewing_.valid()) return;
+  finish_reference_worker(renewing_, options);  // (get() leaves the future empty, thrown or not)
+}
+
 TaskJudge::~TaskJudge() {
+  if (renewing_.valid()) renewing_.wait();  // its thread talks to the reference's worker
   // The judge first: on the GPU it maps the reference worker's arena, which must outlive the mapping.
   if (judge) judge->stop();
   if (reference_worker) reference_worker->stop();

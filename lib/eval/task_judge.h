@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,21 @@ class TaskJudge {
   ~TaskJudge();
   TaskJudge(const TaskJudge&) = delete;
   TaskJudge& operator=(const TaskJudge&) = delete;
+
+  // CPU: once the reference's timing worker has timed an evaluation, the next evaluation gets a
+  // fresh one (the judge and its arenas stay), so that no two evaluations share their reference's
+  // process: a process's own pages and placement shift its times by a few percent for its whole
+  // life, and one timing worker kept across a task's evaluations shifted all of them alike (the
+  // reference judged against itself ten times read 1.03-1.11 on CI's machine; with `crl eval` of 10
+  // copies here, six runs' geometric means spread 2.3% kept and 1.4% renewed, about what a run's
+  // own noise gives). begin_reference_renewal starts the new worker as an evaluation opens (it loads
+  // while the candidate compiles and runs its trials); ready_reference_worker, before timing, waits
+  // for it and attaches its arena (throws Error as open() does). GPU: not yet (the judge maps the
+  // worker's arena, which a renewal must let go first; whether the GPU shows the effect is
+  // unmeasured); both do nothing.
+  void begin_reference_renewal(const Task& task, const EvalOptions& options, WorkerPool& pool);
+  void ready_reference_worker(const EvalOptions& options);
+  bool reference_timed = false;  // the reference's timing worker has timed an evaluation (set by the timing stage)
 
   // Whether this judge serves `task` (and still runs).
   bool serves(const Task& task) const { return task_id == task.id && judge && judge->running(); }
@@ -87,6 +103,11 @@ class TaskJudge {
 
  private:
   TaskJudge() = default;
+  // Starts the reference's timing worker and sends its load request (answered on the future's thread).
+  std::future<Result<worker::LoadReply>> start_reference_worker(const Task& task, const EvalOptions& options, WorkerPool& pool);
+  // Waits for that load, gives the worker its share of the GPU and its arena. Throws Error.
+  void finish_reference_worker(std::future<Result<worker::LoadReply>>& loaded, const EvalOptions& options);
+  std::future<Result<worker::LoadReply>> renewing_;  // a renewal begun, not yet ready
 };
 
 // The shares of the GPU the user fixed (EvalOptions; 0: planned).

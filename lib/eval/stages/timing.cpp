@@ -556,6 +556,12 @@ std::optional<Failure> require_precise(const Measurement& m, const std::string& 
 }
 
 Result<Measurement> measure(Evaluation& e, WorkerProcess& candidate, const TimingPlan& plan) {
+  try {
+    e.task_judge.ready_reference_worker(e.options);  // a fresh one for each evaluation (task_judge.h)
+  } catch (const Error& error) {
+    return Failure::of(VerdictStatus::kInternalError, error.what(), Failure::Cleanup::drop_judge);
+  }
+  e.task_judge.reference_timed = true;
   return TimingRun(e, candidate, plan).run();
 }
 
