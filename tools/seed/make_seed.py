@@ -51,7 +51,7 @@ UNARY = {
                         "1.0507009873554805f * (v > 0.0f ? v : 1.6732632423543772f * expm1f(v))"),
     "level1/028_hardsigmoid": ("x", "std::fmin(std::fmax(v / 6.0f + 0.5f, 0.0f), 1.0f)", "at::clamp(x / 6 + 0.5, 0, 1)",
                                "fminf(fmaxf(v / 6.0f + 0.5f, 0.0f), 1.0f)"),
-    "level1/029_softplus": ("x", "v > 20.0f ? v : std::log1p(std::exp(v))", "at::log1p(at::exp(x))",
+    "level1/029_softplus": ("x", "v > 20.0f ? v : std::log1p(std::exp(v))", "at::where(x > 20, x, at::log1p(at::exp(x)))",
                             "v > 20.0f ? v : log1pf(expf(v))"),
     "level1/030_softsign": ("x", "v / (1.0f + std::fabs(v))", "x.div(x.abs().add_(1))", "v / (1.0f + fabsf(v))"),
     "level1/031_elu": ("x", "v > 0.0f ? v : std::expm1(v)", "at::where(x > 0, x, at::expm1(x))", "v > 0.0f ? v : expm1f(v)"),
