@@ -31,7 +31,8 @@ Verdict judge_reference_against_itself() {
 }
 
 // Between one evaluation and the next the speedup moves more than its interval says: each
-// evaluation's candidate is a new worker process, and on a two-core machine a process's pages and
+// evaluation's candidate is a new worker process, and so is its reference's (TaskJudge renews it:
+// one kept for all ten read 1.03-1.11 in every evaluation on CI's machine), and on a two-core machine a process's pages and
 // placement shift its times by ~5% (standard deviation of the log speedup over 24 evaluations,
 // measured with `crl eval` on 12 copies of the reference; the verdict's interval is that of one
 // evaluation's pairs). So this judges ten times: the geometric mean of the ten speedups, where
