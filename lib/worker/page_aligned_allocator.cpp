@@ -1,4 +1,4 @@
-// Page-aligned large CPU allocations for program workers (see page_aligned_allocator.h).
+// Page-aligned large CPU allocations for crl-worker (see page_aligned_allocator.h).
 #include "worker/page_aligned_allocator.h"
 
 #include <c10/core/Allocator.h>

@@ -1,4 +1,4 @@
-// The CPU allocator of crl's program workers: blocks of 64 KiB and more start on a page boundary.
+// crl-worker's CPU allocator (every role; what matters is the program workers): blocks of 64 KiB and more start on a page boundary.
 #pragma once
 
 namespace crl::worker {
