@@ -82,6 +82,11 @@ struct EvalOptions {
   // but on CI's loaded 2 cores (a job's ranks busy-polling beside other tests) the per-call
   // handshakes made jobs' planted programs too noisy to reward (docs/evaluation.md). Not on the GPU.
   bool call_turns = false;
+  // CPU backend: a fresh reference timing worker for every evaluation that times (TaskJudge::
+  // begin_reference_renewal), so that no two evaluations of a task share the reference's process.
+  // It costs a worker start per evaluation (~0.25 s of CPU); the tests' quick options turn it off
+  // but in the self-judgement test, which checks it (CI's suite judges hundreds of evaluations).
+  bool renew_reference_worker = true;
   // A timed batch has enough slots (calls) for the reference's calls to take this long, so that a
   // request's fixed cost (waking the worker, the GPU's switch between processes' contexts,
   // describing the outputs) is a small part of what is timed; within max_batch_calls, arena_bytes and

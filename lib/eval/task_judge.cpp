@@ -256,7 +256,10 @@ void TaskJudge::finish_reference_worker(std::future<Result<worker::LoadReply>>& 
 }
 
 void TaskJudge::begin_reference_renewal(const Task& task, const EvalOptions& options, WorkerPool& pool) {
-  if (options.backend != Backend::cpu || !options.timing || !reference_timed || renewing_.valid()) return;
+  if (options.backend != Backend::cpu || !options.renew_reference_worker || !options.timing || !reference_timed ||
+      renewing_.valid()) {
+    return;
+  }
   reference_worker->stop();
   reference_timed = false;
   renewing_ = start_reference_worker(task, options, pool);

@@ -58,6 +58,7 @@ inline EvalOptions quick_options(Backend backend) {
   o.call_timeout_seconds = 10;  // the hang fixture costs this much
   o.idle_wait_seconds = 10;     // and the GPU attack that leaves work running while frozen
   o.cpu_threads = 1;
+  o.renew_reference_worker = false;  // a worker start per evaluation; the self-judgement test turns it on
   // The CPU tests run on small shared machines, where the reference's own calls spread by up to
   // 170% (IQR over median) while others build: at the default +-10% a legitimate twin judged for
   // something else than its speed came out internal_error (machine too noisy), and at +-50% one

@@ -286,11 +286,12 @@ TEST_F(PipelineTest, ALuckyFirstMeasurementIsCaughtByAPreciseReMeasure) {
 // an interval wide enough to overlap any first measurement, and so "agreed". Now it is measured on
 // while too wide to disagree, and one that stays that wide is the machine's noise, never agreement.
 TEST_F(PipelineTest, ANoisyReMeasureIsMeasuredLongerAndNeverCountsAsAgreement) {
-  // A 1% limit: at +-5% the median of 50-8000 us calls got precise within the budget on a quick
-  // machine (386 pairs), and a precise disagreement is a hack, not this test's noise.
+  // A 2% limit: at +-5% the median of 50-8000 us calls got precise within the budget on a quick
+  // machine (386 pairs), and a precise disagreement is a hack, not this test's noise; at +-1% the
+  // first measurement itself (scripted 400 us calls) ended too noisy on this 2-core VM (+-1.3%).
   const Verdict v = judge(call_times(2000, {400, {50, 8000}}), 2, [](EvalOptions& o) {
     remeasured(o);
-    o.max_relative_ci = 0.01;
+    o.max_relative_ci = 0.02;
   });
   EXPECT_EQ(v.status, VerdictStatus::kInternalError) << explain(v);
   EXPECT_EQ(v.message.rfind("machine too noisy: the re-measure ended too noisy", 0), 0u) << v.message;

@@ -25,7 +25,13 @@ namespace {
 using testing::explain;
 
 Verdict judge_reference_against_itself() {
-  static Evaluator evaluator(testing::quick_options(Backend::cpu), testing::fixture_compiler());
+  static Evaluator evaluator(
+      [] {
+        EvalOptions o = testing::quick_options(Backend::cpu);
+        o.renew_reference_worker = true;  // as crl eval and jobs do
+        return o;
+      }(),
+      testing::fixture_compiler());
   return evaluator.evaluate(testing::fixture_suite().find("level1/019_relu"), testing::relu_candidate("same_as_reference"),
                             "same_as_reference");
 }
