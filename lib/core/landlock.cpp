@@ -1,7 +1,6 @@
 // Landlock rulesets built from folder lists, and their application (see landlock.h).
 #include "core/landlock.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/landlock.h>
@@ -23,6 +22,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/process_env.h"
 
 namespace crl {
 namespace {
@@ -82,17 +82,6 @@ void restrict_this_thread(int) {
     g_acked_tid[i].store(static_cast<pid_t>(syscall(SYS_gettid)));
   }
   errno = saved;
-}
-
-std::vector<pid_t> process_threads() {
-  std::vector<pid_t> tids;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (const dirent* entry = readdir(dir)) {
-      if (const long tid = std::atol(entry->d_name); tid > 0) tids.push_back(static_cast<pid_t>(tid));
-    }
-    closedir(dir);
-  }
-  return tids;
 }
 
 std::string thread_name(pid_t tid) {
@@ -168,7 +157,7 @@ int restrict_all_threads_to_landlock_ruleset(int ruleset, LandlockThreads* threa
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds);
   for (;;) {
     bool sent_more = false;
-    for (const pid_t tid : process_threads()) {
+    for (const pid_t tid : process_thread_ids()) {
       if (tid == self || sent.count(tid)) continue;
       sent.insert(tid);
       if (syscall(SYS_tgkill, getpid(), tid, signal) == 0) sent_more = true;

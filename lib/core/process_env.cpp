@@ -1,6 +1,7 @@
 // Where this process runs: the launcher's variables (its rank, without starting MPI) and its CPUs.
 #include "core/process_env.h"
 
+#include <dirent.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -20,6 +21,17 @@ int env_int(const char* name) {
 }
 
 }  // namespace
+
+std::vector<int> process_thread_ids() {
+  std::vector<int> tids;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (const dirent* entry = readdir(dir)) {
+      if (const long tid = std::atol(entry->d_name); tid > 0) tids.push_back(static_cast<int>(tid));
+    }
+    closedir(dir);
+  }
+  return tids;
+}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);

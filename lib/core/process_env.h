@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace crl {
 
@@ -23,6 +24,9 @@ int allowed_cpu_count();
 // This process's share of those CPUs when `processes` processes split them evenly (at least one): a
 // rank's intra-op threads and compile jobs, so that the ranks of a node do not contend.
 int core_share(int processes);
+
+// The ids of this process's threads now (/proc/self/task); empty when that cannot be read.
+std::vector<int> process_thread_ids();
 
 // Value of an environment variable, or `fallback` when unset.
 std::string env_or(const char* name, const std::string& fallback);

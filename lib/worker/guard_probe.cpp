@@ -2,13 +2,13 @@
 #include "worker/guard_probe.h"
 
 #include <ATen/ATen.h>
-#include <dirent.h>
 #include <fmt/format.h>
 
 #include <chrono>
 #include <thread>
 
 #include "core/error.h"
+#include "core/process_env.h"
 #include "worker/output_comparison.h"
 #include "program/arguments.h"
 #include "program/value_mix.h"
@@ -107,14 +107,8 @@ void poison_free_memory(const std::vector<int64_t>& output_bytes, const at::Devi
 }  // namespace
 
 int count_process_threads() {
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return -1;
-  int n = 0;
-  while (const dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] != '.') ++n;
-  }
-  closedir(dir);
-  return n;
+  const auto tids = process_thread_ids();
+  return tids.empty() ? -1 : static_cast<int>(tids.size());
 }
 
 bool storages_overlap(const at::Tensor& a, const at::Tensor& b) {

@@ -4,6 +4,7 @@
 import ctypes
 import os
 import signal
+import threading
 import time
 
 import torch
@@ -13,16 +14,12 @@ _HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_int)
 
 
 def _try_write(_signum):
-    path = "/tmp/crl-py-other-thread-%d-%d" % (os.getppid(), threading_id())
+    path = "/tmp/crl-py-other-thread-%d-%d" % (os.getppid(), threading.get_native_id())
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         _counts["wrote"] += 1
     except OSError:
         _counts["refused"] += 1
-
-
-def threading_id():
-    return ctypes.CDLL(None).syscall(186)  # gettid
 
 
 _handler = _HANDLER(_try_write)
@@ -38,11 +35,11 @@ class ModelNew(torch.nn.Module):
             self.tried = True
             libc = ctypes.CDLL(None, use_errno=True)
             libc.signal(ctypes.c_int(signal.SIGURG), _handler)
-            me = threading_id()
+            me = threading.get_native_id()
             others = 0
             for name in os.listdir("/proc/self/task"):
                 tid = int(name)
-                if tid != me and libc.syscall(234, os.getpid(), tid, signal.SIGURG) == 0:  # tgkill
+                if tid != me and libc.syscall(234, os.getpid(), tid, signal.SIGURG) == 0:  # tgkill (x86-64's number)
                     others += 1
             time.sleep(0.3)
             os.write(2, ("earlier_thread_write: %d other threads signalled, %d wrote, %d refused\n"
