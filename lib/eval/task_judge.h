@@ -42,9 +42,9 @@ class TaskJudge {
   // copies here, six runs' geometric means spread 2.3% kept and 1.4% renewed, about what a run's
   // own noise gives). begin_reference_renewal starts the new worker as an evaluation opens (it loads
   // while the candidate compiles and runs its trials); ready_reference_worker, before timing, waits
-  // for it and attaches its arena (throws Error as open() does). GPU: not yet (the judge maps the
-  // worker's arena, which a renewal must let go first; whether the GPU shows the effect is
-  // unmeasured); both do nothing.
+  // for it and attaches its arena (throws Error as open() does). Off: EvalOptions::
+  // renew_reference_worker. GPU: not yet (it would first drop the judge's mapping of the worker's
+  // arena, DropArenaRequest, as replace_worker does for candidates; not run on a GPU); both do nothing.
   void begin_reference_renewal(const Task& task, const EvalOptions& options, WorkerPool& pool);
   void ready_reference_worker(const EvalOptions& options);
   bool reference_timed = false;  // the reference's timing worker has timed an evaluation (set by the timing stage)
