@@ -24,6 +24,9 @@ APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 py
   libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libutf8proc-dev
   clang libclang-rt-dev)  # clang: programs' host sections (2-4x faster compiles than g++), the fuzzers (tools/fuzz.sh)
+# clang 19: load_inline's CUDA sources with precompiled torch headers (lib/compile/clang_cuda.h), where
+# nvcc takes 20-40 s an extension; Debian 12 and Ubuntu 24.04 both package it.
+APT_PACKAGES+=(clang-19)
 # A one-node local Slurm for slurm/*.sbatch and the tests labelled slurm: tools/slurm-local.sh.
 APT_PACKAGES+=(slurm-wlm munge)
 # Headless Chromium opens `crl report`'s page in tests/report (Ubuntu's chromium is a snap stub: skipped there).

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "compile/clang_cuda.h"
 #include "compile/compile_cache.h"
 #include "compile/generated_source.h"
 #include "compile/program_abi.h"
@@ -70,6 +72,10 @@ std::string join(const std::vector<std::string>& parts) {
 }
 
 void write_text(const std::string& path, const std::string& text) { write_file_atomically(path, text, /*durable=*/false); }
+
+// torch's own nvcc macros for extensions (cpp_extension.COMMON_NVCC_FLAGS), given to clang's CUDA mode too.
+constexpr const char* kTorchNvccDefines[] = {"-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                                             "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"};
 
 // What load_inline's main.cpp includes first, precompiled once per node (ensure_extension_pch).
 constexpr const char* kExtensionPrelude = "#include <torch/extension.h>\n";
@@ -158,6 +164,11 @@ struct Compiler::Impl {
   bool use_gold = false;  // gold links against LibTorch's 450 MB libraries about twice as fast as bfd
   std::mutex sandbox_mutex;
   std::map<Backend, bool> sandbox_checked, sandbox_works;  // per backend, after its probe
+  // clang++ 19 or later for load_inline's cuda.cu (clang_cuda.h): "" where there is none, or once
+  // its precompiled headers could not be built here (the log said why, once).
+  std::string cuda_clang, cuda_clang_version;
+  int cuda_major = 0;  // the toolkit's major version (nvcc's), for fatbinary's arguments
+  std::map<std::string, std::string> clang_cuda_pch;  // variant key -> folder of device.pch, host.pch, shim/
 
   static bool names(const CompileRequest& request, const char* library) {
     return request.program.host.text.find(library) != std::string::npos;
@@ -360,10 +371,11 @@ struct Compiler::Impl {
   // by a macro (`#define P "/etc/passwd"` then `#include P`, which the textual check cannot see)
   // would otherwise put that file's text into its compile log, the verdict and the results file,
   // or make the compiler read /dev/zero until its timeout.
-  LandlockRules compile_rules(const std::string& build_dir, const std::string& pch_dir) const {
+  LandlockRules compile_rules(const std::string& build_dir, const std::string& pch_dir, const std::string& other_pch_dir = "") const {
     LandlockRules rules;
     rules.readable = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/ld.so.conf",
                       "/etc/ld.so.conf.d", "/proc", pch_dir, build_dir};
+    if (!other_pch_dir.empty()) rules.readable.push_back(other_pch_dir);
     const auto add = [&rules](const fs::path& path) {
       std::error_code ec;
       const fs::path real = fs::canonical(path, ec);
@@ -371,7 +383,7 @@ struct Compiler::Impl {
     };
     // Each tool's installation (the folder above its bin/), LibTorch's package, CUDA's, and the
     // folders the loader searches (a carried clang's libraries).
-    for (const std::string& tool : {toolchain.cxx, toolchain.host_cxx, toolchain.nvcc}) {
+    for (const std::string& tool : {toolchain.cxx, toolchain.host_cxx, toolchain.nvcc, cuda_clang}) {
       std::error_code ec;
       if (!tool.empty()) add(fs::canonical(tool, ec).parent_path().parent_path());
     }
@@ -403,9 +415,11 @@ struct Compiler::Impl {
     return sandbox_works[backend];
   }
 
-  int compile_ruleset(Backend backend, const std::string& build_dir, const std::string& pch) {
+  // `clang_cuda_dir`: the folder of clang's precompiled CUDA headers a load_inline build reads (all of
+  // the cache's precompiled headers), or "".
+  int compile_ruleset(Backend backend, const std::string& build_dir, const std::string& pch, const std::string& clang_cuda_dir) {
     if (!sandbox_on(backend)) return -1;
-    return build_landlock_ruleset(compile_rules(build_dir, fs::path(pch).parent_path().string()), nullptr);
+    return build_landlock_ruleset(compile_rules(build_dir, fs::path(pch).parent_path().string(), clang_cuda_dir), nullptr);
   }
 
   bool probe_compile_sandbox(Backend backend, const std::string& pch) {
@@ -484,18 +498,23 @@ struct Compiler::Impl {
     std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
     if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
     for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
-    return run_build(dir, host_argv, device_argv, link_argv, ruleset, transient_out, timed_out_out);
+    return run_build(dir, host_argv, tool_step(device_argv, dir, ruleset), link_argv, ruleset, transient_out, timed_out_out);
   }
 
-  // Runs the host and device compiles in parallel (no device compile when its argv is empty), then
-  // the link, each restricted to `ruleset`; the result's log and failing stage.
-  CompileResult run_build(const std::string& dir, const std::vector<std::string>& host_argv, const std::vector<std::string>& device_argv,
+  // One tool's run as a build step; no step for an empty argv.
+  using BuildStep = std::function<CommandResult()>;
+  BuildStep tool_step(const std::vector<std::string>& argv, const std::string& dir, int ruleset) const {
+    if (argv.empty()) return {};
+    return [this, argv, dir, ruleset] { return run_tool(argv, dir, 0, ruleset); };
+  }
+
+  // Runs the host and device compiles in parallel (no device compile without its step), then the
+  // link, each restricted to `ruleset`; the result's log and failing stage.
+  CompileResult run_build(const std::string& dir, const std::vector<std::string>& host_argv, const BuildStep& device_step,
                           const std::vector<std::string>& link_argv, int ruleset, bool* transient_out, bool* timed_out_out) {
     CompileResult result;
     std::future<CommandResult> device_run;
-    if (!device_argv.empty()) {
-      device_run = std::async(std::launch::async, [this, device_argv, dir, ruleset] { return run_tool(device_argv, dir, 0, ruleset); });
-    }
+    if (device_step) device_run = std::async(std::launch::async, device_step);
     const CommandResult host = run_tool(host_argv, dir, 0, ruleset);
     const CommandResult device = device_run.valid() ? device_run.get() : CommandResult{0, 0, false, "", 0};
     std::string log;
@@ -545,12 +564,13 @@ struct Compiler::Impl {
   // them for the symbol guard); a transient one (timeout, signal) is not cached, a timeout remembered
   // with its limit (compile_cache.h).
   CompileResult build_in_dir(Backend backend, const std::string& pch, const std::string& key, const std::string& origin,
-                             const std::function<CompileResult(const std::string&, int, bool*, bool*)>& compile) {
+                             const std::function<CompileResult(const std::string&, int, bool*, bool*)>& compile,
+                             const std::string& clang_cuda_dir = "") {
     const std::string dir = cache->make_build_dir();
     CompileResult result;
     int ruleset = -1;
     try {
-      ruleset = compile_ruleset(backend, dir, pch);
+      ruleset = compile_ruleset(backend, dir, pch, clang_cuda_dir);
       bool transient = false, timed_out = false;
       result = compile(dir, ruleset, &transient, &timed_out);
       if (ruleset >= 0) close(ruleset);
@@ -585,7 +605,7 @@ struct Compiler::Impl {
     h.field(join(extension_host_flags(r)));
     if (r.cuda) {
       require_nvcc();
-      h.field(toolchain.nvcc).field(nvcc_version).field(arch_for(r.cuda_arch));
+      h.field(toolchain.nvcc).field(nvcc_version).field(arch_for(r.cuda_arch)).field(cuda_clang).field(cuda_clang_version);
     }
     h.field(sandbox_on(backend) ? "sandboxed" : "unsandboxed");
     return h.hex();
@@ -629,10 +649,147 @@ struct Compiler::Impl {
     const bool use_pch = extension_uses_pch(r);
     // Without the extension prelude, the program prelude's folder only serves the sandbox's rules.
     const std::string pch = use_pch ? ensure_extension_pch(r.cuda) : ensure_pch(backend);
-    return build_in_dir(backend, pch, key, r.origin, [&](const std::string& dir, int ruleset, bool* transient, bool* timed_out) {
-      return run_build(dir, extension_host_argv(r, dir, use_pch ? pch : ""), extension_device_argv(r, dir),
-                       extension_link_argv(r, dir), ruleset, transient, timed_out);
-    });
+    std::string why;
+    const bool clang = !r.cuda_source.empty() && !cuda_clang.empty() && clang_cuda_flags(r.extra_cuda_cflags, &why).has_value();
+    const std::string clang_cuda_dir = clang ? fs::path(cache->pch_dir("-")).parent_path().string() : "";
+    return build_in_dir(
+        backend, pch, key, r.origin,
+        [&](const std::string& dir, int ruleset, bool* transient, bool* timed_out) {
+          return run_build(dir, extension_host_argv(r, dir, use_pch ? pch : ""), extension_device_step(r, dir, ruleset, clang_cuda_dir),
+                           extension_link_argv(r, dir), ruleset, transient, timed_out);
+        },
+        clang_cuda_dir);
+  }
+
+  // cuda.cu's compile (none without CUDA sources): by clang's CUDA mode (clang_cuda.h) with the
+  // lighter torch/extension.h, then with torch's own, then by nvcc; no clang where `clang_cuda_dir`
+  // is "" (no clang 19, a flag without counterpart).
+  BuildStep extension_device_step(const ExtensionRequest& r, const std::string& dir, int ruleset, const std::string& clang_cuda_dir) {
+    const std::vector<std::string> nvcc_argv = extension_device_argv(r, dir);  // writes cuda.cu
+    if (nvcc_argv.empty() || clang_cuda_dir.empty()) return tool_step(nvcc_argv, dir, ruleset);
+    return [this, r, dir, ruleset, nvcc_argv] {
+      for (const ClangCudaHeaders headers : {ClangCudaHeaders::light, ClangCudaHeaders::torch}) {
+        const std::string pch_dir = clang_cuda_pch_for(r, headers);
+        if (pch_dir.empty()) continue;
+        const CommandResult clang = run_clang_cuda(r, dir, ruleset, pch_dir);
+        if (clang.ok()) return clang;
+      }
+      // nvcc's verdict is the one torch's load_inline would give; clang's log is not shown.
+      CommandResult nvcc = run_tool(nvcc_argv, dir, 0, ruleset);
+      if (nvcc.ok()) nvcc.output = "[crl: clang's CUDA mode did not build cuda.cu; nvcc did]\n" + nvcc.output;
+      return nvcc;
+    };
+  }
+
+  // The clang driver's command line for cuda.cu or the prelude, without its input and output.
+  std::vector<std::string> clang_cuda_argv(const std::string& arch, const std::string& clang_cuda_dir, bool approx_transcendentals) const {
+    std::vector<std::string> argv = {cuda_clang, "-x", "cuda", "--cuda-path=" + toolchain.cuda_home, "--cuda-gpu-arch=" + arch,
+                                     "-Wno-unknown-cuda-version", "-std=c++17", "-O3", "-fPIC", "-isystem", clang_cuda_dir + "/shim"};
+    // CUDA 13 keeps thrust and cub (which torch's headers include) under include/cccl; nvcc adds it itself.
+    if (fs::is_directory(toolchain.cuda_home + "/include/cccl")) {
+      for (const auto& f : {std::string("-isystem"), toolchain.cuda_home + "/include/cccl"}) argv.push_back(f);
+    }
+    for (auto& f : extension_defines(ExtensionRequest{.cuda = true})) argv.push_back(f);
+    for (const char* f : kTorchNvccDefines) argv.push_back(f);
+    if (approx_transcendentals) argv.push_back("-fgpu-approx-transcendentals");
+    return argv;
+  }
+
+  // The clang jobs of cuda.cu -> device.o, each with its side's precompiled header; the first failing
+  // job's result, else the jobs' output.
+  CommandResult run_clang_cuda(const ExtensionRequest& r, const std::string& dir, int ruleset, const std::string& clang_cuda_dir) {
+    std::string why;
+    const ClangCudaFlags flags = clang_cuda_flags(r.extra_cuda_cflags, &why).value();  // clang_cuda_pch_for checked it
+    std::vector<std::string> driver = clang_cuda_argv(arch_for(r.cuda_arch), clang_cuda_dir, flags.approx_transcendentals);
+    driver.insert(driver.begin() + 1, "-###");
+    for (const auto& f : flags.driver) driver.push_back(f);
+    for (const auto& f : {"-DTORCH_EXTENSION_NAME=" + r.name, std::string("-c"), dir + "/cuda.cu", std::string("-o"), dir + "/device.o"}) {
+      driver.push_back(f);
+    }
+    const CommandResult listed = run_tool(driver, dir, 0, ruleset);
+    if (!listed.ok()) return listed;
+    const auto jobs = jobs_with_pch(parse_driver_jobs(listed.output), clang_cuda_dir + "/device.pch", clang_cuda_dir + "/host.pch",
+                                    flags, cuda_major);
+    CommandResult all{0, 0, false, "", 0};
+    for (const auto& job : jobs) {
+      CommandResult step = run_tool(job, dir, 0, ruleset);
+      all.output += step.output;
+      all.seconds += step.seconds;
+      if (!step.ok()) {
+        step.output = all.output;
+        remove_driver_temporaries(dir);
+        return step;
+      }
+    }
+    if (jobs.empty()) all = CommandResult{1, 0, false, "clang -### listed no jobs:\n" + listed.output, 0};
+    remove_driver_temporaries(dir);
+    return all;
+  }
+
+  // The driver's intermediate files (cuda-*.s, .o, .fatbin in TMPDIR, the build folder), which would
+  // otherwise be published into the cache with the library.
+  static void remove_driver_temporaries(const std::string& dir) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().filename().string().rfind("cuda-", 0) == 0) fs::remove(entry.path(), ec);
+    }
+  }
+
+  // The folder of clang's precompiled CUDA headers for `r`'s flags, built once per node; "" where
+  // clang cannot serve it (no clang 19+, a flag without counterpart, a header that did not build).
+  std::string clang_cuda_pch_for(const ExtensionRequest& r, ClangCudaHeaders headers) {
+    if (r.cuda_source.empty() || cuda_clang.empty()) return "";
+    std::string why;
+    const auto flags = clang_cuda_flags(r.extra_cuda_cflags, &why);
+    if (!flags) return "";
+    const std::string arch = arch_for(r.cuda_arch);
+    Sha256 h;
+    h.field("crl-clang-cuda-pch/1").field(kClangCudaPrelude).field(cuda_clang).field(cuda_clang_version).field(toolchain.cuda_home);
+    h.field(nvcc_version).field(toolchain.torch_version).field(toolchain.torch_include_dir).field(arch);
+    h.field(flags->approx_transcendentals ? "approx" : "exact").field(headers == ClangCudaHeaders::light ? "light" : "torch");
+    const std::string key = h.hex();
+    std::lock_guard guard(pch_mutex);
+    if (const auto it = clang_cuda_pch.find(key); it != clang_cuda_pch.end()) return it->second;
+    const std::string dir = cache->pch_dir(key);
+    if (!fs::exists(dir + "/host.pch")) {
+      fs::create_directories(dir + "/shim");
+      FileLock lock(dir + "/build.lock");
+      if (const std::string failed = fs::exists(dir + "/host.pch") ? "" : build_clang_cuda_pch(dir, arch, *flags, headers);
+          !failed.empty()) {
+        spdlog::warn("crl compile: clang's CUDA mode could not precompile torch's headers, so nvcc builds load_inline's "
+                     "CUDA sources ({}; CRL_CUDA_CLANG=none skips clang):\n{}", cuda_clang, failed.substr(0, 3000));
+        return clang_cuda_pch[key] = "";
+      }
+    }
+    return clang_cuda_pch[key] = dir;
+  }
+
+  // The two precompiled headers of clang_cuda_pch_for, built side by side (host.pch last: it marks
+  // the folder complete); "" on success, else what failed.
+  std::string build_clang_cuda_pch(const std::string& dir, const std::string& arch, const ClangCudaFlags& flags, ClangCudaHeaders headers) {
+    for (const auto& [name, text] : clang_cuda_shim_headers(headers)) {
+      fs::create_directories(fs::path(dir + "/shim/" + name).parent_path());
+      write_text(dir + "/shim/" + name, text);
+    }
+    write_text(dir + "/prelude.cuh", kClangCudaPrelude);
+    std::vector<std::string> driver = clang_cuda_argv(arch, dir, flags.approx_transcendentals);
+    driver.insert(driver.begin() + 1, "-###");
+    for (const auto& f : {"-c", "prelude.cuh", "-o", "prelude.o"}) driver.push_back(f);
+    const CommandResult listed = run_tool(driver, dir);
+    if (!listed.ok()) return join(driver) + "\n" + listed.output;
+    const std::string tmp = fmt::format(".tmp{}", static_cast<long>(getpid()));
+    const auto jobs = pch_emitting_jobs(parse_driver_jobs(listed.output), dir + "/device.pch" + tmp, dir + "/host.pch" + tmp);
+    if (jobs.size() != 2) return "clang -### did not list one device and one host compile:\n" + listed.output;
+    const double limit = std::max(options.timeout_seconds, 1800.0);  // tens of seconds; a short program timeout must not fail it
+    auto first = std::async(std::launch::async, [&] { return run_tool(jobs[0], dir, limit); });
+    const CommandResult second = run_tool(jobs[1], dir, limit);
+    const CommandResult one = first.get();
+    for (const auto* r : {&one, &second}) {
+      if (!r->ok()) return fmt::format("{}\n{}", join(r == &one ? jobs[0] : jobs[1]), r->output.substr(0, 4000));
+    }
+    fs::rename(dir + "/device.pch" + tmp, dir + "/device.pch");
+    fs::rename(dir + "/host.pch" + tmp, dir + "/host.pch");
+    return "";
   }
 
   // main.cpp written into `dir` and its compile (with the precompiled `pch` unless "").
@@ -657,9 +814,8 @@ struct Compiler::Impl {
     const std::string arch = arch_for(r.cuda_arch);
     std::vector<std::string> argv = {toolchain.nvcc, "-ccbin", toolchain.cxx, "-O3", "-std=c++17", "-gencode",
                                      "arch=compute_" + arch.substr(3) + ",code=" + arch, "-Xcompiler", "-fPIC",
-                                     // torch's own nvcc flags for extensions (cpp_extension.COMMON_NVCC_FLAGS)
-                                     "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
-                                     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"};
+                                     "--expt-relaxed-constexpr"};
+    for (const char* f : kTorchNvccDefines) argv.push_back(f);
     for (auto& f : extension_defines(r)) argv.push_back(f);
     argv.push_back("-DTORCH_EXTENSION_NAME=" + r.name);
     for (const auto& f : r.extra_cuda_cflags) argv.push_back(f);
@@ -759,6 +915,48 @@ static std::string choose_host_cxx(const CompilerOptions& options, const std::st
   return found;
 }
 
+// The clang++ of load_inline's CUDA sources (clang_cuda.h): CompilerOptions::cuda_clang, else
+// $CRL_CUDA_CLANG ("none": nvcc only), else ("auto") the newest clang++-N on PATH, else the host sections' clang++, of version 19 or later (the
+// first whose CUDA mode takes Hopper's sm_90a and CUDA 12.x headers); "" for none.
+static std::string choose_cuda_clang(const CompilerOptions& options, const std::string& host_cxx, std::string* version) {
+  const std::string& cache_dir = options.cache_dir;
+  const auto major = [&cache_dir](const std::string& clang, std::string* v) {
+    *v = compiler_version(clang, cache_dir);
+    std::smatch m;
+    return std::regex_search(*v, m, std::regex(R"(clang version (\d+))")) ? std::stoi(m[1].str()) : 0;
+  };
+  std::string wanted = options.cuda_clang;
+  if (const char* env = std::getenv("CRL_CUDA_CLANG"); wanted.empty() && env != nullptr) wanted = env;
+  if (wanted == "none") return "";
+  if (!wanted.empty() && wanted != "auto") {
+    const std::string found = find_on_path(wanted);
+    if (found.empty() || major(found, version) < 19) {
+      throw InputError(fmt::format("'{}' (CRL_CUDA_CLANG or cuda_clang) is not a clang++ of version 19 or later on PATH "
+                                   "(\"none\": nvcc only)", wanted));
+    }
+    return found;
+  }
+  std::vector<std::string> candidates;
+  for (int n = 24; n >= 19; --n) candidates.push_back(find_on_path(fmt::format("clang++-{}", n)));
+  candidates.push_back(host_cxx);
+  for (const auto& clang : candidates) {
+    if (!clang.empty() && major(clang, version) >= 19) return clang;
+  }
+  version->clear();
+  return "";
+}
+
+// The CUDA toolkit's major version from its cuda.h (CUDA_VERSION 13000 -> 13); 0 when unreadable.
+static int cuda_major_version(const std::string& cuda_home) {
+  std::ifstream in(cuda_home + "/include/cuda.h");
+  const std::regex define(R"(^#define CUDA_VERSION (\d+))");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_search(line, m, define)) return std::stoi(m[1].str()) / 1000;
+  }
+  return 0;
+}
+
 Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
   d.options = std::move(options);
@@ -783,6 +981,10 @@ Compiler::Compiler(CompilerOptions options) : impl_(std::make_unique<Impl>()) {
   d.host_cxx_version = compiler_version(d.toolchain.host_cxx, d.options.cache_dir);
   d.host_is_clang = d.host_cxx_version.find("clang") != std::string::npos;  // "c++" may be either
   if (!d.toolchain.nvcc.empty()) d.nvcc_version = compiler_version(d.toolchain.nvcc, d.options.cache_dir);
+  if (!d.toolchain.nvcc.empty() && !d.toolchain.cuda_home.empty()) {
+    d.cuda_clang = choose_cuda_clang(d.options, d.host_is_clang ? d.toolchain.host_cxx : "", &d.cuda_clang_version);
+    d.cuda_major = cuda_major_version(d.toolchain.cuda_home);
+  }
   d.node_slots = std::make_unique<NodeSlots>(
       d.options.node_slots_dir.empty() ? default_node_slots_dir() : d.options.node_slots_dir,
       d.options.node_slots > 0 ? d.options.node_slots : default_node_compile_slots());
@@ -798,6 +1000,8 @@ std::string Compiler::key_of(const CompileRequest& request) { return impl_->key_
 const CompilerOptions& Compiler::options() const { return impl_->options; }
 
 const std::string& Compiler::host_cxx() const { return impl_->toolchain.host_cxx; }
+
+const std::string& Compiler::cuda_clang() const { return impl_->cuda_clang; }
 
 CompileResult Compiler::compile_extension(const ExtensionRequest& request) { return impl_->compile_extension(request); }
 

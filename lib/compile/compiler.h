@@ -56,6 +56,10 @@ struct CompilerOptions {
   // host compile about 2 s shorter), else cxx; a name or path forces it (e.g. "g++").
   std::string host_cxx;
   std::string nvcc;
+  // load_inline's CUDA sources' compiler besides nvcc (compile/clang_cuda.h): "" or "auto"
+  // ($CRL_CUDA_CLANG when set): a clang++ 19 or later where there is one; "none": nvcc only; a name
+  // or path forces it.
+  std::string cuda_clang;
   std::string torch_include_dir;  // LibTorch's include/
   std::string torch_library_dir;  // LibTorch's lib/
   std::string cuda_home;          // /usr/local/cuda
@@ -93,6 +97,8 @@ class Compiler {
   const CompilerOptions& options() const;
   // The compiler of the host sections that compile() uses (clang++ or g++: CompilerOptions::host_cxx).
   const std::string& host_cxx() const;
+  // The clang++ that builds load_inline's CUDA sources before nvcc is tried; "" for nvcc only.
+  const std::string& cuda_clang() const;
   // Builds the precompiled prelude for a backend now (compile() does it on first use).
   void prepare(Backend backend);
 

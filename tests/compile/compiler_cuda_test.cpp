@@ -1,9 +1,12 @@
 // Tests of the CUDA backend that need nvcc but no GPU: a CUDA candidate compiles to a loadable .so,
-// device-code errors name the .crl line, and nvcc reads nothing outside the toolchain.
+// device-code errors name the .crl line, and nvcc reads nothing outside the toolchain; load_inline's
+// CUDA sources build with clang's CUDA mode where there is a clang 19, else (or when clang fails) nvcc.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "compile/compiler.h"
 #include "compile/loaded_program.h"
@@ -92,6 +95,92 @@ TEST(CompilerCuda, FormatDocCandidateCompiles) {
   request.cuda_arch = "sm_90a";
   const CompileResult result = compiler.compile(request);
   EXPECT_TRUE(result.ok) << result.log;
+}
+
+// load_inline's relu as CUDA-L1's kernels write it; `extra` is appended to the CUDA sources.
+ExtensionRequest cuda_extension(const std::string& extra) {
+  ExtensionRequest r;
+  r.origin = "cand.py";
+  r.name = "relu_ext";
+  r.cpp_source = "torch::Tensor relu(torch::Tensor x);";
+  r.cuda_source = "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n// " + unique_tag() +
+                  "\n__global__ void relu_kernel(const float* x, float* y, long n) {\n"
+                  "  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n  if (i < n) y[i] = fmaxf(x[i], 0.f);\n}\n"
+                  "torch::Tensor relu(torch::Tensor x) {\n  auto y = torch::empty_like(x);\n  const long n = x.numel();\n"
+                  "  relu_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), "
+                  "y.data_ptr<float>(), n);\n  return y;\n}\n" + extra;
+  r.functions = {"relu"};
+  r.extra_cuda_cflags = {"-O3", "--use_fast_math"};  // CUDA-L1's most common flags
+  r.cuda = true;
+  r.cuda_arch = "sm_90a";
+  return r;
+}
+
+// Whether the object's .comment names clang (nvcc's host side is g++: "GCC: ...").
+bool built_by_clang(const CompileResult& r) {
+  for (const auto& path : r.object_paths) {
+    if (std::filesystem::path(path).filename() != "device.o") continue;
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return bytes.find("clang version") != std::string::npos;
+  }
+  ADD_FAILURE() << "no device.o among the result's objects";
+  return false;
+}
+
+// Skips unless this machine has nvcc, Python's headers and a clang 19 for CUDA sources.
+#define SKIP_WITHOUT_CLANG_CUDA(compiler)                                                                        \
+  if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH";                                        \
+  if ((compiler).cuda_clang().empty())                                                                            \
+    GTEST_SKIP() << "no clang++ 19 or later here (tools/setup.sh installs clang-19): nvcc alone builds load_inline's CUDA"
+
+TEST(CompilerCuda, LoadInlineCudaBuildsWithClangsPrecompiledHeaders) {
+  Compiler compiler(testing::test_options());
+  SKIP_WITHOUT_CLANG_CUDA(compiler);
+  const CompileResult r = compiler.compile_extension(cuda_extension(""));
+  if (!r.ok && r.stage == "request") GTEST_SKIP() << r.log;  // a crl without Python's headers
+  ASSERT_TRUE(r.ok) << r.log;
+  EXPECT_EQ(r.log.find("nvcc did"), std::string::npos) << r.log;
+  EXPECT_TRUE(built_by_clang(r));
+  EXPECT_TRUE(std::filesystem::exists(r.library_path));
+  EXPECT_TRUE(compiler.compile_extension(cuda_extension("")).ok);  // (another tag: the warm header's case)
+}
+
+// A source that needs torch's C++ frontend (beyond the lighter torch/extension.h clang tries first)
+// builds with clang and torch's own header; one only nvcc accepts builds with nvcc, as torch's
+// load_inline would: clang's failures are not the candidate's.
+TEST(CompilerCuda, WhatClangCannotBuildNvccBuilds) {
+  if (std::getenv("CRL_TEST_SLOW") == nullptr) {
+    GTEST_SKIP() << "nvcc's parse of torch's headers takes ~40 s of CPU: ctest -L slow runs it (compile_cuda_fallback, CRL_TEST_SLOW=1)";
+  }
+  Compiler compiler(testing::test_options());
+  SKIP_WITHOUT_CLANG_CUDA(compiler);
+  const CompileResult frontend = compiler.compile_extension(cuda_extension(
+      "torch::Tensor relu_by_the_frontend(torch::Tensor x) { return torch::nn::functional::relu(x); }\n"));
+  if (!frontend.ok && frontend.stage == "request") GTEST_SKIP() << frontend.log;
+  ASSERT_TRUE(frontend.ok) << frontend.log;
+  EXPECT_EQ(frontend.log.find("nvcc did"), std::string::npos) << frontend.log;
+  EXPECT_TRUE(built_by_clang(frontend));
+
+  const CompileResult r = compiler.compile_extension(cuda_extension("#ifndef __NVCC__\n#error this source is for nvcc only\n#endif\n"));
+  ASSERT_TRUE(r.ok) << r.log;
+  EXPECT_NE(r.log.find("clang's CUDA mode did not build cuda.cu; nvcc did"), std::string::npos) << r.log;
+  EXPECT_FALSE(built_by_clang(r));
+}
+
+// Through clang or nvcc, the sandbox holds: a header named by a macro is not read into the log.
+TEST(CompilerCuda, LoadInlineCudaCannotIncludeAFileOutsideTheToolchain) {
+  if (landlock_abi() == 0) GTEST_SKIP() << "this kernel has no Landlock: compiles run without their sandbox here";
+  Compiler compiler(testing::test_options());
+  SKIP_WITHOUT_CLANG_CUDA(compiler);
+  const std::string secret = "/tmp/crl-extension-include-attack-" + unique_tag();
+  { std::ofstream(secret) << "the secret text\n"; }
+  const CompileResult r = compiler.compile_extension(cuda_extension("#define CRL_SECRET \"" + secret + "\"\n#include CRL_SECRET\n"));
+  std::filesystem::remove(secret);
+  if (!r.ok && r.stage == "request" && r.log.find("Python") != std::string::npos) GTEST_SKIP() << r.log;
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.stage, "device") << r.log;
+  EXPECT_EQ(r.log.find("the secret text"), std::string::npos) << r.log;
 }
 
 }  // namespace
