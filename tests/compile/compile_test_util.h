@@ -9,12 +9,14 @@
 
 #include "compile/compiler.h"
 #include "program/program_text.h"
+#include "shared_test_cache.h"
 
 namespace crl::testing {
 
-// One cache per build tree, so the precompiled preludes (tens of seconds to build) are made once;
-// programs get a unique comment so each test starts from a cache miss.
-inline std::string test_cache_dir() { return std::string(CRL_BINARY_DIR) + "/tests/compile/test-compile-cache"; }
+// The tests' shared cache (shared_test_cache.h), so each precompiled prelude (tens of seconds to
+// build, and CI starts from none) is made once for every test binary; programs get a unique comment
+// so each test starts from a cache miss.
+inline std::string test_cache_dir() { return shared_test_cache_dir(); }
 
 inline std::string unique_tag() {
   static std::atomic<int> counter{0};
