@@ -67,8 +67,17 @@ TEST_F(GpuAttackTest, ANonContiguousOutputIsLegitimate) {
 // (issue 40 item 2). Its twin joins a side stream before returning and patches nothing.
 TEST_F(GpuAttackTest, ABatchsTailHiddenFromTheWorkersSyncGainsNothing) {
   const Verdict v = judge("hidden_tail.cuda.crl");
-  // The attack did what it says (else this would test a plain ReLU): its sync patched, and a timed
-  // batch replied with work still queued.
+  // Its patch (dlsym and mprotect on cudaDeviceSynchronize) is refused before it runs: the static
+  // scan or the symbol guard names it (H100, 2026-12-07: hack, no worker started). No other way to
+  // leave work past the worker's device sync was found without such symbols (a second stream of the
+  // process is waited for; a host thread that launches late is frozen: late_launch.cuda.crl).
+  if (v.status == VerdictStatus::kHack && v.worker_log.empty()) {
+    EXPECT_TRUE(v.message.find("patching") != std::string::npos || v.message.find("memory protection") != std::string::npos)
+        << explain(v);
+    return;
+  }
+  // Had it run, the attack must have done what it says (else this would test a plain ReLU): its
+  // sync patched, and a timed batch replied with work still queued.
   EXPECT_NE(v.worker_log.find("hidden_tail: cudaDeviceSynchronize patched"), std::string::npos) << v.worker_log;
   EXPECT_NE(v.worker_log.find("still queued"), std::string::npos) << v.worker_log;
   if (v.status == VerdictStatus::kHack) return;
