@@ -192,6 +192,14 @@ std::vector<std::vector<std::string>> jobs_with_pch(std::vector<std::vector<std:
   return jobs;
 }
 
+bool may_lack_a_declaration(const std::string& log) {
+  for (const char* sign : {"use of undeclared identifier", "no member named", "unknown type name", "no type named",
+                           "no template named", "undeclared identifier", "incomplete type"}) {
+    if (log.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::vector<std::pair<std::string, std::string>> clang_cuda_shim_headers(ClangCudaHeaders headers) {
   std::vector<std::pair<std::string, std::string>> files = {
       {"texture_fetch_functions.h", "// crl: CUDA 13 removed texture references; clang's CUDA wrapper still includes this.\n"}};

@@ -58,6 +58,10 @@ std::vector<std::vector<std::string>> jobs_with_pch(std::vector<std::vector<std:
 // extension (most of its time); a source that needs those compiles again with `torch`'s own header.
 enum class ClangCudaHeaders { light, torch };
 
+// Whether clang's log of a failed compile names an undeclared name (what the lighter header would
+// cause), rather than an error torch's own header would not mend.
+bool may_lack_a_declaration(const std::string& clang_log);
+
 // The headers written into a folder clang searches before the toolkit's and torch's: the ones
 // clang's CUDA wrapper includes that a newer toolkit no longer ships (texture_fetch_functions.h,
 // gone in CUDA 13), and for `light` its torch/extension.h. Relative path -> text.

@@ -672,7 +672,12 @@ struct Compiler::Impl {
         const std::string pch_dir = clang_cuda_pch_for(r, headers);
         if (pch_dir.empty()) continue;
         const CommandResult clang = run_clang_cuda(r, dir, ruleset, pch_dir);
-        if (clang.ok()) return clang;
+        // torch's own header only where the lighter one may be what failed (a name it lacks); a
+        // candidate's own error goes to nvcc at once.
+        if (clang.ok() || !may_lack_a_declaration(clang.output)) {
+          if (clang.ok()) return clang;
+          break;
+        }
       }
       // nvcc's verdict is the one torch's load_inline would give; clang's log is not shown.
       CommandResult nvcc = run_tool(nvcc_argv, dir, 0, ruleset);
