@@ -164,11 +164,11 @@ struct Compiler::Impl {
   bool use_gold = false;  // gold links against LibTorch's 450 MB libraries about twice as fast as bfd
   std::mutex sandbox_mutex;
   std::map<Backend, bool> sandbox_checked, sandbox_works;  // per backend, after its probe
-  // clang++ 19 or later for load_inline's cuda.cu (clang_cuda.h): "" where there is none, or once
-  // its precompiled headers could not be built here (the log said why, once).
+  // clang++ 19 or later for load_inline's cuda.cu (clang_cuda.h); "" where there is none.
   std::string cuda_clang, cuda_clang_version;
   int cuda_major = 0;  // the toolkit's major version (nvcc's), for fatbinary's arguments
-  std::map<std::string, std::string> clang_cuda_pch;  // variant key -> folder of device.pch, host.pch, shim/
+  // variant key -> folder of device.pch, host.pch, shim/; "" where it could not be built (said once)
+  std::map<std::string, std::string> clang_cuda_pch;
 
   static bool names(const CompileRequest& request, const char* library) {
     return request.program.host.text.find(library) != std::string::npos;
@@ -650,28 +650,30 @@ struct Compiler::Impl {
     // Without the extension prelude, the program prelude's folder only serves the sandbox's rules.
     const std::string pch = use_pch ? ensure_extension_pch(r.cuda) : ensure_pch(backend);
     std::string why;
-    const bool clang = !r.cuda_source.empty() && !cuda_clang.empty() && clang_cuda_flags(r.extra_cuda_cflags, &why).has_value();
-    const std::string clang_cuda_dir = clang ? fs::path(cache->pch_dir("-")).parent_path().string() : "";
+    const std::optional<ClangCudaFlags> flags =
+        r.cuda_source.empty() || cuda_clang.empty() ? std::nullopt : clang_cuda_flags(r.extra_cuda_cflags, &why);
+    const std::string clang_cuda_dir = flags ? fs::path(cache->pch_dir("-")).parent_path().string() : "";
     return build_in_dir(
         backend, pch, key, r.origin,
         [&](const std::string& dir, int ruleset, bool* transient, bool* timed_out) {
-          return run_build(dir, extension_host_argv(r, dir, use_pch ? pch : ""), extension_device_step(r, dir, ruleset, clang_cuda_dir),
+          return run_build(dir, extension_host_argv(r, dir, use_pch ? pch : ""), extension_device_step(r, flags, dir, ruleset),
                            extension_link_argv(r, dir), ruleset, transient, timed_out);
         },
         clang_cuda_dir);
   }
 
   // cuda.cu's compile (none without CUDA sources): by clang's CUDA mode (clang_cuda.h) with the
-  // lighter torch/extension.h, then with torch's own, then by nvcc; no clang where `clang_cuda_dir`
-  // is "" (no clang 19, a flag without counterpart).
-  BuildStep extension_device_step(const ExtensionRequest& r, const std::string& dir, int ruleset, const std::string& clang_cuda_dir) {
+  // lighter torch/extension.h, then with torch's own, then by nvcc; by nvcc alone without `flags`
+  // (no clang 19, a flag without counterpart).
+  BuildStep extension_device_step(const ExtensionRequest& r, const std::optional<ClangCudaFlags>& flags, const std::string& dir,
+                                  int ruleset) {
     const std::vector<std::string> nvcc_argv = extension_device_argv(r, dir);  // writes cuda.cu
-    if (nvcc_argv.empty() || clang_cuda_dir.empty()) return tool_step(nvcc_argv, dir, ruleset);
-    return [this, r, dir, ruleset, nvcc_argv] {
+    if (nvcc_argv.empty() || !flags) return tool_step(nvcc_argv, dir, ruleset);
+    return [this, r, flags = *flags, dir, ruleset, nvcc_argv] {
       for (const ClangCudaHeaders headers : {ClangCudaHeaders::light, ClangCudaHeaders::torch}) {
-        const std::string pch_dir = clang_cuda_pch_for(r, headers);
+        const std::string pch_dir = clang_cuda_pch_for(r, flags, headers);
         if (pch_dir.empty()) continue;
-        const CommandResult clang = run_clang_cuda(r, dir, ruleset, pch_dir);
+        const CommandResult clang = run_clang_cuda(r, flags, dir, ruleset, pch_dir);
         // torch's own header only where the lighter one may be what failed (a name it lacks); a
         // candidate's own error goes to nvcc at once.
         if (clang.ok() || !may_lack_a_declaration(clang.output)) {
@@ -702,9 +704,8 @@ struct Compiler::Impl {
 
   // The clang jobs of cuda.cu -> device.o, each with its side's precompiled header; the first failing
   // job's result, else the jobs' output.
-  CommandResult run_clang_cuda(const ExtensionRequest& r, const std::string& dir, int ruleset, const std::string& clang_cuda_dir) {
-    std::string why;
-    const ClangCudaFlags flags = clang_cuda_flags(r.extra_cuda_cflags, &why).value();  // clang_cuda_pch_for checked it
+  CommandResult run_clang_cuda(const ExtensionRequest& r, const ClangCudaFlags& flags, const std::string& dir, int ruleset,
+                               const std::string& clang_cuda_dir) {
     std::vector<std::string> driver = clang_cuda_argv(arch_for(r.cuda_arch), clang_cuda_dir, flags.approx_transcendentals);
     driver.insert(driver.begin() + 1, "-###");
     for (const auto& f : flags.driver) driver.push_back(f);
@@ -740,18 +741,14 @@ struct Compiler::Impl {
     }
   }
 
-  // The folder of clang's precompiled CUDA headers for `r`'s flags, built once per node; "" where
-  // clang cannot serve it (no clang 19+, a flag without counterpart, a header that did not build).
-  std::string clang_cuda_pch_for(const ExtensionRequest& r, ClangCudaHeaders headers) {
-    if (r.cuda_source.empty() || cuda_clang.empty()) return "";
-    std::string why;
-    const auto flags = clang_cuda_flags(r.extra_cuda_cflags, &why);
-    if (!flags) return "";
+  // The folder of clang's precompiled CUDA headers for `r`'s arch and `flags`' variant, built once
+  // per node; "" where they did not build.
+  std::string clang_cuda_pch_for(const ExtensionRequest& r, const ClangCudaFlags& flags, ClangCudaHeaders headers) {
     const std::string arch = arch_for(r.cuda_arch);
     Sha256 h;
     h.field("crl-clang-cuda-pch/1").field(kClangCudaPrelude).field(cuda_clang).field(cuda_clang_version).field(toolchain.cuda_home);
     h.field(nvcc_version).field(toolchain.torch_version).field(toolchain.torch_include_dir).field(arch);
-    h.field(flags->approx_transcendentals ? "approx" : "exact").field(headers == ClangCudaHeaders::light ? "light" : "torch");
+    h.field(flags.approx_transcendentals ? "approx" : "exact").field(headers == ClangCudaHeaders::light ? "light" : "torch");
     const std::string key = h.hex();
     std::lock_guard guard(pch_mutex);
     if (const auto it = clang_cuda_pch.find(key); it != clang_cuda_pch.end()) return it->second;
@@ -759,7 +756,7 @@ struct Compiler::Impl {
     if (!fs::exists(dir + "/host.pch")) {
       fs::create_directories(dir + "/shim");
       FileLock lock(dir + "/build.lock");
-      if (const std::string failed = fs::exists(dir + "/host.pch") ? "" : build_clang_cuda_pch(dir, arch, *flags, headers);
+      if (const std::string failed = fs::exists(dir + "/host.pch") ? "" : build_clang_cuda_pch(dir, arch, flags, headers);
           !failed.empty()) {
         spdlog::warn("crl compile: clang's CUDA mode could not precompile torch's headers, so nvcc builds load_inline's "
                      "CUDA sources ({}; CRL_CUDA_CLANG=none skips clang):\n{}", cuda_clang, failed.substr(0, 3000));
