@@ -132,7 +132,7 @@ bool built_by_clang(const CompileResult& r) {
 #define SKIP_WITHOUT_CLANG_CUDA(compiler)                                                                        \
   if (find_on_path("nvcc").empty()) GTEST_SKIP() << "nvcc is not on PATH";                                        \
   if ((compiler).cuda_clang().empty())                                                                            \
-    GTEST_SKIP() << "no clang++ 19 or later here (tools/setup.sh installs clang-19): nvcc alone builds load_inline's CUDA"
+    GTEST_SKIP() << "no clang++ 19 or later here (tools/setup.sh installs clang-19 where it is packaged): nvcc alone builds load_inline's CUDA"
 
 TEST(CompilerCuda, LoadInlineCudaBuildsWithClangsPrecompiledHeaders) {
   Compiler compiler(testing::test_options());
