@@ -105,23 +105,6 @@ BENCHMARK(BM_ColdCompileCpuCandidate)->Unit(benchmark::kMillisecond)->Iterations
 // cold: main.cpp against the precompiled torch/extension.h, cuda.cu by `cuda_clang` ("none": nvcc),
 // the link. Issue 42's target: <= 5 s on the GPU machine. The node's precompiled headers are built
 // before the first timed compile.
-crl::ExtensionRequest relu_extension(const std::string& tag) {
-  crl::ExtensionRequest r;
-  r.origin = "bench.py";
-  r.name = "relu_ext";
-  r.cpp_source = "torch::Tensor relu(torch::Tensor x);";
-  r.cuda_source = "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n// " + tag +
-                  "\n__global__ void relu_kernel(const float* x, float* y, long n) {\n"
-                  "  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n  if (i < n) y[i] = fmaxf(x[i], 0.f);\n}\n"
-                  "torch::Tensor relu(torch::Tensor x) {\n  auto y = torch::empty_like(x);\n  const long n = x.numel();\n"
-                  "  relu_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), "
-                  "y.data_ptr<float>(), n);\n  return y;\n}\n";
-  r.functions = {"relu"};
-  r.extra_cuda_cflags = {"-O3", "--use_fast_math"};
-  r.cuda = true;
-  return r;
-}
-
 void run_cold_extension(benchmark::State& state, const std::string& cuda_clang) {
   if (crl::find_on_path("nvcc").empty()) {
     state.SkipWithError("nvcc is not on PATH");
@@ -130,14 +113,14 @@ void run_cold_extension(benchmark::State& state, const std::string& cuda_clang) 
   crl::CompilerOptions options = bench_compiler().options();
   options.cuda_clang = cuda_clang;
   crl::Compiler compiler(options);
-  const crl::CompileResult warm = compiler.compile_extension(relu_extension(fresh_tag()));  // the node's headers
+  const crl::CompileResult warm = compiler.compile_extension(crl::testing::relu_cuda_extension(fresh_tag()));  // the node's headers
   if (!warm.ok) {
     state.SkipWithError(("the extension did not build:\n" + warm.log).c_str());
     return;
   }
   for (auto _ : state) {
     state.PauseTiming();
-    const crl::ExtensionRequest request = relu_extension(fresh_tag());
+    const crl::ExtensionRequest request = crl::testing::relu_cuda_extension(fresh_tag());
     state.ResumeTiming();
     const crl::CompileResult result = compiler.compile_extension(request);
     if (!result.ok || result.cache_hit) {
@@ -156,7 +139,7 @@ BENCHMARK(BM_ColdLoadInlineCudaNvcc)->Unit(benchmark::kMillisecond)->Iterations(
 
 // A load_inline extension's cache hit in a running compiler.
 void BM_LoadInlineCacheHit(benchmark::State& state) {
-  const crl::ExtensionRequest request = relu_extension("cache-hit bench extension");
+  const crl::ExtensionRequest request = crl::testing::relu_cuda_extension("cache-hit bench extension");
   if (crl::find_on_path("nvcc").empty() || !bench_compiler().compile_extension(request).ok) {
     state.SkipWithError("the extension did not build (or no nvcc)");
     return;

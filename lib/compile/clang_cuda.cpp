@@ -10,8 +10,6 @@
 namespace crl {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
-
 std::string after(std::string_view s, std::string_view prefix) { return std::string(s.substr(prefix.size())); }
 
 // ptxas takes a list of values in one -Xptxas/--ptxas-options entry, separated by commas.
@@ -45,7 +43,7 @@ bool translate_flag(const std::string& f, ClangCudaFlags* out) {
   // Code-generation levels (the extension is built at -O3, ptxas at its own default -O3) and the
   // target (crl builds for the GPU it judges on).
   for (const std::string_view prefix : {"-O", "-arch=", "--gpu-architecture=", "-gencode="}) {
-    if (starts_with(f, prefix)) return true;
+    if (std::string_view(f).starts_with(prefix)) return true;
   }
   if (f == "--use_fast_math" || f == "-use_fast_math") {
     out->approx_transcendentals = true;
@@ -59,12 +57,12 @@ bool translate_flag(const std::string& f, ClangCudaFlags* out) {
   if (f == "-prec-sqrt=false" || f == "--prec-sqrt=false") return add_fast_sqrt(out), true;
   if (f == "--fmad=false") return out->device_cc1.push_back("-ffp-contract=off"), true;
   for (const std::string_view prefix : {"-Xptxas=", "--ptxas-options="}) {
-    if (starts_with(f, prefix)) return add_ptxas_values(after(f, prefix), out), true;
+    if (std::string_view(f).starts_with(prefix)) return add_ptxas_values(after(f, prefix), out), true;
   }
   for (const std::string_view prefix : {"-maxrregcount=", "--maxrregcount="}) {
-    if (starts_with(f, prefix)) return out->ptxas.insert(out->ptxas.end(), {"--maxrregcount", after(f, prefix)}), true;
+    if (std::string_view(f).starts_with(prefix)) return out->ptxas.insert(out->ptxas.end(), {"--maxrregcount", after(f, prefix)}), true;
   }
-  if (starts_with(f, "-D") || starts_with(f, "-U")) return out->driver.push_back(f), true;
+  if (std::string_view(f).starts_with("-D") || std::string_view(f).starts_with("-U")) return out->driver.push_back(f), true;
   return false;
 }
 
@@ -88,9 +86,9 @@ bool is_tool(const std::vector<std::string>& job, std::string_view name) {
 std::string image3(const std::string& arg) {
   static constexpr std::string_view head = "--image=profile=";
   const size_t comma = arg.find(',');
-  if (!starts_with(arg, head) || comma == std::string::npos) return arg;
+  if (!std::string_view(arg).starts_with(head) || comma == std::string::npos) return arg;
   const std::string profile = arg.substr(head.size(), comma - head.size());
-  const bool ptx = starts_with(profile, "compute_");
+  const bool ptx = std::string_view(profile).starts_with("compute_");
   const std::string sm = profile.substr(profile.find('_') + 1);
   return fmt::format("--image3=kind={},sm={}{}", ptx ? "ptx" : "elf", sm, arg.substr(comma));
 }
@@ -124,7 +122,7 @@ std::vector<std::vector<std::string>> parse_driver_jobs(const std::string& outpu
     size_t line_end = output.find('\n', line_start);
     if (line_end == std::string::npos) line_end = output.size();
     const std::string_view line(output.data() + line_start, line_end - line_start);
-    if (starts_with(line, " \"")) {
+    if (std::string_view(line).starts_with(" \"")) {
       // clang quotes each argument and escapes ", \ and $ with a backslash.
       std::vector<std::string> job;
       for (size_t i = 0; i < line.size(); ++i) {
@@ -182,8 +180,8 @@ std::vector<std::vector<std::string>> jobs_with_pch(std::vector<std::vector<std:
       job.insert(job.begin() + 2, {"-include-pch", device ? device_pch : host_pch});
     } else if (is_tool(job, "ptxas") && !flags.ptxas.empty()) {
       // A level of the candidate's (-O2) replaces the driver's; the input file stays last.
-      const bool own_level = std::any_of(flags.ptxas.begin(), flags.ptxas.end(), [](const std::string& f) { return starts_with(f, "-O"); });
-      if (own_level) job.erase(std::remove_if(job.begin() + 1, job.end(), [](const std::string& f) { return starts_with(f, "-O"); }), job.end());
+      const bool own_level = std::any_of(flags.ptxas.begin(), flags.ptxas.end(), [](const std::string& f) { return std::string_view(f).starts_with("-O"); });
+      if (own_level) job.erase(std::remove_if(job.begin() + 1, job.end(), [](const std::string& f) { return std::string_view(f).starts_with("-O"); }), job.end());
       job.insert(job.end() - 1, flags.ptxas.begin(), flags.ptxas.end());
     } else if (is_tool(job, "fatbinary") && cuda_major >= 13) {
       for (auto& arg : job) arg = image3(arg);

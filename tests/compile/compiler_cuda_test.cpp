@@ -97,21 +97,9 @@ TEST(CompilerCuda, FormatDocCandidateCompiles) {
   EXPECT_TRUE(result.ok) << result.log;
 }
 
-// load_inline's relu as CUDA-L1's kernels write it; `extra` is appended to the CUDA sources.
+// The relu extension with a fresh tag, for sm_90a.
 ExtensionRequest cuda_extension(const std::string& extra) {
-  ExtensionRequest r;
-  r.origin = "cand.py";
-  r.name = "relu_ext";
-  r.cpp_source = "torch::Tensor relu(torch::Tensor x);";
-  r.cuda_source = "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n// " + unique_tag() +
-                  "\n__global__ void relu_kernel(const float* x, float* y, long n) {\n"
-                  "  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n  if (i < n) y[i] = fmaxf(x[i], 0.f);\n}\n"
-                  "torch::Tensor relu(torch::Tensor x) {\n  auto y = torch::empty_like(x);\n  const long n = x.numel();\n"
-                  "  relu_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), "
-                  "y.data_ptr<float>(), n);\n  return y;\n}\n" + extra;
-  r.functions = {"relu"};
-  r.extra_cuda_cflags = {"-O3", "--use_fast_math"};  // CUDA-L1's most common flags
-  r.cuda = true;
+  ExtensionRequest r = testing::relu_cuda_extension(unique_tag(), extra);
   r.cuda_arch = "sm_90a";
   return r;
 }

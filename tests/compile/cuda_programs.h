@@ -1,7 +1,9 @@
-// CUDA candidate programs shared by the compile tests and the compile benchmark.
+// CUDA candidate programs and a load_inline extension shared by the compile tests and the compile benchmark.
 #pragma once
 
 #include <string>
+
+#include "compile/torch_extension.h"
 
 namespace crl::testing {
 
@@ -50,6 +52,25 @@ inline std::string cublas_program(const std::string& tag) {
          "              == CUBLAS_STATUS_SUCCESS, \"cublasSaxpy failed\");\n"
          "  return y;\n"
          "}\n";
+}
+
+// load_inline's relu as CUDA-L1's kernels write it (a ReLU kernel, its wrapper on torch's current
+// stream, -O3 --use_fast_math); `extra` is appended to the CUDA sources, `tag` keeps each a cache miss.
+inline ExtensionRequest relu_cuda_extension(const std::string& tag, const std::string& extra = "") {
+  ExtensionRequest r;
+  r.origin = "cand.py";
+  r.name = "relu_ext";
+  r.cpp_source = "torch::Tensor relu(torch::Tensor x);";
+  r.cuda_source = "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n// " + tag +
+                  "\n__global__ void relu_kernel(const float* x, float* y, long n) {\n"
+                  "  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n  if (i < n) y[i] = fmaxf(x[i], 0.f);\n}\n"
+                  "torch::Tensor relu(torch::Tensor x) {\n  auto y = torch::empty_like(x);\n  const long n = x.numel();\n"
+                  "  relu_kernel<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), "
+                  "y.data_ptr<float>(), n);\n  return y;\n}\n" + extra;
+  r.functions = {"relu"};
+  r.extra_cuda_cflags = {"-O3", "--use_fast_math"};  // CUDA-L1's most common flags
+  r.cuda = true;
+  return r;
 }
 
 }  // namespace crl::testing
