@@ -40,8 +40,13 @@ nlohmann::json CandidateSession::handle(const nlohmann::json& request) {
   // Taking turns with the judge (eval/memory_plan.h): what a trial or the guards made goes back to
   // the driver, but not around timed batches (start_timing empties the cache itself, the same for
   // both programs).
-  if (release_after_requests_ && op != Op::time && op != Op::start_timing) device_.release_cached_memory();
+  if (release_after_requests_ && op != Op::time && op != Op::start_timing) release_cached_memory();
   return reply;
+}
+
+void CandidateSession::release_cached_memory() {
+  exports_.clear();
+  device_.release_cached_memory();
 }
 
 nlohmann::json CandidateSession::serve(Op op, const nlohmann::json& request) {
@@ -209,7 +214,7 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
   const auto computed = std::chrono::steady_clock::now();
   // Describing makes non-contiguous outputs contiguous: those copies run before the reply, timed
   // (they were the program's to do) and never after it, where the judge's idle probe would see them.
-  nlohmann::json batch = describe_batch(outputs, &held_, !times_the_reference_);
+  nlohmann::json batch = describe_batch(outputs, &held_, times_the_reference_ ? nullptr : &exports_);
   device_.check(fmt::format("describing the {}'s timed outputs", candidate_->which()));
   const auto described = std::chrono::steady_clock::now();
   timed.served_us = std::chrono::duration<double, std::micro>(described - arrived).count();
@@ -221,7 +226,7 @@ NoReply CandidateSession::on(const StartTimingRequest& request) {
   // Trials and guards left a candidate's allocator in its own state; the reference's timing worker
   // ran none of them. Both start timing with nothing cached.
   graphs_.clear();
-  device_.release_cached_memory();
+  release_cached_memory();
   const int slots = request.slots;
   events_.reserve(device_, 3);  // the timed batches' timeline: start, first call, last call
   if (!replay_as_graph_) {

@@ -38,6 +38,8 @@ class CandidateSession {
 
  private:
   nlohmann::json serve(Op op, const nlohmann::json& request);
+  // Empties the caching allocator, and forgets the exports of the allocations it gave back.
+  void release_cached_memory();
 
   WorkerDevice device_;
   bool release_after_requests_ = false;  // DeviceSettings
@@ -51,6 +53,7 @@ class CandidateSession {
   InputArena arena_;
   // Outputs the last request described: alive until the next request, so the judge can read them.
   std::vector<at::Tensor> held_;
+  ExportedAllocations exports_;  // the timed outputs' allocations, each exported once (describe_batch)
   EventPool events_;
   std::optional<SandboxPolicy> file_rules_;
   // The reference's timing worker under baseline cuda_graph: each slot's call captured once (at

@@ -75,6 +75,20 @@ bool allocation_range(void* pointer, uint64_t* base, uint64_t* size) {
   *size = s;
   return true;
 }
+
+// The driver's process-wide id of the allocation holding `pointer` (CU_POINTER_ATTRIBUTE_BUFFER_ID);
+// 0 when the driver does not say.
+uint64_t buffer_id(void* pointer) {
+  using Fn = int (*)(void*, int, unsigned long long);
+  static Fn fn = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    return lib == nullptr ? Fn{nullptr} : reinterpret_cast<Fn>(dlsym(lib, "cuPointerGetAttribute"));
+  }();
+  constexpr int kBufferId = 7;  // CU_POINTER_ATTRIBUTE_BUFFER_ID (cuda.h)
+  unsigned long long id = 0;
+  if (fn == nullptr || fn(&id, kBufferId, reinterpret_cast<unsigned long long>(pointer)) != 0) return 0;
+  return id;
+}
 #endif
 
 }  // namespace
@@ -200,18 +214,33 @@ TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, std::u
 #endif
 }
 
+const std::string& ExportedAllocations::handle_of(void* base) {
+#if CRL_HAVE_CUDA
+  const uint64_t id = buffer_id(base);
+  auto [known, added] = known_.try_emplace(base);
+  if (added || id == 0 || known->second.buffer_id != id) {
+    known->second = {id, ipc_handle_of(base)};
+    ++exports_;
+  }
+  return known->second.handle;
+#else
+  (void)base;
+  throw Error("this build has no CUDA");
+#endif
+}
+
 nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& outputs_per_call, std::vector<at::Tensor>* held,
-                              bool shareable) {
+                              ExportedAllocations* exports) {
   nlohmann::json metas = nlohmann::json::array();
   nlohmann::json handles = nlohmann::json::array();
   nlohmann::json calls = nlohmann::json::array();
-  std::unordered_map<void*, std::string> handle_of_base;
   std::unordered_map<std::string, size_t> index_of_handle;
   for (size_t c = 0; c < outputs_per_call.size(); ++c) {
     nlohmann::json places = nlohmann::json::array();
     for (const auto& out : outputs_per_call[c]) {
       at::Tensor keep;
-      const TensorRef ref = export_tensor(out.contiguous(), &keep, &handle_of_base, shareable);
+      TensorRef ref = export_tensor(out.contiguous(), &keep, nullptr, /*shareable=*/false);
+      if (ref.device == "cuda" && exports != nullptr) ref.ipc_handle = exports->handle_of(static_cast<char*>(keep.data_ptr()) - ref.offset);
       held->push_back(keep);
       if (c == 0) {
         nlohmann::json m = to_json(ref.meta);
