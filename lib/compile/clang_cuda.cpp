@@ -190,23 +190,10 @@ std::vector<std::vector<std::string>> jobs_with_pch(std::vector<std::vector<std:
   return jobs;
 }
 
-bool may_lack_a_declaration(const std::string& log) {
-  for (const char* sign : {"use of undeclared identifier", "no member named", "unknown type name", "no type named",
-                           "no template named", "undeclared identifier", "incomplete type"}) {
-    if (log.find(sign) != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::vector<std::pair<std::string, std::string>> clang_cuda_shim_headers(ClangCudaHeaders headers) {
+std::vector<std::pair<std::string, std::string>> clang_cuda_shim_headers(ExtensionHeaders headers) {
   std::vector<std::pair<std::string, std::string>> files = {
       {"texture_fetch_functions.h", "// crl: CUDA 13 removed texture references; clang's CUDA wrapper still includes this.\n"}};
-  if (headers == ClangCudaHeaders::light) {
-    files.emplace_back("torch/extension.h",
-                       "// crl: torch/extension.h for load_inline's cuda.cu under clang (lib/compile/clang_cuda.h): torch's\n"
-                       "// tensors, ops and Python bindings without torch/all.h's C++ frontend.\n"
-                       "#pragma once\n#include <torch/types.h>\n#include <torch/python.h>\n");
-  }
+  if (headers == ExtensionHeaders::light) files.emplace_back("torch/extension.h", kLightTorchExtensionHeader);
   return files;
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "compile/torch_extension.h"
+
 namespace crl {
 
 // nvcc's extra flags of a load_inline call, as clang's CUDA mode takes them.
@@ -52,19 +54,9 @@ std::vector<std::vector<std::string>> pch_emitting_jobs(const std::vector<std::v
 std::vector<std::vector<std::string>> jobs_with_pch(std::vector<std::vector<std::string>> jobs, const std::string& device_pch,
                                                     const std::string& host_pch, const ClangCudaFlags& flags, int cuda_major);
 
-// Which torch/extension.h cuda.cu sees. `light`: torch's tensors, ops and Python bindings
-// (torch/types.h, torch/python.h) without torch/all.h's C++ frontend (nn, optim, data, jit), whose
-// class templates' virtual members each side's front end would otherwise instantiate again in every
-// extension (most of its time); a source that needs those compiles again with `torch`'s own header.
-enum class ClangCudaHeaders { light, torch };
-
-// Whether clang's log of a failed compile names an undeclared name (what the lighter header would
-// cause), rather than an error torch's own header would not mend.
-bool may_lack_a_declaration(const std::string& clang_log);
-
 // The headers written into a folder clang searches before the toolkit's and torch's: the ones
 // clang's CUDA wrapper includes that a newer toolkit no longer ships (texture_fetch_functions.h,
 // gone in CUDA 13), and for `light` its torch/extension.h. Relative path -> text.
-std::vector<std::pair<std::string, std::string>> clang_cuda_shim_headers(ClangCudaHeaders headers);
+std::vector<std::pair<std::string, std::string>> clang_cuda_shim_headers(ExtensionHeaders headers);
 
 }  // namespace crl

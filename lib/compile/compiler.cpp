@@ -304,23 +304,40 @@ struct Compiler::Impl {
                           fmt::format("the {} precompiled prelude", backend_name(backend)));
   }
 
-  // torch/extension.h precompiled for load_inline extensions (their host file's flags without the
-  // request's own; extension_uses_pch says when a request may use it).
-  std::string ensure_extension_pch(bool cuda) {
+  // torch/extension.h precompiled for load_inline extensions' main.cpp (their host file's flags
+  // without the request's own; extension_uses_pch says when a request may use it), torch's own or the
+  // light one (ExtensionHeaders; its folder's shim/ holds it, searched first: extension_shim_flags).
+  std::string ensure_extension_pch(bool cuda, ExtensionHeaders headers) {
     ExtensionRequest base;
     base.cuda = cuda;
     const std::vector<std::string> flags = extension_host_flags(base);
     Sha256 h;
-    h.field("crl-extension-pch/1").field(kExtensionPrelude).field(join(flags));
+    h.field("crl-extension-pch/2").field(kExtensionPrelude).field(join(flags));
     h.field(toolchain.host_cxx).field(host_cxx_version).field(toolchain.torch_version);
-    return ensure_prelude(h.hex(), "crl_extension_prelude.h", kExtensionPrelude, flags,
-                          fmt::format("torch/extension.h precompiled for {} extensions", cuda ? "cuda" : "cpu"));
+    if (headers == ExtensionHeaders::light) h.field("light").field(kLightTorchExtensionHeader);
+    const std::string key = h.hex();
+    std::vector<std::string> prelude_flags = extension_shim_flags(cache->pch_dir(key), headers);
+    prelude_flags.insert(prelude_flags.end(), flags.begin(), flags.end());
+    std::vector<std::pair<std::string, std::string>> files;
+    if (headers == ExtensionHeaders::light) files.emplace_back("shim/torch/extension.h", kLightTorchExtensionHeader);
+    return ensure_prelude(key, "crl_extension_prelude.h", kExtensionPrelude, prelude_flags,
+                          fmt::format("{} torch/extension.h precompiled for {} extensions",
+                                      headers == ExtensionHeaders::light ? "the light" : "torch's own", cuda ? "cuda" : "cpu"),
+                          files);
+  }
+
+  // The flags that put an extension prelude's shim/ first (the light header), none for torch's own.
+  static std::vector<std::string> extension_shim_flags(const std::string& prelude_dir, ExtensionHeaders headers) {
+    if (headers == ExtensionHeaders::torch) return {};
+    return {"-isystem", prelude_dir + "/shim"};
   }
 
   // Builds a precompiled header once per node: under a lock, into a temporary file renamed into
   // place, so concurrent processes neither race nor read a half-written .gch.
+  // `files` (relative path -> text) are written into its folder first.
   std::string ensure_prelude(const std::string& key, const std::string& file_name, const std::string& source,
-                             const std::vector<std::string>& flags, const std::string& what) {
+                             const std::vector<std::string>& flags, const std::string& what,
+                             const std::vector<std::pair<std::string, std::string>>& files = {}) {
     std::lock_guard guard(pch_mutex);
     if (const auto it = pch_header.find(key); it != pch_header.end()) return it->second;
     const std::string dir = cache->pch_dir(key);
@@ -331,6 +348,10 @@ struct Compiler::Impl {
       FileLock lock(dir + "/build.lock");
       if (!fs::exists(gch)) {
         write_text(header, source);
+        for (const auto& [name, text] : files) {
+          fs::create_directories(fs::path(dir + "/" + name).parent_path());
+          write_text(dir + "/" + name, text);
+        }
         const std::string tmp = fmt::format("{}.tmp{}", gch, static_cast<long>(getpid()));
         std::vector<std::string> argv = {toolchain.host_cxx};
         for (auto& f : flags) argv.push_back(f);
@@ -415,11 +436,11 @@ struct Compiler::Impl {
     return sandbox_works[backend];
   }
 
-  // `clang_cuda_dir`: the folder of clang's precompiled CUDA headers a load_inline build reads (all of
-  // the cache's precompiled headers), or "".
-  int compile_ruleset(Backend backend, const std::string& build_dir, const std::string& pch, const std::string& clang_cuda_dir) {
+  // `pch_root`: the folder of all the cache's precompiled headers, which a load_inline build reads
+  // (main.cpp's two torch/extension.h, clang's CUDA headers), or "".
+  int compile_ruleset(Backend backend, const std::string& build_dir, const std::string& pch, const std::string& pch_root) {
     if (!sandbox_on(backend)) return -1;
-    return build_landlock_ruleset(compile_rules(build_dir, fs::path(pch).parent_path().string(), clang_cuda_dir), nullptr);
+    return build_landlock_ruleset(compile_rules(build_dir, fs::path(pch).parent_path().string(), pch_root), nullptr);
   }
 
   bool probe_compile_sandbox(Backend backend, const std::string& pch) {
@@ -498,7 +519,8 @@ struct Compiler::Impl {
     std::vector<std::string> link_argv = {toolchain.cxx, "-o", dir + "/program.so", dir + "/host.o"};
     if (!device_text.empty()) link_argv.push_back(dir + "/device.o");
     for (auto& f : link_flags(backend, names(request, "cublas"), names(request, "cudnn"))) link_argv.push_back(f);
-    return run_build(dir, host_argv, tool_step(device_argv, dir, ruleset), link_argv, ruleset, transient_out, timed_out_out);
+    return run_build(dir, tool_step(host_argv, dir, ruleset), tool_step(device_argv, dir, ruleset), link_argv, ruleset, transient_out,
+                     timed_out_out);
   }
 
   // One tool's run as a build step; no step for an empty argv.
@@ -510,12 +532,12 @@ struct Compiler::Impl {
 
   // Runs the host and device compiles in parallel (no device compile without its step), then the
   // link, each restricted to `ruleset`; the result's log and failing stage.
-  CompileResult run_build(const std::string& dir, const std::vector<std::string>& host_argv, const BuildStep& device_step,
+  CompileResult run_build(const std::string& dir, const BuildStep& host_step, const BuildStep& device_step,
                           const std::vector<std::string>& link_argv, int ruleset, bool* transient_out, bool* timed_out_out) {
     CompileResult result;
     std::future<CommandResult> device_run;
     if (device_step) device_run = std::async(std::launch::async, device_step);
-    const CommandResult host = run_tool(host_argv, dir, 0, ruleset);
+    const CommandResult host = host_step();
     const CommandResult device = device_run.valid() ? device_run.get() : CommandResult{0, 0, false, "", 0};
     std::string log;
     // A compiler killed by the timeout or a signal (the OOM killer, a loaded node) says nothing
@@ -565,12 +587,12 @@ struct Compiler::Impl {
   // with its limit (compile_cache.h).
   CompileResult build_in_dir(Backend backend, const std::string& pch, const std::string& key, const std::string& origin,
                              const std::function<CompileResult(const std::string&, int, bool*, bool*)>& compile,
-                             const std::string& clang_cuda_dir = "") {
+                             const std::string& pch_root = "") {
     const std::string dir = cache->make_build_dir();
     CompileResult result;
     int ruleset = -1;
     try {
-      ruleset = compile_ruleset(backend, dir, pch, clang_cuda_dir);
+      ruleset = compile_ruleset(backend, dir, pch, pch_root);
       bool transient = false, timed_out = false;
       result = compile(dir, ruleset, &transient, &timed_out);
       if (ruleset >= 0) close(ruleset);
@@ -648,18 +670,32 @@ struct Compiler::Impl {
     const Backend backend = r.cuda ? Backend::cuda : Backend::cpu;
     const bool use_pch = extension_uses_pch(r);
     // Without the extension prelude, the program prelude's folder only serves the sandbox's rules.
-    const std::string pch = use_pch ? ensure_extension_pch(r.cuda) : ensure_pch(backend);
+    const std::string pch = use_pch ? ensure_extension_pch(r.cuda, ExtensionHeaders::light) : ensure_pch(backend);
     std::string why;
     const std::optional<ClangCudaFlags> flags =
         r.cuda_source.empty() || cuda_clang.empty() ? std::nullopt : clang_cuda_flags(r.extra_cuda_cflags, &why);
-    const std::string clang_cuda_dir = flags ? fs::path(cache->pch_dir("-")).parent_path().string() : "";
+    // Every precompiled header is readable to the build: main.cpp may need torch's own after the
+    // light one, cuda.cu clang's.
+    const std::string pch_root = fs::path(cache->pch_dir("-")).parent_path().string();
     return build_in_dir(
         backend, pch, key, r.origin,
         [&](const std::string& dir, int ruleset, bool* transient, bool* timed_out) {
-          return run_build(dir, extension_host_argv(r, dir, use_pch ? pch : ""), extension_device_step(r, flags, dir, ruleset),
+          return run_build(dir, extension_host_step(r, dir, ruleset, use_pch ? pch : ""), extension_device_step(r, flags, dir, ruleset),
                            extension_link_argv(r, dir), ruleset, transient, timed_out);
         },
-        clang_cuda_dir);
+        pch_root);
+  }
+
+  // main.cpp's compile: with the light torch/extension.h precompiled (`light_pch`), then, where a
+  // name was undeclared, with torch's own; without a precompiled header where `light_pch` is "".
+  BuildStep extension_host_step(const ExtensionRequest& r, const std::string& dir, int ruleset, const std::string& light_pch) {
+    if (light_pch.empty()) return tool_step(extension_host_argv(r, dir, "", ExtensionHeaders::torch), dir, ruleset);
+    return [this, r, dir, ruleset, light_pch] {
+      CommandResult light = run_tool(extension_host_argv(r, dir, light_pch, ExtensionHeaders::light), dir, 0, ruleset);
+      if (light.ok() || !may_lack_a_declaration(light.output)) return light;
+      const std::string own = ensure_extension_pch(r.cuda, ExtensionHeaders::torch);
+      return run_tool(extension_host_argv(r, dir, own, ExtensionHeaders::torch), dir, 0, ruleset);
+    };
   }
 
   // cuda.cu's compile (none without CUDA sources): by clang's CUDA mode (clang_cuda.h) with the
@@ -670,7 +706,7 @@ struct Compiler::Impl {
     const std::vector<std::string> nvcc_argv = extension_device_argv(r, dir);  // writes cuda.cu
     if (nvcc_argv.empty() || !flags) return tool_step(nvcc_argv, dir, ruleset);
     return [this, r, flags = *flags, dir, ruleset, nvcc_argv] {
-      for (const ClangCudaHeaders headers : {ClangCudaHeaders::light, ClangCudaHeaders::torch}) {
+      for (const ExtensionHeaders headers : {ExtensionHeaders::light, ExtensionHeaders::torch}) {
         const std::string pch_dir = clang_cuda_pch_for(r, flags, headers);
         if (pch_dir.empty()) continue;
         const CommandResult clang = run_clang_cuda(r, flags, dir, ruleset, pch_dir);
@@ -743,12 +779,13 @@ struct Compiler::Impl {
 
   // The folder of clang's precompiled CUDA headers for `r`'s arch and `flags`' variant, built once
   // per node; "" where they did not build.
-  std::string clang_cuda_pch_for(const ExtensionRequest& r, const ClangCudaFlags& flags, ClangCudaHeaders headers) {
+  std::string clang_cuda_pch_for(const ExtensionRequest& r, const ClangCudaFlags& flags, ExtensionHeaders headers) {
     const std::string arch = arch_for(r.cuda_arch);
     Sha256 h;
     h.field("crl-clang-cuda-pch/1").field(kClangCudaPrelude).field(cuda_clang).field(cuda_clang_version).field(toolchain.cuda_home);
     h.field(nvcc_version).field(toolchain.torch_version).field(toolchain.torch_include_dir).field(arch);
-    h.field(flags.approx_transcendentals ? "approx" : "exact").field(headers == ClangCudaHeaders::light ? "light" : "torch");
+    h.field(flags.approx_transcendentals ? "approx" : "exact");
+    h.field(headers == ExtensionHeaders::light ? kLightTorchExtensionHeader : "torch");
     const std::string key = h.hex();
     std::lock_guard guard(pch_mutex);
     if (const auto it = clang_cuda_pch.find(key); it != clang_cuda_pch.end()) return it->second;
@@ -768,7 +805,7 @@ struct Compiler::Impl {
 
   // The two precompiled headers of clang_cuda_pch_for, built side by side (host.pch last: it marks
   // the folder complete); "" on success, else what failed.
-  std::string build_clang_cuda_pch(const std::string& dir, const std::string& arch, const ClangCudaFlags& flags, ClangCudaHeaders headers) {
+  std::string build_clang_cuda_pch(const std::string& dir, const std::string& arch, const ClangCudaFlags& flags, ExtensionHeaders headers) {
     for (const auto& [name, text] : clang_cuda_shim_headers(headers)) {
       fs::create_directories(fs::path(dir + "/shim/" + name).parent_path());
       write_text(dir + "/shim/" + name, text);
@@ -794,10 +831,14 @@ struct Compiler::Impl {
     return "";
   }
 
-  // main.cpp written into `dir` and its compile (with the precompiled `pch` unless "").
-  std::vector<std::string> extension_host_argv(const ExtensionRequest& r, const std::string& dir, const std::string& pch) const {
+  // main.cpp written into `dir` and its compile (with the precompiled `pch` unless "", of `headers`).
+  std::vector<std::string> extension_host_argv(const ExtensionRequest& r, const std::string& dir, const std::string& pch,
+                                               ExtensionHeaders headers) const {
     write_text(dir + "/main.cpp", extension_main_source(r));
     std::vector<std::string> argv = {toolchain.host_cxx};
+    if (!pch.empty()) {
+      for (auto& f : extension_shim_flags(fs::path(pch).parent_path().string(), headers)) argv.push_back(f);
+    }
     for (auto& f : extension_host_flags(r)) argv.push_back(f);
     if (!pch.empty() && host_is_clang) {
       for (const auto& f : {std::string("-include-pch"), pch_file(pch)}) argv.push_back(f);

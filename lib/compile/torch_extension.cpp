@@ -99,6 +99,22 @@ std::string extension_main_source(const ExtensionRequest& r) {
   return out;
 }
 
+const char* const kLightTorchExtensionHeader =
+    "// crl: torch/extension.h for load_inline's sources (lib/compile/torch_extension.h): torch's tensors, ops\n"
+    "// and Python bindings without torch/all.h's C++ frontend.\n"
+    "#pragma once\n#include <torch/types.h>\n#include <torch/python.h>\n";
+
+bool may_lack_a_declaration(const std::string& log) {
+  for (const char* sign : {"use of undeclared identifier", "no member named", "unknown type name", "no type named",
+                           "no template named", "undeclared identifier", "incomplete type",
+                           // g++
+                           "was not declared in this scope", "has not been declared", "is not a member of",
+                           "does not name a type", "is not a template"}) {
+    if (log.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::string extension_cuda_source(const ExtensionRequest& r) {
   if (r.cuda_source.empty()) return "";
   return "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" + r.cuda_source + "\n";

@@ -38,4 +38,18 @@ std::string extension_main_source(const ExtensionRequest& request);
 // "" when there are none.
 std::string extension_cuda_source(const ExtensionRequest& request);
 
+// Which torch/extension.h an extension's files (main.cpp, cuda.cu) are compiled with. `light`:
+// torch's tensors, ops and Python bindings (torch/types.h, torch/python.h) without torch/all.h's C++
+// frontend (nn, optim, data, jit), whose class templates' virtual members each compile would
+// otherwise instantiate again (most of a front end's time: main.cpp 2.25 s against 3.5 s by clang 19,
+// 2-core machine); a source that needs those compiles again with `torch`'s own header.
+enum class ExtensionHeaders { light, torch };
+
+// The light torch/extension.h, written where the compiler looks before torch's headers.
+extern const char* const kLightTorchExtensionHeader;
+
+// Whether a compiler's log of a failed compile names an undeclared name (what the lighter header
+// would cause; clang's and g++'s wordings), rather than an error torch's own header would not mend.
+bool may_lack_a_declaration(const std::string& compiler_log);
+
 }  // namespace crl

@@ -15,6 +15,7 @@
 #include "core/landlock.h"
 #include "compile/loaded_program.h"
 #include "compile/toolchain.h"
+#include "compile/torch_extension.h"
 #include "compile_test_util.h"
 #include "core/error.h"
 #include "core/subprocess.h"
@@ -389,6 +390,43 @@ TEST(CompilerCpu, ConcurrentCompilesFromTwoProcessesGiveOneLibrary) {
   EXPECT_EQ(hits, 1) << ra.output << rb.output;
   const auto out = LoadedProgram(path_of(ra.output)).forward({at::full({2}, -3.f)});
   EXPECT_TRUE(at::equal(out[0], at::zeros({2})));
+}
+
+// A load_inline extension's main.cpp compiles with the light torch/extension.h first (its
+// precompiled header built once, its shim beside it); a C++ source that needs torch's C++ frontend
+// (torch::nn) builds with torch's own, and a genuine error stays the candidate's compile error.
+TEST(CompilerCpu, AnExtensionThatNeedsTorchsFrontendBuildsWithTorchsOwnHeader) {
+  const std::string tag = unique_tag();
+  ExtensionRequest plain;
+  plain.origin = "cand.py";
+  plain.name = "plain_ext";
+  plain.cpp_source = "torch::Tensor f(torch::Tensor x) { return x.relu(); }  // " + tag;
+  plain.functions = {"f"};
+  const CompileResult light = shared_compiler().compile_extension(plain);
+  if (!light.ok && light.stage == "request") GTEST_SKIP() << light.log;  // a crl without Python's headers
+  ASSERT_TRUE(light.ok) << light.log;
+  bool light_header_built = false;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(test_cache_dir())) {
+    if (entry.path().filename() == "extension.h" && entry.path().parent_path().filename() == "torch" &&
+        std::filesystem::exists(entry.path().parent_path().parent_path().parent_path() / "crl_extension_prelude.h")) {
+      light_header_built = true;
+    }
+  }
+  EXPECT_TRUE(light_header_built) << "no precompiled light torch/extension.h under " << test_cache_dir();
+
+  ExtensionRequest frontend = plain;
+  frontend.name = "frontend_ext";
+  frontend.cpp_source = "torch::Tensor f(torch::Tensor x) { return torch::nn::functional::relu(x); }  // " + tag;
+  const CompileResult own = shared_compiler().compile_extension(frontend);
+  ASSERT_TRUE(own.ok) << own.log;
+
+  ExtensionRequest typo = plain;
+  typo.name = "typo_ext";
+  typo.cpp_source = "torch::Tensor f(torch::Tensor x) { return torch::no_such_op(x); }  // " + tag;
+  const CompileResult bad = shared_compiler().compile_extension(typo);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(bad.stage, "host") << bad.log;
+  EXPECT_NE(bad.log.find("no_such_op"), std::string::npos) << bad.log;
 }
 
 TEST(CompilerCpu, RequestsAreValidated) {

@@ -68,5 +68,14 @@ TEST(TorchExtension, NamesMustBeIdentifiersAndCudaNeedsTheCudaBackend) {
   EXPECT_NE(extension_request_problem(r).find("need the cuda backend"), std::string::npos);
 }
 
+TEST(TorchExtension, OnlyAnUndeclaredNameSendsTheSourceToTorchsOwnHeader) {
+  EXPECT_TRUE(may_lack_a_declaration("cuda.cu:9:22: error: no member named 'functional' in namespace 'torch::nn'"));
+  EXPECT_TRUE(may_lack_a_declaration("cuda.cu:3:1: error: unknown type name 'OrderedDict'"));
+  EXPECT_TRUE(may_lack_a_declaration("main.cpp:2:47: error: 'functional' is not a member of 'torch::nn'"));  // g++
+  EXPECT_TRUE(may_lack_a_declaration("main.cpp:3:1: error: 'OrderedDict' does not name a type"));
+  EXPECT_FALSE(may_lack_a_declaration("cuda.cu:5:10: fatal error: cannot open file '/tmp/secret': Permission denied"));
+  EXPECT_FALSE(may_lack_a_declaration("cuda.cu:7:3: error: expected ';' after expression"));
+}
+
 }  // namespace
 }  // namespace crl
