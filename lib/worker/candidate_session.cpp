@@ -219,6 +219,8 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
   const auto described = std::chrono::steady_clock::now();
   timed.served_us = std::chrono::duration<double, std::micro>(described - arrived).count();
   timed.describe_us = std::chrono::duration<double, std::micro>(described - computed).count();
+  timed.arrived_at_us = std::chrono::duration<double, std::micro>(arrived.time_since_epoch()).count();
+  timed.described_at_us = std::chrono::duration<double, std::micro>(described.time_since_epoch()).count();
   return {std::move(batch), timed};
 }
 

@@ -366,6 +366,8 @@ nlohmann::json BatchTimelineSummary::to_json() const {
   if (later_call_host_us) j["later_call_host_us"] = *later_call_host_us;
   if (served_us) j["served_us"] = *served_us;
   if (describe_us) j["describe_us"] = *describe_us;
+  if (arrived_at_us) j["arrived_at_us"] = *arrived_at_us;
+  if (described_at_us) j["described_at_us"] = *described_at_us;
   return j;
 }
 
@@ -378,6 +380,8 @@ BatchTimelineSummary BatchTimelineSummary::from(const Fields& f) {
   s.later_call_host_us = optional_number(f, "later_call_host_us");
   s.served_us = optional_number(f, "served_us");
   s.describe_us = optional_number(f, "describe_us");
+  s.arrived_at_us = optional_number(f, "arrived_at_us");
+  s.described_at_us = optional_number(f, "described_at_us");
   return s;
 }
 

@@ -243,6 +243,11 @@ struct BatchTimelineSummary {
   // The worker's own host clock from the request's arrival to its reply, and of that the part after
   // the calls and their sync (describing the outputs): where a request's time goes besides the calls.
   std::optional<double> served_us, describe_us;
+  // When the request arrived and when its outputs were described, on the host's monotonic clock
+  // (CLOCK_MONOTONIC, one clock for every process of the host), in microseconds: with the
+  // evaluator's own send and receive times they split the request's time outside the worker into
+  // before (waking the frozen worker, the request's way in) and after (the reply's way out).
+  std::optional<double> arrived_at_us, described_at_us;
   nlohmann::json to_json() const;
   static BatchTimelineSummary from(const Fields& f);
 };

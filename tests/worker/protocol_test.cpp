@@ -148,8 +148,12 @@ TEST(Protocol, RepliesRoundTrip) {
   TimeReply time;
   time.batch = {{"metas", nlohmann::json::array()}, {"handles", nlohmann::json::array()}, {"calls", nlohmann::json::array()}};
   time.timeline.first_call_host_us = 12.5;
+  time.timeline.arrived_at_us = 8.1e9;  // microseconds of the host's monotonic clock: beyond 2^32
+  time.timeline.described_at_us = 8.1e9 + 3127.5;
   const TimeReply t = reply_round_trip(time, Op::time);
   EXPECT_EQ(t.timeline.first_call_host_us, 12.5);
+  EXPECT_EQ(t.timeline.arrived_at_us, 8.1e9);
+  EXPECT_EQ(t.timeline.described_at_us, 8.1e9 + 3127.5);
   EXPECT_FALSE(t.timeline.first_call_device_us.has_value());  // absent, not 0
 
   const ProbeReply p = reply_round_trip(ProbeReply{false, 320, 450, 320, 1, 101}, Op::probe);

@@ -46,12 +46,20 @@ struct Diagnostics {
   // the GPU time of a batch's first call and the later calls' mean, the host's time to queue the
   // first, and how much of the request it spent inside the worker (and of that, describing).
   struct EventTimes {
-    std::vector<double> first_call_us, later_call_us, first_host_us, served_us, describe_us, request_us;
-    void add(const worker::BatchTimelineSummary& t, double request_seconds) {
+    std::vector<double> first_call_us, later_call_us, first_host_us, served_us, describe_us, request_us, before_us, after_us;
+    // `sent_at_us`, `received_at_us`: the evaluator's monotonic clock around the request.
+    void add(const worker::BatchTimelineSummary& t, double request_seconds, double sent_at_us, double received_at_us) {
       if (t.served_us && t.describe_us) {
         served_us.push_back(*t.served_us);
         describe_us.push_back(*t.describe_us);
         request_us.push_back(1e6 * request_seconds);
+      }
+      // Kept only where both clocks agree (one host clock, the worker's claims in order): the
+      // worker reports them, so they explain and never measure.
+      if (t.arrived_at_us && t.described_at_us && sent_at_us <= *t.arrived_at_us && *t.arrived_at_us <= *t.described_at_us &&
+          *t.described_at_us <= received_at_us) {
+        before_us.push_back(*t.arrived_at_us - sent_at_us);
+        after_us.push_back(received_at_us - *t.described_at_us);
       }
       if (t.first_call_device_us) {
         first_call_us.push_back(*t.first_call_device_us);
@@ -65,6 +73,11 @@ struct Diagnostics {
         served = fmt::format("; a batch's request {:.0f} us by the evaluator's clock, {:.0f} us of it in the worker ({:.0f} us "
                              "describing the outputs)",
                              median(request_us), median(served_us), median(describe_us));
+      }
+      if (!before_us.empty()) {
+        served += fmt::format(", {:.0f} us from sending it to the worker's reading it, {:.0f} us from the worker's description to "
+                              "the evaluator's reading the reply",
+                              median(before_us), median(after_us));
       }
       return fmt::format("a batch's first {:.1f} us{} (medians; the host queued the first in {:.1f} us{})", median(first_call_us),
                          later_call_us.empty() ? "" : fmt::format(", the later ones {:.1f} us each", median(later_call_us)),
@@ -94,6 +107,7 @@ struct TimedBatch {
   // request's fixed cost is then in no call's time.
   std::optional<double> per_call_us;
   std::unique_ptr<TurnServer> turns;  // with turns: what was sampled, for the checked slot
+  double sent_at_us = 0, received_at_us = 0;  // the evaluator's monotonic clock around the request (diagnostics)
 };
 
 class TimingRun {
@@ -258,7 +272,9 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
     turns = std::make_unique<TurnServer>(place, slot_list_, sample_seed);
     turns->start();
   }
+  const auto sent = std::chrono::steady_clock::now();
   auto r = call(worker, worker::TimeRequest{slot_list_, turns_}, e_.options.call_timeout_seconds * plan_.slots + 10, during, &s);
+  const auto received = std::chrono::steady_clock::now();
   double served = 0;
   if (turns) {
     turns->stop();
@@ -270,7 +286,9 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
   if (!r) return r.failure();
   worker.freeze();
   if (turns && turns->problem()) return Failure::of(VerdictStatus::kCrash, during + ": " + *turns->problem());
-  TimedBatch batch{std::move(*r), charge_cpu(worker, s, served, cpu_before, charged, ratio_max), std::nullopt, std::move(turns)};
+  const auto at_us = [](std::chrono::steady_clock::time_point t) { return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count(); };
+  TimedBatch batch{std::move(*r), charge_cpu(worker, s, served, cpu_before, charged, ratio_max), std::nullopt, std::move(turns),
+                   at_us(sent), at_us(received)};
   int dropped = 0;
   if (const auto per_call = batch.turns ? batch.turns->per_call_seconds(&dropped) : std::nullopt) {
     const double charge_ratio = s > 0 ? std::max(batch.seconds / s, 1.0) : 1.0;  // CPU time over the cores given, as the batch's
@@ -316,7 +334,7 @@ std::optional<Failure> TimingRun::time_reference(double round_trip_us, double* u
   auto batch = time_batch(reference_, e_.task_judge.reference_arena_map, "the reference's timed calls", &d_.reference_cpu_charged,
                           &d_.reference_cpu_ratio_max);
   if (!batch) return internal("timing the reference");
-  d_.reference_events.add(batch->reply.timeline, batch->seconds);
+  d_.reference_events.add(batch->reply.timeline, batch->seconds, batch->sent_at_us, batch->received_at_us);
   const auto settled = settle(Batch::reference, batch->seconds);
   if (!settled) return settled.failure();
   batch->seconds += *settled;
@@ -342,7 +360,7 @@ std::optional<Failure> TimingRun::time_candidate(double round_trip_us, double* u
   candidate_turns_.reset();
   if (!batch) return batch.failure();
   candidate_turns_ = std::move(batch->turns);
-  d_.candidate_events.add(batch->reply.timeline, batch->seconds);
+  d_.candidate_events.add(batch->reply.timeline, batch->seconds, batch->sent_at_us, batch->received_at_us);
   const auto settled = settle(Batch::candidate, batch->seconds);
   if (!settled) return settled.failure();
   *seconds = batch->seconds + *settled;
