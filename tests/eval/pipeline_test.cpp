@@ -289,10 +289,17 @@ TEST_F(PipelineTest, ANoisyReMeasureIsMeasuredLongerAndNeverCountsAsAgreement) {
   // A 2% limit: at +-5% the median of 50-8000 us calls got precise within the budget on a quick
   // machine (386 pairs), and a precise disagreement is a hack, not this test's noise; at +-1% the
   // first measurement itself (scripted 400 us calls) ended too noisy on this 2-core VM (+-1.3%).
-  const Verdict v = judge(call_times(2000, {400, {50, 8000}}), 2, [](EvalOptions& o) {
-    remeasured(o);
-    o.max_relative_ci = 0.02;
-  });
+  // The first measurement (scripted 400 us calls) is judged again where it ended too noisy itself
+  // (the candidate's calls spread 38% once in a ctest run on the loaded 2-core machine): that is
+  // the machine's noise before the re-measure this test is about.
+  Verdict v;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    v = judge(call_times(2000, {400, {50, 8000}}), 2, [](EvalOptions& o) {
+      remeasured(o);
+      o.max_relative_ci = 0.02;
+    });
+    if (failed_step(v) != "timing") break;
+  }
   EXPECT_EQ(v.status, VerdictStatus::kInternalError) << explain(v);
   EXPECT_EQ(v.message.rfind("machine too noisy: the re-measure ended too noisy", 0), 0u) << v.message;
   EXPECT_EQ(failed_step(v), "guard: re-measure");
