@@ -171,8 +171,7 @@ std::vector<TensorRef> tensor_refs_from_json(const nlohmann::json& json, size_t 
   return refs;
 }
 
-TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, std::unordered_map<void*, std::string>* handles_by_base,
-                        bool shareable) {
+TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, bool shareable) {
   TensorRef ref;
   ref.meta = meta_of(tensor);
   ref.device = tensor.is_cuda() ? "cuda" : "cpu";
@@ -197,15 +196,7 @@ TensorRef export_tensor(const at::Tensor& tensor, at::Tensor* keep_alive, std::u
     if (held.numel() == 0) held = at::empty({1}, tensor.options());
     base = c10::cuda::CUDACachingAllocator::getBaseAllocation(held.data_ptr(), &segment);
   }
-  if (!shareable) {
-    ref.ipc_handle.clear();
-  } else if (handles_by_base == nullptr) {
-    ref.ipc_handle = ipc_handle_of(base);
-  } else {
-    auto [known, added] = handles_by_base->try_emplace(base);
-    if (added) known->second = ipc_handle_of(base);
-    ref.ipc_handle = known->second;
-  }
+  if (shareable) ref.ipc_handle = ipc_handle_of(base);
   ref.offset = static_cast<uint64_t>(static_cast<char*>(held.data_ptr()) - static_cast<char*>(base));
   *keep_alive = held;
   return ref;
@@ -235,12 +226,20 @@ nlohmann::json describe_batch(const std::vector<std::vector<at::Tensor>>& output
   nlohmann::json handles = nlohmann::json::array();
   nlohmann::json calls = nlohmann::json::array();
   std::unordered_map<std::string, size_t> index_of_handle;
+  // Each allocation asked of `exports` once a batch (a driver call): a batch may hold hundreds of
+  // outputs in a few segments, all alive while they are described.
+  std::unordered_map<void*, std::string> handle_of_base;
   for (size_t c = 0; c < outputs_per_call.size(); ++c) {
     nlohmann::json places = nlohmann::json::array();
     for (const auto& out : outputs_per_call[c]) {
       at::Tensor keep;
-      TensorRef ref = export_tensor(out.contiguous(), &keep, nullptr, /*shareable=*/false);
-      if (ref.device == "cuda" && exports != nullptr) ref.ipc_handle = exports->handle_of(static_cast<char*>(keep.data_ptr()) - ref.offset);
+      TensorRef ref = export_tensor(out.contiguous(), &keep, /*shareable=*/false);
+      if (ref.device == "cuda" && exports != nullptr) {
+        void* base = static_cast<char*>(keep.data_ptr()) - ref.offset;
+        auto [known, added] = handle_of_base.try_emplace(base);
+        if (added) known->second = exports->handle_of(base);
+        ref.ipc_handle = known->second;
+      }
       held->push_back(keep);
       if (c == 0) {
         nlohmann::json m = to_json(ref.meta);
