@@ -16,6 +16,12 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// `t` in microseconds of the steady clock (CLOCK_MONOTONIC on Linux: one clock for every process of
+// a host, so two processes' readings compare).
+inline double steady_us(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
+}
+
 // "42s", "4m10s", "2h05m"; "?" for a duration not known (NaN, negative).
 inline std::string duration_text(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";

@@ -14,6 +14,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #endif
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "worker/guard_probe.h"
 #include "program/value_mix.h"
@@ -219,8 +220,8 @@ TimeReply CandidateSession::on(const TimeRequest& request) {
   const auto described = std::chrono::steady_clock::now();
   timed.served_us = std::chrono::duration<double, std::micro>(described - arrived).count();
   timed.describe_us = std::chrono::duration<double, std::micro>(described - computed).count();
-  timed.arrived_at_us = std::chrono::duration<double, std::micro>(arrived.time_since_epoch()).count();
-  timed.described_at_us = std::chrono::duration<double, std::micro>(described.time_since_epoch()).count();
+  timed.arrived_at_us = steady_us(arrived);
+  timed.described_at_us = steady_us(described);
   return {std::move(batch), timed};
 }
 

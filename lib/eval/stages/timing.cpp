@@ -286,9 +286,8 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
   if (!r) return r.failure();
   worker.freeze();
   if (turns && turns->problem()) return Failure::of(VerdictStatus::kCrash, during + ": " + *turns->problem());
-  const auto at_us = [](std::chrono::steady_clock::time_point t) { return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count(); };
   TimedBatch batch{std::move(*r), charge_cpu(worker, s, served, cpu_before, charged, ratio_max), std::nullopt, std::move(turns),
-                   at_us(sent), at_us(received)};
+                   steady_us(sent), steady_us(received)};
   int dropped = 0;
   if (const auto per_call = batch.turns ? batch.turns->per_call_seconds(&dropped) : std::nullopt) {
     const double charge_ratio = s > 0 ? std::max(batch.seconds / s, 1.0) : 1.0;  // CPU time over the cores given, as the batch's
