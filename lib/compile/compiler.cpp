@@ -671,9 +671,8 @@ struct Compiler::Impl {
     const bool use_pch = extension_uses_pch(r);
     // Without the extension prelude, the program prelude's folder only serves the sandbox's rules.
     const std::string pch = use_pch ? ensure_extension_pch(r.cuda, ExtensionHeaders::light) : ensure_pch(backend);
-    std::string why;
     const std::optional<ClangCudaFlags> flags =
-        r.cuda_source.empty() || cuda_clang.empty() ? std::nullopt : clang_cuda_flags(r.extra_cuda_cflags, &why);
+        r.cuda_source.empty() || cuda_clang.empty() ? std::nullopt : clang_cuda_flags(r.extra_cuda_cflags, nullptr);
     // Every precompiled header is readable to the build: main.cpp may need torch's own after the
     // light one, cuda.cu clang's.
     const std::string pch_root = fs::path(cache->pch_dir("-")).parent_path().string();
@@ -686,15 +685,26 @@ struct Compiler::Impl {
         pch_root);
   }
 
-  // main.cpp's compile: with the light torch/extension.h precompiled (`light_pch`), then, where a
-  // name was undeclared, with torch's own; without a precompiled header where `light_pch` is "".
+  // The rule both files of an extension follow: compiled with the light torch/extension.h, then with
+  // torch's own where the log names an undeclared name (may_lack_a_declaration). `compile(headers)`
+  // gives nullopt where that header cannot serve (it did not build); nullopt where neither did.
+  using HeaderCompile = std::function<std::optional<CommandResult>(ExtensionHeaders)>;
+  static std::optional<CommandResult> light_header_first(const HeaderCompile& compile) {
+    std::optional<CommandResult> light = compile(ExtensionHeaders::light);
+    if (light && (light->ok() || !may_lack_a_declaration(light->output))) return light;
+    std::optional<CommandResult> own = compile(ExtensionHeaders::torch);
+    return own ? own : light;
+  }
+
+  // main.cpp's compile with the precompiled torch/extension.h (`light_pch`, then torch's own), or
+  // without one where `light_pch` is "".
   BuildStep extension_host_step(const ExtensionRequest& r, const std::string& dir, int ruleset, const std::string& light_pch) {
     if (light_pch.empty()) return tool_step(extension_host_argv(r, dir, "", ExtensionHeaders::torch), dir, ruleset);
     return [this, r, dir, ruleset, light_pch] {
-      CommandResult light = run_tool(extension_host_argv(r, dir, light_pch, ExtensionHeaders::light), dir, 0, ruleset);
-      if (light.ok() || !may_lack_a_declaration(light.output)) return light;
-      const std::string own = ensure_extension_pch(r.cuda, ExtensionHeaders::torch);
-      return run_tool(extension_host_argv(r, dir, own, ExtensionHeaders::torch), dir, 0, ruleset);
+      return *light_header_first([&](ExtensionHeaders headers) -> std::optional<CommandResult> {
+        const std::string pch = headers == ExtensionHeaders::light ? light_pch : ensure_extension_pch(r.cuda, headers);
+        return run_tool(extension_host_argv(r, dir, pch, headers), dir, 0, ruleset);
+      });
     };
   }
 
@@ -706,18 +716,14 @@ struct Compiler::Impl {
     const std::vector<std::string> nvcc_argv = extension_device_argv(r, dir);  // writes cuda.cu
     if (nvcc_argv.empty() || !flags) return tool_step(nvcc_argv, dir, ruleset);
     return [this, r, flags = *flags, dir, ruleset, nvcc_argv] {
-      for (const ExtensionHeaders headers : {ExtensionHeaders::light, ExtensionHeaders::torch}) {
+      const std::optional<CommandResult> clang = light_header_first([&](ExtensionHeaders headers) -> std::optional<CommandResult> {
         const std::string pch_dir = clang_cuda_pch_for(r, flags, headers);
-        if (pch_dir.empty()) continue;
-        const CommandResult clang = run_clang_cuda(r, flags, dir, ruleset, pch_dir);
-        // torch's own header only where the lighter one may be what failed (a name it lacks); a
-        // candidate's own error goes to nvcc at once.
-        if (clang.ok() || !may_lack_a_declaration(clang.output)) {
-          if (clang.ok()) return clang;
-          break;
-        }
-      }
-      // nvcc's verdict is the one torch's load_inline would give; clang's log is not shown.
+        if (pch_dir.empty()) return std::nullopt;
+        return run_clang_cuda(r, flags, dir, ruleset, pch_dir);
+      });
+      if (clang && clang->ok()) return *clang;
+      // Any other failure of clang's goes to nvcc, whose verdict is the one torch's load_inline would
+      // give; clang's log is not shown.
       CommandResult nvcc = run_tool(nvcc_argv, dir, 0, ruleset);
       if (nvcc.ok()) nvcc.output = "[crl: clang's CUDA mode did not build cuda.cu; nvcc did]\n" + nvcc.output;
       return nvcc;
