@@ -62,14 +62,20 @@ crl_launcher() {
 # Sets CRL_STEP_RC to the step's exit code.
 crl_run_step() {
   CRL_STOP_SIGNAL=""
+  CRL_STEP_PID=""
+  # The traps come before the step starts: a stop signal in between (the step's log line is what a
+  # watcher sees first) would otherwise end this script by its default action, the job FAILED. One
+  # that comes before the step exists is passed on as soon as it does.
+  local sig
+  for sig in USR1 TERM INT; do
+    # shellcheck disable=SC2064  # $sig is fixed now, on purpose
+    trap "CRL_STOP_SIGNAL=\${CRL_STOP_SIGNAL:-$sig}; crl_log \"got SIG$sig with \$(crl_time_left) left: passing it on to the step as SIGUSR1\"; [ -z \"\$CRL_STEP_PID\" ] || kill -USR1 \$CRL_STEP_PID 2>/dev/null" "$sig"
+  done
   crl_log "+ $(printf '%q ' "$@")"
   "$@" &
   local pid=$!
-  local sig
-  for sig in USR1 TERM INT; do
-    # shellcheck disable=SC2064  # $sig and $pid are fixed now, on purpose
-    trap "CRL_STOP_SIGNAL=\${CRL_STOP_SIGNAL:-$sig}; crl_log \"got SIG$sig with \$(crl_time_left) left: passing it on to the step as SIGUSR1\"; kill -USR1 $pid 2>/dev/null" "$sig"
-  done
+  CRL_STEP_PID=$pid
+  [ -z "$CRL_STOP_SIGNAL" ] || kill -USR1 "$pid" 2>/dev/null
   # `wait` returns early (status > 128) each time a trapped signal arrives: wait again until the
   # step itself has ended (a finished child that was not yet reaped still answers kill -0).
   while :; do

@@ -77,7 +77,14 @@ def main():
         command += ["--set", s]
     start = time.time()
     job = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3500)
-    print(job.stdout)
+    # The whole output to a file, its end here: CI shows a failing test's output cut in the middle,
+    # and the end is where a failure is named.
+    log_path = os.path.join(args.work, "job.log")
+    with open(log_path, "w") as log:
+        log.write(job.stdout)
+    lines = job.stdout.splitlines()
+    print(f"crl run's output: {len(lines)} lines in {log_path}; the last 60:")
+    print("\n".join(lines[-60:]))
     print(f"crl run took {time.time() - start:.1f} s")
     if job.returncode != 0:
         fail(f"crl run exited {job.returncode}")

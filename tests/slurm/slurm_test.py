@@ -58,7 +58,11 @@ def skip(message):
 class Slurm:
     """The tests' local Slurm: commands run with its SLURM_CONF, jobs submitted from `work`."""
 
-    def __init__(self, state, work, crl):
+    def __init__(self, state, work, crl, deadline):
+        # deadline: time.time() by which the case must have failed with its own message (before
+        # ctest's TIMEOUT kills it and nothing of why is printed).
+        self.deadline = deadline
+        self.log_path = None  # the job log a failure prints (set by the cases that have one)
         self.env = dict(os.environ)
         # Apart from a user's own tools/slurm-local.sh (default port 6817) on the same machine; a
         # SIGTERM leaves the job 120 s to stop, as a crl step on a loaded 2-core machine can take a minute.
@@ -96,15 +100,37 @@ class Slurm:
         return out.split()
 
     def wait_until(self, what, predicate, timeout):
+        timeout = min(timeout, self.deadline - time.time())
         deadline = time.time() + timeout
         while time.time() < deadline:
             if predicate():
                 return
             time.sleep(0.3)
-        fail(f"timed out after {timeout} s waiting for {what}\n{self.run('squeue', check=False).stdout}")
+        self.fail_with_log(f"timed out after {timeout:.0f} s waiting for {what}\n{self.run('squeue', check=False).stdout}")
 
     def wait_gone(self, job_id, timeout):
         self.wait_until(f"job {job_id} to end", lambda: not self.states(job_id), timeout)
+
+    def wait_job_end(self, job_id, restarts, timeout):
+        """Waits until the job has left the queue for good, then checks it restarted `restarts`
+        times and COMPLETED; a job that ended otherwise fails at once, with its log."""
+        def gone_for_good():
+            if self.states(job_id):
+                return False
+            if self.job(job_id).get("Restarts") == str(restarts):
+                return True
+            time.sleep(2)  # a requeue in its first instant: the job may be back in the queue
+            return not self.states(job_id)
+
+        self.wait_until(f"job {job_id} to end after {restarts} restarts", gone_for_good, timeout)
+        info = self.job(job_id)
+        if info.get("Restarts") != str(restarts) or info.get("JobState") != "COMPLETED":
+            self.fail_with_log(f"job {job_id} ended {info.get('JobState')} after {info.get('Restarts')} restarts, "
+                               f"not COMPLETED after {restarts}")
+
+    def fail_with_log(self, message):
+        log = read(self.log_path) if self.log_path and os.path.exists(self.log_path) else "(no job log)"
+        fail(f"{message}\n--- the job's log, {self.log_path}:\n{log[-6000:]}")
 
 
 def read(path):
@@ -220,20 +246,20 @@ def case_script_stops(slurm, args):
 
     # The time-limit signal (as Slurm sends it with --signal=B:USR1@S): stop, requeue, resume.
     job = submit("tl")
+    slurm.log_path = os.path.join(slurm.work, "results", f"tl-{job}.log")
     slurm.wait_until("3 steps of the time-limit job", lambda: len(steps_of("tl", job)) >= 3, 60)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
-    slurm.wait_until("the time-limit job to restart and end",
-                     lambda: slurm.job(job).get("Restarts") == "1" and not slurm.states(job), 90)
+    slurm.wait_job_end(job, 1, 90)
     check_resumed("tl", job, "after the time-limit signal")
     if "requeueing job" not in log_of("tl", job):
         fail("the script did not say it requeued the job")
 
     # scontrol requeue (what preemption with PreemptMode=REQUEUE does): SIGTERM, then Slurm requeues.
     job = submit("rq")
+    slurm.log_path = os.path.join(slurm.work, "results", f"rq-{job}.log")
     slurm.wait_until("3 steps of the requeued job", lambda: len(steps_of("rq", job)) >= 3, 60)
     slurm.run("scontrol", "requeue", job)
-    slurm.wait_until("the requeued job to restart and end",
-                     lambda: slurm.job(job).get("Restarts") == "1" and not slurm.states(job), 90)
+    slurm.wait_job_end(job, 1, 90)
     check_resumed("rq", job, "after scontrol requeue")
 
     # scancel: SIGTERM, a stop with a checkpoint, and a clean end without a requeue.
@@ -293,8 +319,10 @@ def submit_job(slurm, name, model, env=None):
     job_file = os.path.join(slurm.work, "job.yaml")
     if not os.path.exists(job_file):
         write_job(slurm)
-    return slurm.sbatch("-J", name, "-n", "4", "--overcommit", os.path.join(REPO, "slurm", "crl.sbatch"),
-                        job_file, "--model", model, env=env)
+    job = slurm.sbatch("-J", name, "-n", "4", "--overcommit", os.path.join(REPO, "slurm", "crl.sbatch"),
+                       job_file, "--model", model, env=env)
+    slurm.log_path = os.path.join(slurm.work, "results", f"{name}-{job}.log")
+    return job
 
 
 def check_whole_run(run_dir, log, restarts, job=RESUME_JOB):
@@ -342,12 +370,10 @@ def case_job_preempt(slurm, args):
 
     slurm.wait_until("the requeued job to resume and do a step", resumed_and_stepped, 180)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
-    slurm.wait_until("the CI job to end", lambda: slurm.job(job).get("Restarts") == "2" and not slurm.states(job), 300)
+    slurm.wait_job_end(job, 2, 300)
     log = read(log_path)
     print(log)
     print(f"the preempted CI job took {time.time() - start:.1f} s")
-    if slurm.job(job).get("JobState") != "COMPLETED":
-        fail(f"the CI job ended {slurm.job(job).get('JobState')}")
     for needle in ("restart 1]", "restart 2]", "requeueing job", "] done"):
         if needle not in log:
             fail(f"the log lacks '{needle}'")
@@ -368,11 +394,9 @@ def case_job_early_stop(slurm, args):
     log_path = os.path.join(slurm.work, "results", f"early-{job}.log")
     slurm.wait_until("the job's step to start", lambda: os.path.exists(log_path) and "+ srun" in read(log_path), 120)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
-    slurm.wait_until("the job to end", lambda: slurm.job(job).get("Restarts") == "1" and not slurm.states(job), 300)
+    slurm.wait_job_end(job, 1, 300)
     log = read(log_path)
     print(log)
-    if slurm.job(job).get("JobState") != "COMPLETED":
-        fail(f"the job ended {slurm.job(job).get('JobState')}")
     for needle in ("stopped before the first step (SIGUSR1", "requeueing job", "restart 1]", "] done"):
         if needle not in log:
             fail(f"the log lacks '{needle}'")
@@ -575,10 +599,11 @@ def main():
                                                          "job_early_stop", "submit_outside", "docs_try_it"])
     ap.add_argument("--crl", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--budget", type=float, default=280, help="seconds the case may take (below ctest's TIMEOUT)")
     args = ap.parse_args()
     args.crl = os.path.abspath(args.crl)  # commands run in the work folder
     state = os.path.join(os.path.dirname(args.work.rstrip("/")), "slurm-state")
-    slurm = Slurm(state, args.work, args.crl)
+    slurm = Slurm(state, args.work, args.crl, time.time() + args.budget)
 
     if args.case == "start":
         if not shutil.which("slurmctld", path="/usr/sbin:/usr/bin") or not shutil.which("sbatch"):
