@@ -42,13 +42,20 @@ std::vector<std::string> subcommands_listed(const std::string& help) {
   return out;
 }
 
-// Every subcommand path, found from crl-main's own help: {}, {"doctor"}, ..., {"tasks", "list"}.
-void every_path(std::vector<std::string>& path, std::vector<std::vector<std::string>>& out) {
-  out.push_back(path);
+// A subcommand path ({}, {"doctor"}, ..., {"tasks", "list"}) and crl-main's answer to its --help.
+struct HelpPage {
+  std::vector<std::string> path;
+  std::string main_output;
+};
+
+// Every subcommand path, found from crl-main's own help, with that help (crl-main starts once per
+// page: each start loads LibTorch, ~0.7 s).
+void every_path(std::vector<std::string>& path, std::vector<HelpPage>& out) {
   std::vector<std::string> args = path;
   args.push_back("--help");
   const CommandResult r = run(CRL_EXE, args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  out.push_back({path, r.output});
   for (const std::string& sub : subcommands_listed(r.output)) {
     path.push_back(sub);
     every_path(path, out);
@@ -58,23 +65,19 @@ void every_path(std::vector<std::string>& path, std::vector<std::vector<std::str
 
 TEST(HelpCli, EveryPageIsCrlMainsOwnAnswer) {
   std::vector<std::string> path;
-  std::vector<std::vector<std::string>> paths;
-  every_path(path, paths);
-  ASSERT_GE(paths.size(), 10u) << "crl-main's help lists too few subcommands";
-  for (const auto& p : paths) {
+  std::vector<HelpPage> pages;
+  every_path(path, pages);
+  ASSERT_GE(pages.size(), 10u) << "crl-main's help lists too few subcommands";
+  for (const HelpPage& p : pages) {
     std::string page = std::string(CRL_FRONT_EXE) + "-help/crl";
-    for (const auto& part : p) page += "." + part;
+    for (const auto& part : p.path) page += "." + part;
     EXPECT_TRUE(fs::is_regular_file(page)) << page << " was not written at build time";
-    // crl-main once per page (each start loads LibTorch, ~0.7 s), the front with both flags.
-    std::vector<std::string> main_args = p;
-    main_args.push_back("--help");
-    const CommandResult main = run(CRL_EXE, main_args);
     for (const char* flag : {"--help", "-h"}) {
-      std::vector<std::string> args = p;
+      std::vector<std::string> args = p.path;
       args.push_back(flag);
       const CommandResult front = run(CRL_FRONT_EXE, args);
       EXPECT_EQ(front.exit_code, 0) << front.output;
-      EXPECT_EQ(front.output, main.output) << "crl " << fmt::format("{}", fmt::join(args, " "));
+      EXPECT_EQ(front.output, p.main_output) << "crl " << fmt::format("{}", fmt::join(args, " "));
     }
   }
 }
