@@ -8,6 +8,8 @@
 #   CRL_LAUNCH       srun (default: srun --mpi=pmix, one task per rank) or mpirun (where srun has no
 #                    PMIx; a SIGTERM stop then writes no checkpoint, see crl_launcher)
 #   CRL_MAX_RESTARTS requeues after the time-limit signal before the script gives up (default 20)
+#   CRL_FINISHED_MARK a file the step writes only when it ran the job to its end (crl run's
+#                    RUN_DIR/finished.json); set, an exit code 0 without it is no success
 
 CRL_BIN=${CRL_BIN:-$CRL_SOURCE_DIR/build/apps/crl/crl}
 CRL_LAUNCH=${CRL_LAUNCH:-srun}
@@ -87,20 +89,39 @@ crl_run_step() {
   crl_log "step exited with code $CRL_STEP_RC${CRL_STOP_SIGNAL:+ after SIG$CRL_STOP_SIGNAL}"
 }
 
+# A step that exited 0 without running the job to its end: srun exits 0 when its tasks failed to
+# launch (seen: a PMIx folder of an earlier step left in /tmp, "task 0 launch failed: Unspecified
+# error"). A requeue runs it again, from its checkpoint, as far as CRL_MAX_RESTARTS allows; then
+# the job fails with exit code 1.
+crl_not_finished() {
+  local resume_hint=$1
+  crl_log "the step exited with code 0 but did not run the job to its end (no $CRL_FINISHED_MARK): its tasks" \
+    "did not start or ended early (srun's lines above say why)"
+  if [ "${SLURM_RESTART_COUNT:-0}" -ge "$CRL_MAX_RESTARTS" ] || [ -z "${SLURM_JOB_ID:-}" ]; then
+    crl_log "not requeued (restart ${SLURM_RESTART_COUNT:-0} of CRL_MAX_RESTARTS $CRL_MAX_RESTARTS); resume with: $resume_hint"
+    exit 1
+  fi
+  crl_log "requeueing job $SLURM_JOB_ID to run the step again (restart $((${SLURM_RESTART_COUNT:-0} + 1)))"
+  scontrol requeue "$SLURM_JOB_ID" || crl_die "scontrol requeue $SLURM_JOB_ID failed; resume with: $resume_hint"
+  exit 0
+}
+
 crl_fail() {
   crl_log "failed with exit code $CRL_STEP_RC (3 bad input, 4 internal error, 128+N killed by signal N);" \
     "after a crash, resume from the newest good checkpoint with: $1"
   exit "$CRL_STEP_RC"
 }
 
-# What a step's exit code means for the job: 0 done; 5 (stopped, checkpoint written) is requeued
-# after the time-limit signal and ends cleanly after SIGTERM/SIGINT (preemption requeues by
-# itself; scancel means stop); anything else fails the job with that code. `resume_hint` is the
-# command that resumes by hand.
+# What a step's exit code means for the job: 0 done (with CRL_FINISHED_MARK, only where the step
+# wrote it); 5 (stopped, checkpoint written) is requeued after the time-limit signal and ends
+# cleanly after SIGTERM/SIGINT (preemption requeues by itself; scancel means stop); anything else
+# fails the job with that code. `resume_hint` is the command that resumes by hand.
 crl_finish() {
   local resume_hint=$1
   case "$CRL_STEP_RC" in
-    0) crl_log "done"; exit 0 ;;
+    0)
+      [ -z "${CRL_FINISHED_MARK:-}" ] || [ -e "$CRL_FINISHED_MARK" ] || crl_not_finished "$resume_hint"
+      crl_log "done"; exit 0 ;;
     "$CRL_EXIT_STOPPED" | 130 | 143)
       # Slurm's SIGTERM (scancel, preemption, requeue) reaches srun too, which then ends with 143
       # whatever its tasks returned: after SIGTERM, 143 is the same stop as 5.

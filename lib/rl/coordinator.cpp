@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/provenance.h"
@@ -35,6 +36,9 @@ void from_json(const nlohmann::json& j, RankInfo& r) {
 Coordinator::Coordinator(const JobContext& context)
     : context_(context), failing_evaluation_(context.job.eval.max_failed_steps) {
   open_results_file();
+  // The mark says the newest run of this folder ended complete: not this one, yet.
+  std::error_code ignored;
+  fs::remove(context_.finished_mark(), ignored);
 }
 
 void Coordinator::open_results_file() {
@@ -317,6 +321,12 @@ void Coordinator::finish(const std::vector<std::string>& weight_hashes) {
     throw Error(fmt::format("the trainers' weights differ after the job (sha256 {}): a data-parallel bug",
                             fmt::join(weight_hashes, ", ")));
   }
+  const nlohmann::json mark = {{"job", context_.job.name},
+                               {"seconds", seconds_since(job_start_)},
+                               {"restart", restart_},
+                               {"warnings", warnings_.size()},
+                               {"results", (fs::path(context_.run_dir) / "results.h5").string()}};
+  write_file_atomically(context_.finished_mark(), mark.dump(2) + "\n");
   if (warnings_.empty()) {
     spdlog::info("job {} done in {:.1f} s; results in {}/results.h5", context_.job.name, seconds_since(job_start_), context_.run_dir);
     return;

@@ -39,6 +39,10 @@ def main():
     print(f"crl run took {time.time() - start:.1f} s")
     if job.returncode != 0:
         fail(f"crl run exited {job.returncode}")
+    # The mark slurm/crl.sbatch reads to tell a job run to its end from a step that never ran.
+    mark = os.path.join(run_dir, "finished.json")
+    if not os.path.exists(mark) or json.load(open(mark)).get("job") != "ci":
+        fail(f"{mark} was not written as the job ended")
 
     with h5py.File(os.path.join(run_dir, "results.h5"), "r") as f:
         steps = {k: f["steps"][k][:] for k in f["steps"].attrs["crl_columns"]}

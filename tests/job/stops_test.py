@@ -101,6 +101,8 @@ def expect_stopped(code, output, run_dir, what, message=r"stopped at crl step \d
              f"{output[-4000:]}")
     if not checkpoints(run_dir):
         fail(f"{what}: no finished checkpoint in {run_dir}/checkpoints")
+    if os.path.exists(os.path.join(run_dir, "finished.json")):
+        fail(f"{what}: a stopped job left {run_dir}/finished.json, the mark of a job run to its end")
 
 
 def expect_complete_rows(run_dir, crl_steps=CRL_STEPS):

@@ -99,34 +99,50 @@ class Slurm:
         out = self.run("squeue", "-h", "-r", "-j", job_id, "-o", "%T", check=False).stdout
         return out.split()
 
-    def wait_until(self, what, predicate, timeout):
+    def wait_until(self, what, predicate, timeout, job=None):
+        """Polls `predicate` until it holds; with `job`, fails at once (with the log) if that job
+        has left the queue for good meanwhile."""
         timeout = min(timeout, self.deadline - time.time())
         deadline = time.time() + timeout
         while time.time() < deadline:
             if predicate():
                 return
+            if job is not None and not self.states(job):
+                time.sleep(2)  # a requeue in its first instant
+                if not self.states(job) and not predicate():
+                    self.fail_with_log(f"job {job} ended ({self.job(job).get('JobState')}) while waiting for {what}")
             time.sleep(0.3)
         self.fail_with_log(f"timed out after {timeout:.0f} s waiting for {what}\n{self.run('squeue', check=False).stdout}")
 
     def wait_gone(self, job_id, timeout):
         self.wait_until(f"job {job_id} to end", lambda: not self.states(job_id), timeout)
 
-    def wait_job_end(self, job_id, restarts, timeout):
+    def wait_job_end(self, job_id, restarts, timeout, launch_failures_count=True):
         """Waits until the job has left the queue for good, then checks it restarted `restarts`
-        times and COMPLETED; a job that ended otherwise fails at once, with its log."""
+        times and COMPLETED; a job that ended otherwise fails at once, with its log. A step that
+        never ran (crl.sbatch requeues it: its log says so) adds a restart (launch_failures_count)."""
+        if launch_failures_count:
+            def expected():
+                log = read(self.log_path) if self.log_path and os.path.exists(self.log_path) else ""
+                return restarts + log.count("to run the step again (restart")
+        else:
+            def expected():
+                return restarts
         def gone_for_good():
             if self.states(job_id):
                 return False
-            if self.job(job_id).get("Restarts") == str(restarts):
+            if self.job(job_id).get("Restarts") == str(expected()):
                 return True
             time.sleep(2)  # a requeue in its first instant: the job may be back in the queue
             return not self.states(job_id)
 
         self.wait_until(f"job {job_id} to end after {restarts} restarts", gone_for_good, timeout)
         info = self.job(job_id)
-        if info.get("Restarts") != str(restarts) or info.get("JobState") != "COMPLETED":
+        if info.get("Restarts") != str(expected()) or info.get("JobState") != "COMPLETED":
             self.fail_with_log(f"job {job_id} ended {info.get('JobState')} after {info.get('Restarts')} restarts, "
-                               f"not COMPLETED after {restarts}")
+                               f"not COMPLETED after {expected()}")
+        if expected() != restarts:
+            print(f"note: job {job_id}'s step did not run {expected() - restarts} time(s) and was requeued (its log above)")
 
     def fail_with_log(self, message):
         log = read(self.log_path) if self.log_path and os.path.exists(self.log_path) else "(no job log)"
@@ -272,7 +288,28 @@ def case_script_stops(slurm, args):
         fail(f"scancel did not end the job cleanly without a requeue\n{log}")
     if len(steps_of("cancel", job)) >= 14:
         fail("the cancelled job ran to its end")
-    print("crl.sbatch: time-limit signal requeued and resumed; scontrol requeue resumed; scancel ended cleanly")
+
+    # A step that exits 0 without running the job (an srun whose tasks failed to launch, as seen in
+    # CI): no "done", a requeue, and the job runs at its restart; with no restarts left, exit 1.
+    def submit_failing(name, **extra):
+        return slurm.sbatch("-J", name, "-n", "1", script, job_file, env=dict(env, LAUNCH_FAILS_AT_RESTART="0", **extra))
+
+    job = submit_failing("lf")
+    slurm.log_path = os.path.join(slurm.work, "results", f"lf-{job}.log")
+    slurm.wait_job_end(job, 1, 90, launch_failures_count=False)
+    log = log_of("lf", job)
+    steps = steps_of("lf", job)
+    if ("did not run the job to its end" not in log or "to run the step again (restart 1)" not in log
+            or [s for s, _ in steps] != list(range(14)) or {r for _, r in steps} != {1}):
+        fail(f"a step that exited 0 without running was not requeued and run at restart 1: steps {steps}\n{log}")
+    job = submit_failing("lf0", CRL_MAX_RESTARTS="0")
+    slurm.wait_gone(job, 60)
+    log = log_of("lf0", job)
+    info = slurm.job(job)
+    if info.get("JobState") != "FAILED" or info.get("ExitCode") != "1:0" or "not requeued" not in log or "] done" in log:
+        fail(f"with no restarts left, a step that did not run ended {info.get('JobState')} {info.get('ExitCode')}\n{log}")
+    print("crl.sbatch: time-limit signal requeued and resumed; scontrol requeue resumed; scancel ended cleanly; "
+          "a step that exited 0 without running requeued, or failed with no restarts left")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,7 +396,7 @@ def case_job_preempt(slurm, args):
     # Preempted (what PreemptMode=REQUEUE does) in the crl stage, once two of its steps are flushed.
     # (A stop at the sft stage's end does not resume yet: crl run then looks for the /text/programs
     # store, which only the crl stage's first step makes.)
-    slurm.wait_until("two crl steps", lambda: results_rows(results, "rollouts") >= 2 * 3 * 2, 240)
+    slurm.wait_until("two crl steps", lambda: results_rows(results, "rollouts") >= 2 * 3 * 2, 240, job=job)
     slurm.run("scontrol", "requeue", job)
     # The time-limit signal once the resumed run has done a step (a signal before it stops the run
     # before its first step, with no rows: case job_early_stop).
@@ -368,7 +405,7 @@ def case_job_preempt(slurm, args):
         after = log[log.rfind("resuming from"):] if "resuming from" in log else ""
         return slurm.job(job).get("Restarts") == "1" and re.search(r"\[(sft|crl)\] step \d+", after) is not None
 
-    slurm.wait_until("the requeued job to resume and do a step", resumed_and_stepped, 180)
+    slurm.wait_until("the requeued job to resume and do a step", resumed_and_stepped, 180, job=job)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
     slurm.wait_job_end(job, 2, 300)
     log = read(log_path)
@@ -392,7 +429,7 @@ def case_job_early_stop(slurm, args):
     job = submit_job(slurm, "early", model)
     run_dir = os.path.join(slurm.work, "results", f"early-{job}")
     log_path = os.path.join(slurm.work, "results", f"early-{job}.log")
-    slurm.wait_until("the job's step to start", lambda: os.path.exists(log_path) and "+ srun" in read(log_path), 120)
+    slurm.wait_until("the job's step to start", lambda: os.path.exists(log_path) and "+ srun" in read(log_path), 120, job=job)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
     slurm.wait_job_end(job, 1, 300)
     log = read(log_path)
@@ -439,7 +476,7 @@ def case_job_kill(slurm, args):
     import glob
     checkpoints = lambda: sorted(glob.glob(os.path.join(run_dir, "**", "step-*"), recursive=True))  # noqa: E731
     slurm.wait_until("a checkpoint and two steps after it",
-                     lambda: checkpoints() and results_rows(results, "steps") >= 6, 240)
+                     lambda: checkpoints() and results_rows(results, "steps") >= 6, 240, job=job)
     flushed = results_rows(results, "steps")
     # scontrol listpids: PID JOBID STEPID LOCALID GLOBALID; kill -9 the evaluator with world rank 3.
     victim = None

@@ -4,7 +4,9 @@
 # resumes after the last finished step), so tests/slurm can check slurm/crl.sbatch's signal
 # forwarding and requeue logic in seconds, apart from the real job (tested by the job cases).
 # Each finished step appends "<step> <restart>" to DIR/steps.txt; STEPS (default 16) steps of
-# STEP_SECONDS (default 0.5) each.
+# STEP_SECONDS (default 0.5) each. Like crl, it writes DIR/finished.json when it ends complete.
+# LAUNCH_FAILS_AT_RESTART=N: at restart N it plays an srun whose tasks failed to launch (srun's
+# error line, exit code 0, nothing run).
 set -u
 [ "${1:-}" = run ] || { echo "stop_contract_double: only 'run JOB --run-dir DIR' is played" >&2; exit 2; }
 run_dir=""
@@ -14,6 +16,11 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$run_dir" ] || { echo "stop_contract_double: --run-dir is missing" >&2; exit 2; }
 mkdir -p "$run_dir"
+if [ "${LAUNCH_FAILS_AT_RESTART:-}" = "${SLURM_RESTART_COUNT:-0}" ]; then
+  echo "srun: error: task 0 launch failed: Unspecified error (stop_contract_double)"
+  exit 0
+fi
+rm -f "$run_dir/finished.json"
 steps=${STEPS:-16}
 stop=""
 for sig in USR1 TERM INT; do trap "stop=\${stop:-$sig}" "$sig"; done
@@ -30,4 +37,5 @@ for ((step = done_steps; step < steps; step++)); do
     exit 5
   fi
 done
+echo '{"job": "stop_contract_double"}' > "$run_dir/finished.json"
 exit 0
