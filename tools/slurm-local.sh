@@ -73,6 +73,11 @@ $node_line State=UNKNOWN
 PartitionName=local Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
   mv "$CONF.new" "$CONF"
+  # PMIx's per-step folders in the state folder, not /tmp: one left behind there by another local
+  # Slurm (its job ids start at 1 too) made a step of the same id fail to launch ("Cannot create
+  # directory /tmp/spmix_appdir_0_12.0: File exists"), and srun still exited 0.
+  mkdir -p "$STATE/pmix"
+  echo "PMIxCliTmpDirBase=$STATE/pmix" > "$(dirname "$CONF")/mpi.conf"
 }
 
 start_munge() {
