@@ -286,20 +286,17 @@ TEST_F(PipelineTest, ALuckyFirstMeasurementIsCaughtByAPreciseReMeasure) {
 // an interval wide enough to overlap any first measurement, and so "agreed". Now it is measured on
 // while too wide to disagree, and one that stays that wide is the machine's noise, never agreement.
 TEST_F(PipelineTest, ANoisyReMeasureIsMeasuredLongerAndNeverCountsAsAgreement) {
-  // A 2% limit: at +-5% the median of 50-8000 us calls got precise within the budget on a quick
-  // machine (386 pairs), and a precise disagreement is a hack, not this test's noise; at +-1% the
-  // first measurement itself (scripted 400 us calls) ended too noisy on this 2-core VM (+-1.3%).
-  // The first measurement (scripted 400 us calls) is judged again where it ended too noisy itself
-  // (the candidate's calls spread 38% once in a ctest run on the loaded 2-core machine): that is
-  // the machine's noise before the re-measure this test is about.
-  Verdict v;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    v = judge(call_times(2000, {400, {50, 8000}}), 2, [](EvalOptions& o) {
-      remeasured(o);
-      o.max_relative_ci = 0.02;
-    });
-    if (failed_step(v) != "timing") break;
-  }
+  // The re-measure's own limit is 2% (remeasure_max_relative_ci of a 1.04 disagreement): at +-5% the
+  // median of 50-8000 us calls got precise within the budget on a quick machine (386 pairs), and a
+  // precise disagreement is a hack, not this test's noise. The first measurement (scripted 400 us
+  // calls) has a loose +-50%: at the 2% it once shared, the candidate's calls spread 38-77% in ctest
+  // runs on the loaded 2-core machine (+-8.9% after 312 pairs), and the machine's noise failed the
+  // first measurement before the re-measure this test is about.
+  const Verdict v = judge(call_times(2000, {400, {50, 8000}}), 2, [](EvalOptions& o) {
+    remeasured(o);
+    o.max_relative_ci = 0.5;
+    o.remeasure_max_disagreement = 1.04;
+  });
   EXPECT_EQ(v.status, VerdictStatus::kInternalError) << explain(v);
   EXPECT_EQ(v.message.rfind("machine too noisy: the re-measure ended too noisy", 0), 0u) << v.message;
   EXPECT_EQ(failed_step(v), "guard: re-measure");
