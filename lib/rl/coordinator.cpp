@@ -45,7 +45,7 @@ void Coordinator::open_results_file() {
   const JobConfig& job = context_.job;
   const std::optional<ResumePoint>& resume = context_.resume;
   fs::create_directories(context_.run_dir);
-  const std::string path = context_.run_dir + "/results.h5";
+  const std::string path = context_.results_path().string();
   if (fs::exists(path)) {
     const results::ResultsReader reader(path);
     const auto tables = reader.tables();
@@ -321,19 +321,18 @@ void Coordinator::finish(const std::vector<std::string>& weight_hashes) {
     throw Error(fmt::format("the trainers' weights differ after the job (sha256 {}): a data-parallel bug",
                             fmt::join(weight_hashes, ", ")));
   }
-  const nlohmann::json mark = {{"job", context_.job.name},
-                               {"seconds", seconds_since(job_start_)},
-                               {"restart", restart_},
-                               {"warnings", warnings_.size()},
-                               {"results", (fs::path(context_.run_dir) / "results.h5").string()}};
+  const double seconds = seconds_since(job_start_);
+  const std::string results = context_.results_path().string();
+  const nlohmann::json mark = {
+      {"job", context_.job.name}, {"seconds", seconds}, {"restart", restart_}, {"warnings", warnings_.size()}, {"results", results}};
   write_file_atomically(context_.finished_mark(), mark.dump(2) + "\n");
   if (warnings_.empty()) {
-    spdlog::info("job {} done in {:.1f} s; results in {}/results.h5", context_.job.name, seconds_since(job_start_), context_.run_dir);
+    spdlog::info("job {} done in {:.1f} s; results in {}", context_.job.name, seconds, results);
     return;
   }
   for (const auto& warning : warnings_) spdlog::warn("{}", warning);
-  spdlog::warn("job {} done in {:.1f} s with {} warning(s) (above; /meta warnings); results in {}/results.h5", context_.job.name,
-               seconds_since(job_start_), warnings_.size(), context_.run_dir);
+  spdlog::warn("job {} done in {:.1f} s with {} warning(s) (above; /meta warnings); results in {}", context_.job.name, seconds,
+               warnings_.size(), results);
 }
 
 }  // namespace crl::rl

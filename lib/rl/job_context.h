@@ -43,6 +43,7 @@ struct JobContext {
     return resume && !resume->state.stage_done && resume->state.stage == index ? &*resume : nullptr;
   }
   std::filesystem::path checkpoint_root() const { return std::filesystem::path(run_dir) / "checkpoints"; }
+  std::filesystem::path results_path() const { return std::filesystem::path(run_dir) / "results.h5"; }
   // Written by rank 0 as the job ends complete (Coordinator::finish): slurm/crl.sbatch tells a step
   // that ran the job to its end from one that exited 0 without running it (an srun whose tasks
   // failed to launch exits 0 too).

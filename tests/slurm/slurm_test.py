@@ -121,13 +121,9 @@ class Slurm:
         """Waits until the job has left the queue for good, then checks it restarted `restarts`
         times and COMPLETED; a job that ended otherwise fails at once, with its log. A step that
         never ran (crl.sbatch requeues it: its log says so) adds a restart (launch_failures_count)."""
-        if launch_failures_count:
-            def expected():
-                log = read(self.log_path) if self.log_path and os.path.exists(self.log_path) else ""
-                return restarts + log.count("to run the step again (restart")
-        else:
-            def expected():
-                return restarts
+        def expected():
+            return restarts + (self.log().count("to run the step again (restart") if launch_failures_count else 0)
+
         def gone_for_good():
             if self.states(job_id):
                 return False
@@ -144,9 +140,12 @@ class Slurm:
         if expected() != restarts:
             print(f"note: job {job_id}'s step did not run {expected() - restarts} time(s) and was requeued (its log above)")
 
+    def log(self):
+        """The watched job's log so far ("" before it exists)."""
+        return read(self.log_path) if self.log_path and os.path.exists(self.log_path) else ""
+
     def fail_with_log(self, message):
-        log = read(self.log_path) if self.log_path and os.path.exists(self.log_path) else "(no job log)"
-        fail(f"{message}\n--- the job's log, {self.log_path}:\n{log[-6000:]}")
+        fail(f"{message}\n--- the job's log, {self.log_path}:\n{self.log()[-6000:] or '(none)'}")
 
 
 def read(path):
@@ -236,8 +235,10 @@ def case_script_stops(slurm, args):
     script = os.path.join(REPO, "slurm", "crl.sbatch")
     job_file = os.path.join(REPO, "jobs", "ci.yaml")
 
-    def submit(name):
-        return slurm.sbatch("-J", name, "-n", "1", script, job_file, env=env)
+    def submit(name, **extra):
+        job = slurm.sbatch("-J", name, "-n", "1", script, job_file, env=dict(env, **extra))
+        slurm.log_path = os.path.join(slurm.work, "results", f"{name}-{job}.log")
+        return job
 
     def steps_of(name, job):
         path = os.path.join(slurm.work, "results", f"{name}-{job}", "steps.txt")
@@ -262,7 +263,6 @@ def case_script_stops(slurm, args):
 
     # The time-limit signal (as Slurm sends it with --signal=B:USR1@S): stop, requeue, resume.
     job = submit("tl")
-    slurm.log_path = os.path.join(slurm.work, "results", f"tl-{job}.log")
     slurm.wait_until("3 steps of the time-limit job", lambda: len(steps_of("tl", job)) >= 3, 60)
     slurm.run("scancel", "--signal=USR1", "--batch", job)
     slurm.wait_job_end(job, 1, 90)
@@ -272,7 +272,6 @@ def case_script_stops(slurm, args):
 
     # scontrol requeue (what preemption with PreemptMode=REQUEUE does): SIGTERM, then Slurm requeues.
     job = submit("rq")
-    slurm.log_path = os.path.join(slurm.work, "results", f"rq-{job}.log")
     slurm.wait_until("3 steps of the requeued job", lambda: len(steps_of("rq", job)) >= 3, 60)
     slurm.run("scontrol", "requeue", job)
     slurm.wait_job_end(job, 1, 90)
@@ -290,19 +289,16 @@ def case_script_stops(slurm, args):
         fail("the cancelled job ran to its end")
 
     # A step that exits 0 without running the job (an srun whose tasks failed to launch, as seen in
-    # CI): no "done", a requeue, and the job runs at its restart; with no restarts left, exit 1.
-    def submit_failing(name, **extra):
-        return slurm.sbatch("-J", name, "-n", "1", script, job_file, env=dict(env, LAUNCH_FAILS_AT_RESTART="0", **extra))
-
-    job = submit_failing("lf")
-    slurm.log_path = os.path.join(slurm.work, "results", f"lf-{job}.log")
+    # a fresh clone's ctest): no "done", a requeue, and the job runs at its restart; with no restarts
+    # left, exit 1.
+    job = submit("lf", LAUNCH_FAILS_AT_RESTART="0")
     slurm.wait_job_end(job, 1, 90, launch_failures_count=False)
     log = log_of("lf", job)
     steps = steps_of("lf", job)
     if ("did not run the job to its end" not in log or "to run the step again (restart 1)" not in log
             or [s for s, _ in steps] != list(range(14)) or {r for _, r in steps} != {1}):
         fail(f"a step that exited 0 without running was not requeued and run at restart 1: steps {steps}\n{log}")
-    job = submit_failing("lf0", CRL_MAX_RESTARTS="0")
+    job = submit("lf0", LAUNCH_FAILS_AT_RESTART="0", CRL_MAX_RESTARTS="0")
     slurm.wait_gone(job, 60)
     log = log_of("lf0", job)
     info = slurm.job(job)
