@@ -166,6 +166,7 @@ WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options
   request_fd_ = to_child[1];
   reply_fd_ = from_child[0];
   running_ = true;
+  thawed_at_ = std::chrono::steady_clock::now();
   if (options_.storage_limit_bytes > 0) {
     for (int fd : options_.inherited_fds) {
       struct stat st {};
@@ -315,6 +316,12 @@ void WorkerProcess::freeze() {
     if (r < 0 && errno != EINTR) return;
   }
   frozen_ = true;
+  thawed_before_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - thawed_at_).count();
+}
+
+double WorkerProcess::thawed_seconds() const {
+  if (frozen_) return thawed_before_;
+  return thawed_before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - thawed_at_).count();
 }
 
 double WorkerProcess::cpu_seconds() const {
@@ -326,6 +333,7 @@ double WorkerProcess::cpu_seconds() const {
 
 void WorkerProcess::thaw() {
   if (!running_ || !frozen_) return;
+  thawed_at_ = std::chrono::steady_clock::now();
   ::kill(-pid_, SIGCONT);
   frozen_ = false;
 }

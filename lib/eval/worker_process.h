@@ -97,6 +97,11 @@ class WorkerProcess {
   // The CPU time the worker's threads have used so far, those that ended too (its process CPU
   // clock), in seconds; -1 when it cannot be read (the worker is gone).
   double cpu_seconds() const;
+  // The wall time the worker has spent not frozen so far (from before each SIGCONT to its confirmed
+  // stop), in seconds: the most CPU time one of its threads can have used, what its CPU time over the
+  // cores given is held to (a single thread finishing its reply after the judge's timer stopped is
+  // inside this time, not beyond it).
+  double thawed_seconds() const;
   // Valid once the worker is no longer running.
   const WorkerExit& exit() const { return exit_; }
   // The worker's stdout and stderr so far, cut to at most max_bytes (head and tail kept).
@@ -113,6 +118,8 @@ class WorkerProcess {
   int reply_fd_ = -1;    // and read replies here
   bool running_ = false;
   bool frozen_ = false;
+  std::chrono::steady_clock::time_point thawed_at_;  // when it was last thawed (or started)
+  double thawed_before_ = 0;                          // seconds thawed until then
   WorkerExit exit_;
   // The storage watch: its thread, woken early to stop; what it saw when it killed the worker.
   std::mutex watch_mutex_;

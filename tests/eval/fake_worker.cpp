@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -66,5 +67,12 @@ int main(int argc, char** argv) {
       continue;
     }
     crl::worker::write_message(4, reply);
+    if (op == "spin_after_reply") {
+      // One thread computing on after its reply (a worker finishing its reply's work while the
+      // evaluator has not yet frozen it): CPU time outside the evaluator's round trip.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(request.value("ms", 0));
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
   }
 }

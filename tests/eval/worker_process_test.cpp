@@ -43,6 +43,31 @@ TEST_F(WorkerProcessTest, EchoesTheRequest) {
   EXPECT_EQ(worker.exit().exit_code, 0);
 }
 
+// The timing's CPU charge holds a worker's CPU time to the time it was thawed: one thread that
+// computes on after its reply, until the evaluator freezes it, used more CPU time than the round
+// trip took but never more than its thawed time; a frozen worker's thawed time stands still.
+TEST_F(WorkerProcessTest, OneThreadNeverUsesMoreCpuTimeThanItWasThawed) {
+  WorkerProcess worker(options());
+  ASSERT_EQ(worker.request(op("echo"), std::chrono::seconds(30))["ok"], true);  // started: its start-up is not measured
+  worker.freeze();
+  const double cpu_before = worker.cpu_seconds(), thawed_before = worker.thawed_seconds();
+  ASSERT_GE(cpu_before, 0);
+  nlohmann::json m = op("spin_after_reply");
+  m["ms"] = 500;
+  const auto sent = std::chrono::steady_clock::now();
+  EXPECT_EQ(worker.request(m, std::chrono::seconds(30))["ok"], true);
+  const double round_trip = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the evaluator late to freeze it
+  worker.freeze();
+  const double cpu = worker.cpu_seconds() - cpu_before, thawed = worker.thawed_seconds() - thawed_before;
+  EXPECT_GT(cpu, round_trip + 0.03) << "the spin after the reply ran while the worker was thawed";
+  EXPECT_LE(cpu, thawed);
+  EXPECT_GE(thawed, round_trip + 0.3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(worker.thawed_seconds() - thawed_before, thawed) << "frozen, its thawed time stands still";
+  worker.stop();
+}
+
 TEST_F(WorkerProcessTest, SegfaultIsReportedAsASignalAndTheLogIsKept) {
   WorkerProcess worker(options());
   EXPECT_THROW(worker.request(op("segfault"), std::chrono::seconds(30)), worker::ChannelClosed);

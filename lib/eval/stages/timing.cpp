@@ -135,7 +135,12 @@ class TimingRun {
   bool clearly_slow(int pairs_done) const;
   std::string pair_cost() const;
   std::string pair_name() const { return fmt::format("{} pair {}", plan_.purpose, m_.reference_us.size() + 1); }
-  double charge_cpu(const WorkerProcess& w, double wall_s, double served_s, double cpu_before, int* charged, double* ratio_max) const;
+  // A worker's CPU time and thawed time at one moment, read together before a timed batch.
+  struct CpuMark {
+    double cpu_seconds;
+    double thawed_seconds;
+  };
+  double charge_cpu(const WorkerProcess& w, double wall_s, double served_s, CpuMark before, int* charged, double* ratio_max) const;
 
   Evaluation& e_;
   WorkerProcess& candidate_;
@@ -169,12 +174,18 @@ double TimingRun::cores_given() const {
 // cores given are the program's during them as well: its threads waiting for the turn (the worker
 // spins briefly, an intra-op pool spins after its last job) are not charged, and they can compute
 // nothing that counts then (the next inputs are not there yet; the last outputs were sampled).
-double TimingRun::charge_cpu(const WorkerProcess& w, double wall_s, double served_s, double cpu_before, int* charged,
+// The CPU time is held to the time the worker was thawed, not to the timed round trip: a worker
+// runs a little before the judge's timer starts and after it stops (finishing its reply while the
+// judge, on a loaded machine, waits for a core before it freezes the worker), and a program of one
+// thread was charged for that (CI: the legit twin of extra_threads, in 1 pair of 20). The thawed
+// time outside the round trip is taken out of the CPU time charged; one thread is never charged.
+double TimingRun::charge_cpu(const WorkerProcess& w, double wall_s, double served_s, CpuMark before, int* charged,
                              double* ratio_max) const {
-  if (e_.cuda() || cpu_before < 0 || wall_s <= 0) return wall_s;
+  if (e_.cuda() || before.cpu_seconds < 0 || wall_s <= 0) return wall_s;
   const double cpu_after = w.cpu_seconds();
   if (cpu_after < 0) return wall_s;
-  const double busy = (cpu_after - cpu_before) / cores_given_ - served_s;
+  const double outside = std::max(w.thawed_seconds() - before.thawed_seconds - (wall_s + served_s), 0.0);
+  const double busy = (cpu_after - before.cpu_seconds) / cores_given_ - served_s - outside;
   if (busy <= wall_s) return wall_s;
   ++*charged;
   *ratio_max = std::max(*ratio_max, busy / wall_s);
@@ -264,7 +275,7 @@ Result<TimedBatch> TimingRun::time_batch(WorkerProcess& worker, char* arena, con
                                          double* ratio_max) {
   double s = 0;
   worker.freeze();
-  const double cpu_before = worker.cpu_seconds();
+  const CpuMark cpu_before{worker.cpu_seconds(), worker.thawed_seconds()};
   std::unique_ptr<TurnServer> turns;
   if (turns_) {
     const TurnPlace place{arena, e_.task_judge.staging_map, &e_.task_judge.layout, worker.pid()};
