@@ -101,7 +101,13 @@ crl_not_finished() {
     crl_log "not requeued (restart ${SLURM_RESTART_COUNT:-0} of CRL_MAX_RESTARTS $CRL_MAX_RESTARTS); resume with: $resume_hint"
     exit 1
   fi
-  crl_log "requeueing job $SLURM_JOB_ID to run the step again (restart $((${SLURM_RESTART_COUNT:-0} + 1)))"
+  crl_requeue "requeueing job $SLURM_JOB_ID to run the step again (restart $((${SLURM_RESTART_COUNT:-0} + 1)))" "$resume_hint"
+}
+
+# Logs why, requeues this job (it starts again and resumes from its checkpoint) and ends the script.
+crl_requeue() {
+  local why=$1 resume_hint=$2
+  crl_log "$why"
   scontrol requeue "$SLURM_JOB_ID" || crl_die "scontrol requeue $SLURM_JOB_ID failed; resume with: $resume_hint"
   exit 0
 }
@@ -135,9 +141,8 @@ crl_finish() {
         crl_log "stopped with a checkpoint, but already restarted $CRL_MAX_RESTARTS times (CRL_MAX_RESTARTS); resume with: $resume_hint"
         exit "$CRL_EXIT_STOPPED"
       fi
-      crl_log "stopped with a checkpoint before the time limit: requeueing job $SLURM_JOB_ID (restart $((${SLURM_RESTART_COUNT:-0} + 1)))"
-      scontrol requeue "$SLURM_JOB_ID" || crl_die "scontrol requeue $SLURM_JOB_ID failed; resume with: $resume_hint"
-      exit 0 ;;
+      crl_requeue "stopped with a checkpoint before the time limit: requeueing job $SLURM_JOB_ID (restart $((${SLURM_RESTART_COUNT:-0} + 1)))" \
+        "$resume_hint" ;;
     *) crl_fail "$resume_hint" ;;
   esac
 }
